@@ -1,0 +1,19 @@
+#pragma once
+/// \file commands.hpp
+/// One function per subcommand: each adds its CLI11 subcommand and returns the action
+/// to run when it was chosen. Actions return the process exit code; exceptions are
+/// mapped to exit codes in main.cpp only.
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace perfcast::cli {
+
+using Action = std::function<int()>;
+
+Action add_predict(CLI::App& app);
+Action add_comm(CLI::App& app);
+Action add_list(CLI::App& app);
+
+}  // namespace perfcast::cli

@@ -1,0 +1,44 @@
+// perfcast: one binary, subcommands. Only this file maps exceptions to exit codes:
+// 0 success, 1 the work failed, 2 bad input (the message names file, JSON path and
+// what was expected).
+
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.hpp"
+#include "model/simulator.hpp"
+#include "perfcast/build_info.hpp"
+#include "topology/json_reader.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"perfcast: predict multi-GPU ML training iteration time and pick embedding sharding plans"};
+  app.set_version_flag("--version", std::string(perfcast::build_info::kVersion) + " (" + perfcast::build_info::kGitCommit + ")");
+  app.require_subcommand(1);
+  std::map<std::string, perfcast::cli::Action> actions;
+  actions["predict"] = perfcast::cli::add_predict(app);
+  actions["comm"] = perfcast::cli::add_comm(app);
+  actions["list"] = perfcast::cli::add_list(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    for (const auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();
+  } catch (const perfcast::ConfigError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const perfcast::SimulationError& e) {
+    std::cerr << "error: simulation failed: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

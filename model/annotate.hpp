@@ -1,0 +1,40 @@
+#pragma once
+/// \file annotate.hpp
+/// Attaches predicted durations to an execution graph: kernel predictors per kernel,
+/// the collective model per collective. Kernel estimates are cached by descriptor, so
+/// re-annotating a graph that differs in a few ops (sharding search) is cheap.
+
+#include <unordered_map>
+#include <vector>
+
+#include "model/execution_graph.hpp"
+#include "predictors/estimate.hpp"
+#include "topology/collective.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct OpTiming {
+  std::vector<Estimate> kernels;  ///< one per Op::kernels entry
+};
+
+struct TimedGraph {
+  const ExecutionGraph* graph = nullptr;
+  std::vector<std::vector<OpTiming>> ops;             ///< [rank][op]
+  std::vector<CollectiveEstimate> collectives;        ///< per ExecutionGraph::collectives
+};
+
+class Annotator {
+ public:
+  Annotator(const SystemSpec& system, const CollectiveModel& comm) : system_(&system), comm_(&comm) {}
+  /// The returned TimedGraph points at `g`, which must outlive it.
+  [[nodiscard]] TimedGraph annotate(const ExecutionGraph& g);
+  [[nodiscard]] std::size_t cache_size() const { return cache_.size(); }
+
+ private:
+  const SystemSpec* system_;
+  const CollectiveModel* comm_;
+  std::unordered_map<KernelDesc, Estimate, KernelDescHash> cache_;
+};
+
+}  // namespace perfcast

@@ -1,0 +1,364 @@
+#include "model/dlrm_builder.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+/// Bytes of an activation element of the MLPs (tf32 keeps fp32 storage).
+double act_bytes(DType t) { return dtype_bytes(t); }
+
+ElementwiseDesc elementwise(std::string op, double elements, double flops, double bytes) {
+  return ElementwiseDesc{std::move(op), static_cast<std::int64_t>(elements), flops, bytes};
+}
+
+struct ShardRef {
+  std::size_t table;
+  const Shard* shard;
+  ShardingType type;
+};
+
+/// Collectives are identical on every rank: the first rank that issues one creates it,
+/// the others refer to it by name.
+class CollectiveTable {
+ public:
+  explicit CollectiveTable(ExecutionGraph& g) : g_(g) {}
+  template <class MakeDesc>
+  int get(const std::string& name, MakeDesc make) {
+    auto [it, fresh] = index_.try_emplace(name, static_cast<int>(g_.collectives.size()));
+    if (fresh) g_.collectives.push_back(GraphCollective{make(), 0});
+    return it->second;
+  }
+
+ private:
+  ExecutionGraph& g_;
+  std::map<std::string, int> index_;
+};
+
+class RankBuilder {
+ public:
+  RankBuilder(const DlrmSpec& w, const ShardingPlan& plan, int world, int rank, CollectiveTable& colls)
+      : w_(w), plan_(plan), n_(world), r_(rank), b_(w.batch_size / world), colls_(colls) {
+    for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+      for (const auto& sh : plan.tables[t].shards) {
+        if (sh.rank == r_) local_.push_back({t, &sh, plan.tables[t].type});
+      }
+    }
+  }
+
+  RankProgram build() {
+    const double ab = act_bytes(w_.mlp_dtype);
+    // ---- input -------------------------------------------------------------------
+    double batch_bytes = b_ * (w_.dense_features() * 4.0 + 4.0);  // dense features + label
+    for (const auto& t : w_.tables) batch_bytes += b_ * (t.pooling + 1) * w_.index_bytes;
+    const int h2d = add({"batch_h2d", Phase::kInput, Stream::kCopy, {MemcpyDesc{batch_bytes, CopyKind::kHostToDevice}}, {}, {}, false});
+
+    int input_ready = h2d;
+    const bool sparse_comm = n_ > 1 && has_sparse_tables();
+    if (sparse_comm) {
+      add(collective_op("input_dist.lengths", Phase::kForward, [&] { return input_pairs(/*lengths=*/true); }, {h2d}));
+      input_ready = add(collective_op("input_dist.indices", Phase::kForward, [&] { return input_pairs(false); }, {h2d}));
+    }
+
+    // ---- forward -----------------------------------------------------------------
+    std::vector<int> bottom;
+    int prev = h2d;
+    for (std::size_t i = 1; i < w_.bottom_mlp.size(); ++i) {
+      prev = add({fmt::format("bottom_mlp.{}", i - 1), Phase::kForward, Stream::kCompute,
+                  {GemmDesc{b_, w_.bottom_mlp[i], w_.bottom_mlp[i - 1], 1, w_.mlp_dtype, true}}, {}, {prev}, false});
+      bottom.push_back(prev);
+    }
+    const int bottom_out = prev;
+
+    int lookup = -1, lookup_dp = -1;
+    if (auto e = embedding_desc(EmbeddingPass::kForward, /*dp=*/false)) {
+      lookup = add({"embedding_lookup", Phase::kForward, Stream::kCompute, {*e}, {}, {input_ready}, false});
+    }
+    if (auto e = embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
+      lookup_dp = add({"embedding_lookup.data_parallel", Phase::kForward, Stream::kCompute, {*e}, {}, {h2d}, false});
+    }
+    std::vector<int> emb_ready;
+    int output_dist = -1, rw_rs = -1;
+    if (n_ > 1 && has_type(ShardingType::kTableWise, ShardingType::kColumnWise)) {
+      output_dist = add(collective_op("output_dist", Phase::kForward, [&] { return output_pairs(); }, deps_of(lookup)));
+      emb_ready.push_back(output_dist);
+    }
+    if (n_ > 1 && has_type(ShardingType::kRowWise, ShardingType::kRowWise)) {
+      CollectiveDesc rs{CollectiveKind::kReduceScatter, rw_bytes(), {}};
+      rw_rs = add(coll("output_dist.row_wise", Phase::kForward, rs, deps_of(lookup)));
+      emb_ready.push_back(rw_rs);
+    }
+    if (n_ == 1 && lookup >= 0) emb_ready.push_back(lookup);
+    if (lookup_dp >= 0) emb_ready.push_back(lookup_dp);
+
+    const double tp = static_cast<double>(w_.tables.size()) + 1;  // interaction features
+    const double dim = static_cast<double>(w_.bottom_mlp.back());
+    const double width = static_cast<double>(w_.interaction_width());
+    std::vector<int> inter_deps = emb_ready;
+    inter_deps.push_back(bottom_out);
+    Op inter{"interaction", Phase::kForward, Stream::kCompute, {}, {}, inter_deps, false};
+    if (w_.interaction == Interaction::kDot) {
+      inter.kernels.push_back(elementwise("concat", b_ * tp * dim, 0, 2 * ab));
+      inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),
+                                       static_cast<std::int64_t>(dim), b_, w_.mlp_dtype, false});
+      inter.kernels.push_back(elementwise("tril_concat", b_ * width, 0, 2 * ab));
+    } else {
+      inter.kernels.push_back(elementwise("concat", b_ * width, 0, 2 * ab));
+    }
+    prev = add(inter);
+
+    std::vector<std::int64_t> top_in;
+    std::int64_t in = w_.interaction_width();
+    for (std::size_t i = 0; i < w_.top_mlp.size(); ++i) {
+      top_in.push_back(in);
+      prev = add({fmt::format("top_mlp.{}", i), Phase::kForward, Stream::kCompute,
+                  {GemmDesc{b_, w_.top_mlp[i], in, 1, w_.mlp_dtype, true}}, {}, {prev}, false});
+      in = w_.top_mlp[i];
+    }
+    const int loss = add({"loss", Phase::kForward, Stream::kCompute,
+                          {elementwise("sigmoid_bce", b_, 11, 12)}, {}, {prev}, false});
+
+    // ---- backward ------------------------------------------------------------------
+    prev = add({"loss.backward", Phase::kBackward, Stream::kCompute, {elementwise("bce_backward", b_, 5, 12)}, {}, {loss}, false});
+    for (std::size_t i = w_.top_mlp.size(); i-- > 0;) {
+      const bool relu_out = i + 1 < w_.top_mlp.size();  // the logit layer has no ReLU
+      prev = add(linear_backward(fmt::format("top_mlp.{}.backward", i), top_in[i], w_.top_mlp[i], true, relu_out, prev));
+      grad_ready(prev, top_in[i], w_.top_mlp[i]);
+    }
+    Op inter_bwd{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {prev}, false};
+    if (w_.interaction == Interaction::kDot) {
+      const auto t = static_cast<std::int64_t>(tp);
+      const auto d = static_cast<std::int64_t>(dim);
+      inter_bwd.kernels.push_back(elementwise("tril_backward", b_ * tp * tp, 0, 2 * ab));
+      inter_bwd.kernels.push_back(GemmDesc{t, d, t, b_, w_.mlp_dtype, false});
+      inter_bwd.kernels.push_back(GemmDesc{t, d, t, b_, w_.mlp_dtype, false});
+      inter_bwd.kernels.push_back(elementwise("add", b_ * tp * dim, 1, 3 * ab));
+    } else {
+      inter_bwd.kernels.push_back(elementwise("copy", b_ * width, 0, 2 * ab));
+    }
+    const int inter_b = add(inter_bwd);
+
+    std::vector<int> emb_grad_ready;
+    if (output_dist >= 0) {
+      emb_grad_ready.push_back(add(collective_op("output_dist.backward", Phase::kBackward, [&] { return output_pairs(); }, {inter_b}, true)));
+    }
+    if (rw_rs >= 0) {
+      CollectiveDesc ag{CollectiveKind::kAllGather, rw_bytes(), {}};
+      emb_grad_ready.push_back(add(coll("output_dist.row_wise.backward", Phase::kBackward, ag, {inter_b})));
+    }
+    if (n_ == 1) emb_grad_ready.push_back(inter_b);
+
+    prev = inter_b;
+    for (std::size_t i = bottom.size(); i-- > 0;) {
+      const std::int64_t bin = w_.bottom_mlp[i], bout = w_.bottom_mlp[i + 1];
+      prev = add(linear_backward(fmt::format("bottom_mlp.{}.backward", i), bin, bout, i > 0, true, prev));
+      grad_ready(prev, bin, bout);
+    }
+    flush_bucket(prev);
+
+    if (auto e = embedding_desc(EmbeddingPass::kBackward, false)) {
+      add({"embedding_backward", Phase::kBackward, Stream::kCompute, {*e}, {}, emb_grad_ready, false});
+    }
+    if (lookup_dp >= 0) add_dp_tables_backward(inter_b);
+
+    // ---- optimizer and sync ------------------------------------------------------------
+    const double params = w_.dense_parameters();
+    const bool adam = w_.dense_optimizer == DenseOptimizer::kAdam;
+    // SGD: read weight and grad, write weight; Adam: also read and write two moments.
+    prev = add({adam ? "dense_optimizer.adam" : "dense_optimizer.sgd", Phase::kOptimizer, Stream::kCompute,
+                {elementwise(adam ? "adam" : "sgd", params, adam ? 12 : 2, adam ? 28 : 12)}, {}, allreduces_, false});
+    if (w_.sync_each_iteration) {
+      add({"loss.item", Phase::kOptimizer, Stream::kCompute, {MemcpyDesc{4, CopyKind::kDeviceToHost}}, {}, {loss, prev}, true});
+    }
+    return std::move(program_);
+  }
+
+ private:
+  const DlrmSpec& w_;
+  const ShardingPlan& plan_;
+  int n_;
+  int r_;
+  std::int64_t b_;
+  CollectiveTable& colls_;
+  std::vector<ShardRef> local_;
+  RankProgram program_;
+  std::vector<int> allreduces_;
+  double bucket_bytes_ = 0;
+  int buckets_ = 0;
+
+  int add(Op op) {
+    program_.ops.push_back(std::move(op));
+    return static_cast<int>(program_.ops.size()) - 1;
+  }
+
+  static std::vector<int> deps_of(int op) { return op >= 0 ? std::vector<int>{op} : std::vector<int>{}; }
+
+  Op coll(std::string name, Phase phase, CollectiveDesc d, std::vector<int> deps) const {
+    const int index = colls_.get(name, [&] { return std::move(d); });
+    return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+  }
+
+  /// All-to-allv whose byte matrix `make_pairs()` is computed once for all ranks;
+  /// `transpose` swaps senders and receivers (the backward of a forward exchange).
+  template <class MakePairs>
+  Op collective_op(std::string name, Phase phase, MakePairs make_pairs, std::vector<int> deps, bool transpose = false) const {
+    const int index = colls_.get(name, [&] {
+      std::vector<double> pairs = make_pairs();
+      if (transpose) {
+        const auto un = static_cast<std::size_t>(n_);
+        std::vector<double> t(pairs.size());
+        for (std::size_t i = 0; i < un; ++i)
+          for (std::size_t j = 0; j < un; ++j) t[j * un + i] = pairs[i * un + j];
+        pairs = std::move(t);
+      }
+      return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
+    });
+    return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+  }
+
+  bool has_sparse_tables() const {
+    for (const auto& t : plan_.tables)
+      if (t.type != ShardingType::kDataParallel) return true;
+    return false;
+  }
+  bool has_type(ShardingType a, ShardingType b) const {
+    for (const auto& t : plan_.tables)
+      if (t.type == a || t.type == b) return true;
+    return false;
+  }
+
+  /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
+  double shard_pooling(std::size_t table, const Shard& sh) const {
+    const auto& t = w_.tables[table];
+    if (plan_.tables[table].type == ShardingType::kRowWise) return t.pooling * double(sh.rows) / double(t.rows);
+    return t.pooling;
+  }
+
+  /// Input all-to-all: rank i sends rank j the lengths (4 B per bag) or indices of its
+  /// local batch for the sparse shards j holds.
+  std::vector<double> input_pairs(bool lengths) const {
+    const auto un = static_cast<std::size_t>(n_);
+    std::vector<double> per_dest(un, 0.0);
+    for (std::size_t t = 0; t < plan_.tables.size(); ++t) {
+      if (plan_.tables[t].type == ShardingType::kDataParallel) continue;
+      for (const auto& sh : plan_.tables[t].shards) {
+        per_dest[static_cast<std::size_t>(sh.rank)] +=
+            lengths ? b_ * 4.0 : b_ * shard_pooling(t, sh) * w_.index_bytes;
+      }
+    }
+    std::vector<double> m(un * un, 0.0);
+    for (std::size_t i = 0; i < un; ++i)
+      for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_dest[j];
+    return m;
+  }
+
+  /// Pooled all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
+  /// table- and column-wise shards i holds.
+  std::vector<double> output_pairs() const {
+    const auto un = static_cast<std::size_t>(n_);
+    std::vector<double> per_src(un, 0.0);
+    for (const auto& t : plan_.tables) {
+      if (t.type != ShardingType::kTableWise && t.type != ShardingType::kColumnWise) continue;
+      for (const auto& sh : t.shards) per_src[static_cast<std::size_t>(sh.rank)] += b_ * double(sh.cols) * 4.0;
+    }
+    std::vector<double> m(un * un, 0.0);
+    for (std::size_t i = 0; i < un; ++i)
+      for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_src[i];
+    return m;
+  }
+
+  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4.
+  double rw_bytes() const {
+    double dims = 0;
+    for (std::size_t t = 0; t < plan_.tables.size(); ++t)
+      if (plan_.tables[t].type == ShardingType::kRowWise) dims += double(w_.tables[t].dim);
+    return double(w_.batch_size) * dims * 4.0;
+  }
+
+  std::optional<EmbeddingDesc> embedding_desc(EmbeddingPass pass, bool dp) const {
+    EmbeddingDesc e;
+    e.batch = dp ? b_ : w_.batch_size;
+    e.weight_dtype = w_.embedding_dtype;
+    e.pass = pass;
+    e.optimizer = w_.embedding_optimizer;
+    e.index_bytes = w_.index_bytes;
+    for (const auto& ref : local_) {
+      if ((ref.type == ShardingType::kDataParallel) != dp) continue;
+      const auto& spec = w_.tables[ref.table];
+      e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution});
+    }
+    if (e.tables.empty()) return std::nullopt;
+    if (dp && pass == EmbeddingPass::kBackward) return std::nullopt;  // see add_dp_tables_backward
+    return e;
+  }
+
+  Op linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out, int dep) const {
+    const double ab = act_bytes(w_.mlp_dtype);
+    Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
+    op.kernels.reserve(4);
+    if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(b_) * out, 1, 3 * ab));
+    if (dgrad) op.kernels.emplace_back(std::in_place_type<GemmDesc>, b_, in, out, 1, w_.mlp_dtype, false);
+    op.kernels.emplace_back(std::in_place_type<GemmDesc>, out, in, b_, 1, w_.mlp_dtype, false);
+    op.kernels.emplace_back(elementwise("bias_grad", double(b_) * out, 1, ab));
+    return op;
+  }
+
+  /// DDP: a layer's gradients join the open bucket; a full bucket is all-reduced at once.
+  void grad_ready(int op, std::int64_t in, std::int64_t out) {
+    if (n_ == 1) return;
+    bucket_bytes_ += (double(in) * out + out) * 4.0;
+    const double cap = buckets_ == 0 ? w_.first_bucket : w_.gradient_bucket;
+    if (bucket_bytes_ >= cap) flush_bucket(op);
+  }
+
+  void flush_bucket(int op) {
+    if (n_ == 1 || bucket_bytes_ <= 0) return;
+    CollectiveDesc d{CollectiveKind::kAllReduce, bucket_bytes_, {}};
+    allreduces_.push_back(add(coll(fmt::format("allreduce.bucket{}", buckets_), Phase::kBackward, d, {op})));
+    ++buckets_;
+    bucket_bytes_ = 0;
+  }
+
+  /// Data-parallel tables: dense gradient (zero + scatter-add), all-reduce, SGD update.
+  void add_dp_tables_backward(int dep) {
+    double elems = 0, looked_up = 0;
+    for (const auto& ref : local_) {
+      if (ref.type != ShardingType::kDataParallel) continue;
+      elems += double(ref.shard->rows) * ref.shard->cols;
+      looked_up += double(b_) * shard_pooling(ref.table, *ref.shard) * ref.shard->cols;
+    }
+    const int grad = add({"embedding_backward.data_parallel", Phase::kBackward, Stream::kCompute,
+                          {elementwise("zero", elems, 0, 4), elementwise("embedding_grad_scatter", looked_up, 1, 12)},
+                          {},
+                          {dep},
+                          false});
+    int ready = grad;
+    if (n_ > 1) {
+      ready = add(coll("allreduce.data_parallel_tables", Phase::kBackward,
+                       CollectiveDesc{CollectiveKind::kAllReduce, elems * 4.0, {}}, {grad}));
+    }
+    add({"embedding_update.data_parallel", Phase::kOptimizer, Stream::kCompute,
+         {elementwise("sgd", elems, 2, 2 * dtype_bytes(w_.embedding_dtype) + 4)}, {}, {ready}, false});
+  }
+};
+
+}  // namespace
+
+ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size) {
+  if (world_size < 1) throw ConfigError(w.file, "", "the system has no GPUs");
+  if (w.batch_size % world_size != 0) {
+    throw ConfigError(w.file, "/batch_size",
+                      fmt::format("the global batch {} does not divide over the system's {} ranks", w.batch_size, world_size));
+  }
+  ExecutionGraph g;
+  RankGroup all;
+  for (int r = 0; r < world_size; ++r) all.ranks.push_back(r);
+  g.groups.push_back(all);
+  CollectiveTable colls(g);
+  for (int r = 0; r < world_size; ++r) g.ranks.push_back(RankBuilder(w, plan, world_size, r, colls).build());
+  return g;
+}
+
+}  // namespace perfcast

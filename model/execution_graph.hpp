@@ -1,0 +1,53 @@
+#pragma once
+/// \file execution_graph.hpp
+/// One training iteration per rank, in host order: value-type ops that carry their
+/// kernels (or one collective), the stream they run on and their data dependencies.
+///
+/// Contract: `deps` point to earlier ops of the same rank and iteration; every rank of a
+/// group issues that group's collectives in the same order.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "predictors/kernel_desc.hpp"
+#include "topology/collective.hpp"
+
+namespace perfcast {
+
+/// GPU streams of one rank. The host thread is not a stream; it is tracked separately.
+enum class Stream { kCompute = 0, kComm = 1, kCopy = 2 };
+inline constexpr int kStreamCount = 3;
+[[nodiscard]] std::string_view stream_name(Stream s);
+
+enum class Phase { kInput, kForward, kBackward, kOptimizer };
+[[nodiscard]] std::string_view phase_name(Phase p);
+
+/// A collective as all ranks of its group see it; stored once per graph (all-to-allv
+/// byte matrices grow as ranks squared).
+struct GraphCollective {
+  CollectiveDesc desc;
+  int group = 0;  ///< index into ExecutionGraph::groups
+};
+
+struct Op {
+  std::string name;   ///< e.g. "bottom_mlp.0", "output_dist", "allreduce.bucket1"
+  Phase phase = Phase::kForward;
+  Stream stream = Stream::kCompute;
+  std::vector<KernelDesc> kernels;            ///< run back to back on `stream`
+  std::optional<int> collective;              ///< instead of kernels: index into ExecutionGraph::collectives
+  std::vector<int> deps;                      ///< ops (same rank) whose outputs this op reads
+  bool host_waits = false;                    ///< the host blocks until this op ends
+};
+
+struct RankProgram {
+  std::vector<Op> ops;
+};
+
+struct ExecutionGraph {
+  std::vector<RankProgram> ranks;
+  std::vector<RankGroup> groups;
+  std::vector<GraphCollective> collectives;
+};
+
+}  // namespace perfcast

@@ -1,0 +1,59 @@
+#pragma once
+/// \file predict.hpp
+/// The one pipeline: read configs (with what-if overrides) -> build the execution graph
+/// -> annotate with predictors -> simulate -> analyze. Every command is this or a loop
+/// around it.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/annotate.hpp"
+#include "model/execution_graph.hpp"
+#include "model/memory_estimate.hpp"
+#include "model/sharding_plan.hpp"
+#include "model/simulator.hpp"
+#include "model/timeline_analysis.hpp"
+#include "model/workload_spec.hpp"
+#include "topology/collective.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct PredictRequest {
+  std::filesystem::path system;
+  std::filesystem::path workload;
+  std::optional<std::filesystem::path> plan;
+  /// What-if edits "PATH=VALUE" where PATH starts with "system.", "workload." or "plan.".
+  std::vector<std::string> overrides;
+  int iterations = 3;
+};
+
+/// Everything a report needs. Not copyable: the timed graph points into `graph`.
+struct Prediction {
+  SystemSpec system;
+  DlrmSpec workload;
+  ShardingPlan plan;
+  ExecutionGraph graph;
+  TimedGraph timed;
+  Timeline timeline;
+  TimelineAnalysis analysis;
+  std::vector<RankMemory> memory;
+  std::string collective_model;
+  std::vector<std::string> overrides;
+  std::vector<std::string> warnings;
+
+  Prediction() = default;
+  Prediction(const Prediction&) = delete;
+  Prediction& operator=(const Prediction&) = delete;
+};
+
+/// Throws ConfigError for bad input, SimulationError for graphs that cannot run.
+[[nodiscard]] std::unique_ptr<Prediction> predict(const PredictRequest& request);
+
+/// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
+void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
+
+}  // namespace perfcast

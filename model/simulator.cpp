@@ -1,0 +1,285 @@
+#include "model/simulator.hpp"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+constexpr double kUnresolved = std::numeric_limits<double>::quiet_NaN();
+
+struct Arrival {
+  int arrived = 0;
+  Seconds max_ready = -std::numeric_limits<double>::infinity();
+  int max_event = -1;        ///< event of the rank that arrived last in time
+  std::vector<int> events;   ///< one per arrived rank
+};
+
+struct RankState {
+  int iter = 0;
+  int op = 0;
+  Seconds host = 0;
+  Binding host_binding = Binding::kNone;
+  int host_cause = -1;
+  std::array<int, kStreamCount> stream_last{-1, -1, -1};
+  std::vector<int> op_last_event;  ///< current iteration, per op
+  std::vector<int> coll_seq;       ///< per group: collectives issued so far
+  int waiting_event = -1;          ///< host blocked on an unresolved event
+  bool done = false;
+};
+
+class Engine {
+ public:
+  Engine(const TimedGraph& tg, const HostSpec& host, int iterations)
+      : tg_(tg), g_(*tg.graph), host_(host), iterations_(iterations) {
+    const std::size_t world = g_.ranks.size();
+    states_.resize(world);
+    for (std::size_t r = 0; r < world; ++r) {
+      states_[r].op_last_event.assign(g_.ranks[r].ops.size(), -1);
+      states_[r].coll_seq.assign(g_.groups.size(), 0);
+      if (g_.ranks[r].ops.empty()) states_[r].done = true;
+    }
+    group_size_.reserve(g_.groups.size());
+    for (const auto& grp : g_.groups) group_size_.push_back(grp.size());
+  }
+
+  Timeline run() {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (std::size_t r = 0; r < states_.size(); ++r) {
+        while (step(static_cast<int>(r))) progress = true;
+      }
+    }
+    for (std::size_t r = 0; r < states_.size(); ++r) {
+      const RankState& st = states_[r];
+      if (!st.done) {
+        throw SimulationError(fmt::format(
+            "deadlock: rank {} cannot go on at op \"{}\" of iteration {}; its collectives do not match the other "
+            "ranks' (different order or group)",
+            r, g_.ranks[r].ops[static_cast<std::size_t>(st.op)].name, st.iter));
+      }
+    }
+    return finish();
+  }
+
+ private:
+  const TimedGraph& tg_;
+  const ExecutionGraph& g_;
+  HostSpec host_;
+  int iterations_;
+  std::vector<RankState> states_;
+  std::vector<int> group_size_;
+  std::vector<TimelineEvent> events_;
+  std::unordered_map<std::uint64_t, Arrival> arrivals_;
+
+  [[nodiscard]] bool resolved(int e) const { return e < 0 || !std::isnan(events_[static_cast<std::size_t>(e)].end); }
+  [[nodiscard]] Seconds end_of(int e) const { return e < 0 ? 0.0 : events_[static_cast<std::size_t>(e)].end; }
+
+  int push(TimelineEvent ev) {
+    events_.push_back(ev);
+    return static_cast<int>(events_.size()) - 1;
+  }
+
+  void wait_host(RankState& st, int e) {
+    const Seconds end = end_of(e);
+    if (end > st.host) {
+      st.host = end;
+      st.host_binding = Binding::kDependency;
+      st.host_cause = e;
+    }
+  }
+
+  void advance(RankState& st, int rank) {
+    if (++st.op == static_cast<int>(g_.ranks[static_cast<std::size_t>(rank)].ops.size())) {
+      st.op = 0;
+      std::fill(st.op_last_event.begin(), st.op_last_event.end(), -1);
+      if (++st.iter == iterations_) st.done = true;
+    }
+  }
+
+  /// Start of a GPU event from its three constraints, with the binding one recorded.
+  void place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, Seconds deps_end, int dep_event) {
+    const Seconds stream_free = end_of(stream_last);
+    ev.launch = launch;
+    ev.start = launch;
+    ev.binding = Binding::kHost;
+    ev.cause = seg;
+    if (stream_free > ev.start) {
+      ev.start = stream_free;
+      ev.binding = Binding::kStream;
+      ev.cause = stream_last;
+    }
+    if (dep_event >= 0 && deps_end > ev.start) {
+      ev.start = deps_end;
+      ev.binding = Binding::kDependency;
+      ev.cause = dep_event;
+    }
+    ev.host_delay = std::max(0.0, launch - std::max(stream_free, dep_event >= 0 ? deps_end : 0.0));
+    if (ev.binding != Binding::kHost) ev.host_delay = 0;
+  }
+
+  bool step(int rank) {
+    RankState& st = states_[static_cast<std::size_t>(rank)];
+    if (st.done) return false;
+    if (st.waiting_event >= 0) {
+      if (!resolved(st.waiting_event)) return false;
+      wait_host(st, st.waiting_event);
+      st.waiting_event = -1;
+      advance(st, rank);
+      return true;
+    }
+    const Op& op = g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)];
+    const OpTiming& timing = tg_.ops[static_cast<std::size_t>(rank)][static_cast<std::size_t>(st.op)];
+    const auto s = static_cast<std::size_t>(op.stream);
+    if (!resolved(st.stream_last[s])) return false;
+    Seconds deps_end = 0;
+    int dep_event = -1;
+    for (int d : op.deps) {
+      const int e = st.op_last_event[static_cast<std::size_t>(d)];
+      if (!resolved(e)) return false;
+      if (e >= 0 && (dep_event < 0 || end_of(e) > deps_end)) {
+        deps_end = end_of(e);
+        dep_event = e;
+      }
+    }
+
+    // Host segment: the op's Python/dispatcher cost and its launches.
+    TimelineEvent seg;
+    seg.rank = rank;
+    seg.iteration = st.iter;
+    seg.op = st.op;
+    seg.lane = Lane::kHost;
+    seg.start = st.host;
+    seg.binding = st.host_binding;
+    seg.cause = st.host_cause;
+    const int seg_idx = push(seg);
+    st.host += host_.op_overhead;
+
+    int last = -1;
+    if (op.collective) {
+      st.host += host_.launch_overhead;
+      TimelineEvent ev;
+      ev.rank = rank;
+      ev.iteration = st.iter;
+      ev.op = st.op;
+      ev.lane = Lane::kComm;
+      place(ev, st.host, seg_idx, st.stream_last[s], deps_end, dep_event);
+      ev.end = kUnresolved;  // set when every rank of the group has arrived
+      last = push(ev);
+      arrive(rank, *op.collective, last);
+    } else {
+      for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+        const Estimate& est = timing.kernels[k];
+        st.host += host_.launch_overhead * est.launches;
+        TimelineEvent ev;
+        ev.rank = rank;
+        ev.iteration = st.iter;
+        ev.op = st.op;
+        ev.kernel = static_cast<int>(k);
+        ev.lane = lane_of(op.stream);
+        place(ev, st.host, seg_idx, st.stream_last[s], k == 0 ? deps_end : 0.0, k == 0 ? dep_event : -1);
+        ev.end = ev.start + est.time;
+        last = push(ev);
+        st.stream_last[s] = last;
+      }
+    }
+    if (last >= 0) st.stream_last[s] = last;
+    st.op_last_event[static_cast<std::size_t>(st.op)] = last;
+    events_[static_cast<std::size_t>(seg_idx)].end = st.host;
+    st.host_binding = Binding::kStream;
+    st.host_cause = seg_idx;
+
+    if (op.host_waits) {
+      if (!resolved(last)) {
+        st.waiting_event = last;
+        return true;
+      }
+      wait_host(st, last);
+    }
+    advance(st, rank);
+    return true;
+  }
+
+  void arrive(int rank, int collective, int event) {
+    const GraphCollective& c = g_.collectives[static_cast<std::size_t>(collective)];
+    RankState& st = states_[static_cast<std::size_t>(rank)];
+    const auto grp = static_cast<std::size_t>(c.group);
+    const std::uint64_t key = (static_cast<std::uint64_t>(grp) << 40) | static_cast<std::uint64_t>(st.coll_seq[grp]++);
+    Arrival& a = arrivals_[key];
+    a.arrived++;
+    a.events.push_back(event);
+    const Seconds ready = events_[static_cast<std::size_t>(event)].start;
+    if (ready > a.max_ready) {
+      a.max_ready = ready;
+      a.max_event = event;
+    }
+    if (a.arrived < group_size_[grp]) return;
+    const Seconds duration = tg_.collectives[static_cast<std::size_t>(collective)].time;
+    for (int e : a.events) {
+      TimelineEvent& ev = events_[static_cast<std::size_t>(e)];
+      if (e != a.max_event) {
+        ev.binding = Binding::kPeer;
+        ev.cause = a.max_event;
+        ev.host_delay = 0;
+      }
+      ev.start = a.max_ready;
+      ev.end = a.max_ready + duration;
+    }
+    arrivals_.erase(key);
+  }
+
+  Timeline finish() {
+    Timeline t;
+    t.world = static_cast<int>(states_.size());
+    t.iterations = iterations_;
+    t.iteration_end.assign(states_.size(), std::vector<Seconds>(static_cast<std::size_t>(iterations_), 0.0));
+    for (const auto& e : events_) {
+      auto& slot = t.iteration_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.iteration)];
+      slot = std::max(slot, e.end);
+    }
+    // A host that runs ahead keeps later iterations' ends ordered.
+    for (auto& ends : t.iteration_end)
+      for (std::size_t k = 1; k < ends.size(); ++k) ends[k] = std::max(ends[k], ends[k - 1]);
+    for (const auto& ends : t.iteration_end) {
+      t.window_start = std::max(t.window_start, ends[ends.size() - 2]);
+      t.window_end = std::max(t.window_end, ends.back());
+    }
+    t.iteration_time = t.window_end - t.window_start;
+    t.events = std::move(events_);
+    return t;
+  }
+};
+
+}  // namespace
+
+Lane lane_of(Stream s) {
+  switch (s) {
+    case Stream::kCompute: return Lane::kCompute;
+    case Stream::kComm: return Lane::kComm;
+    case Stream::kCopy: return Lane::kCopy;
+  }
+  return Lane::kCompute;
+}
+
+std::string_view lane_name(Lane l) {
+  switch (l) {
+    case Lane::kHost: return "host";
+    case Lane::kCompute: return "compute";
+    case Lane::kComm: return "communication";
+    case Lane::kCopy: return "copy";
+  }
+  return "?";
+}
+
+Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options) {
+  if (options.iterations < 2) throw std::invalid_argument("simulate: at least 2 iterations are needed for a steady-state period");
+  Engine engine(graph, host, options.iterations);
+  return engine.run();
+}
+
+}  // namespace perfcast

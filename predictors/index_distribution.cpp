@@ -1,0 +1,123 @@
+#include "predictors/index_distribution.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+/// 1 - (1 - p)^n computed stably for tiny p.
+double touched_probability(double p, double n) {
+  if (p <= 0 || n <= 0) return 0.0;
+  if (p >= 1) return 1.0;
+  return -std::expm1(n * std::log1p(-p));
+}
+
+/// Sum over ranks i in [lo, hi] of i^-alpha, by the integral with the midpoint rule for
+/// single ranks.
+double zipf_mass(double lo, double hi, double alpha) {
+  if (hi - lo < 8) {
+    double s = 0;
+    for (double i = lo; i <= hi; i += 1) s += std::pow(i, -alpha);
+    return s;
+  }
+  const double a = lo - 0.5, b = hi + 0.5;
+  if (std::fabs(alpha - 1.0) < 1e-9) return std::log(b / a);
+  return (std::pow(b, 1 - alpha) - std::pow(a, 1 - alpha)) / (1 - alpha);
+}
+
+double zipf_unique(double rows, double accesses, double alpha) {
+  // Buckets: ranks 1..64 one by one, then 48 buckets per decade.
+  const double norm = zipf_mass(1, std::min(rows, 64.0), alpha) + (rows > 64 ? zipf_mass(65, rows, alpha) : 0.0);
+  double unique = 0;
+  double lo = 1;
+  while (lo <= rows) {
+    double hi = lo < 64 ? lo : std::floor(lo * std::pow(10.0, 1.0 / 48));
+    hi = std::min(std::max(hi, lo), rows);
+    const double count = hi - lo + 1;
+    const double p_mean = zipf_mass(lo, hi, alpha) / norm / count;
+    unique += count * touched_probability(p_mean, accesses);
+    lo = hi + 1;
+  }
+  return unique;
+}
+
+}  // namespace
+
+IndexDistribution IndexDistribution::zipf(double alpha) {
+  IndexDistribution d;
+  d.kind = Kind::kZipf;
+  d.alpha = alpha;
+  return d;
+}
+
+IndexDistribution IndexDistribution::hot_set(double rows_fraction, double access_fraction) {
+  IndexDistribution d;
+  d.kind = Kind::kHotSet;
+  d.hot_rows_fraction = rows_fraction;
+  d.hot_access_fraction = access_fraction;
+  return d;
+}
+
+IndexDistribution IndexDistribution::histogram(const ReuseHistogram& shares) {
+  IndexDistribution d;
+  d.kind = Kind::kReuseHistogram;
+  d.reuse = shares;
+  return d;
+}
+
+std::string IndexDistribution::describe() const {
+  switch (kind) {
+    case Kind::kUniform: return "uniform";
+    case Kind::kZipf: return fmt::format("zipf(alpha={:g})", alpha);
+    case Kind::kHotSet: return fmt::format("hot_set(rows={:g}, accesses={:g})", hot_rows_fraction, hot_access_fraction);
+    case Kind::kReuseHistogram: return fmt::format("reuse_histogram(mean_reuse={:.2f})", mean_reuse(reuse));
+  }
+  return "?";
+}
+
+double mean_reuse(const ReuseHistogram& shares) {
+  // Representative count per bin: 1 for (0,1]; the midpoint 0.75 * 2^i of (2^(i-1), 2^i];
+  // 1.5 * 2^15 for the open last bin.
+  double total = 0, mass = 0;
+  for (std::size_t i = 0; i < kReuseBins; ++i) {
+    double rep = 1.0;
+    if (i == kReuseBins - 1) rep = 1.5 * std::ldexp(1.0, 15);
+    else if (i > 0) rep = 0.75 * std::ldexp(1.0, static_cast<int>(i));
+    total += shares[i] * rep;
+    mass += shares[i];
+  }
+  return mass > 0 ? total / mass : 1.0;
+}
+
+double expected_unique_rows(const IndexDistribution& d, double rows, double accesses) {
+  if (rows <= 0 || accesses <= 0) return 0.0;
+  double u = 0;
+  switch (d.kind) {
+    case IndexDistribution::Kind::kUniform:
+      u = rows * touched_probability(1.0 / rows, accesses);
+      break;
+    case IndexDistribution::Kind::kZipf:
+      u = zipf_unique(rows, accesses, d.alpha);
+      break;
+    case IndexDistribution::Kind::kHotSet: {
+      const double hot = std::max(1.0, std::round(rows * d.hot_rows_fraction));
+      const double cold = std::max(0.0, rows - hot);
+      const double hot_acc = accesses * d.hot_access_fraction;
+      const double cold_acc = accesses - hot_acc;
+      u = hot * touched_probability(1.0 / hot, hot_acc);
+      if (cold > 0) u += cold * touched_probability(1.0 / cold, cold_acc);
+      break;
+    }
+    case IndexDistribution::Kind::kReuseHistogram:
+      u = accesses / mean_reuse(d.reuse);
+      break;
+  }
+  return std::clamp(u, std::min(1.0, accesses), std::min(rows, accesses));
+}
+
+}  // namespace perfcast

@@ -1,0 +1,45 @@
+#pragma once
+/// \file index_distribution.hpp
+/// How the indices of one embedding table are spread over its rows within a batch, and
+/// what follows from that: expected unique rows and the reuse histogram.
+
+#include <array>
+#include <cstddef>
+#include <string>
+
+namespace perfcast {
+
+/// Number of bins of the reuse-factor histogram of the reference model: bins (0,1],
+/// (1,2], (2,4], ..., (2^14,2^15], >2^15 (docs/reference-paper.md section 4).
+inline constexpr std::size_t kReuseBins = 17;
+using ReuseHistogram = std::array<double, kReuseBins>;
+
+struct IndexDistribution {
+  enum class Kind { kUniform, kZipf, kHotSet, kReuseHistogram };
+  Kind kind = Kind::kUniform;
+  double alpha = 0;                ///< Zipf exponent (kZipf), > 0
+  double hot_rows_fraction = 0;    ///< kHotSet: share of rows that are hot, (0, 1)
+  double hot_access_fraction = 0;  ///< kHotSet: share of accesses that go to hot rows, [0, 1]
+  /// kReuseHistogram: share of unique indices per bin (sums to 1), measured per batch.
+  ReuseHistogram reuse{};
+
+  bool operator==(const IndexDistribution&) const = default;
+
+  [[nodiscard]] static IndexDistribution uniform() { return {}; }
+  [[nodiscard]] static IndexDistribution zipf(double alpha);
+  [[nodiscard]] static IndexDistribution hot_set(double rows_fraction, double access_fraction);
+  [[nodiscard]] static IndexDistribution histogram(const ReuseHistogram& shares);
+  [[nodiscard]] std::string describe() const;
+};
+
+/// Expected number of distinct rows touched by `accesses` independent draws over `rows`
+/// rows. Exact for uniform and hot-set; for Zipf, rows are grouped in log-spaced rank
+/// buckets with the bucket's mean probability (relative error well under 1%). For a
+/// measured reuse histogram, accesses / mean reuse, capped at rows and accesses.
+/// Contract: 0 <= result <= min(rows, accesses); non-decreasing in accesses.
+[[nodiscard]] double expected_unique_rows(const IndexDistribution& d, double rows, double accesses);
+
+/// Mean number of accesses per unique index implied by a reuse histogram (bin midpoints).
+[[nodiscard]] double mean_reuse(const ReuseHistogram& shares);
+
+}  // namespace perfcast

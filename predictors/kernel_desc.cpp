@@ -1,0 +1,105 @@
+#include "predictors/kernel_desc.hpp"
+
+#include <functional>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+void mix(std::size_t& seed, std::size_t v) { seed ^= v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); }
+void mix_d(std::size_t& seed, double v) { mix(seed, std::hash<double>{}(v)); }
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+}  // namespace
+
+std::string_view optimizer_name(EmbeddingOptimizer o) {
+  switch (o) {
+    case EmbeddingOptimizer::kSgd: return "sgd";
+    case EmbeddingOptimizer::kRowwiseAdagrad: return "rowwise_adagrad";
+    case EmbeddingOptimizer::kAdam: return "adam";
+  }
+  return "sgd";
+}
+
+std::string kernel_family(const KernelDesc& k) {
+  return std::visit(Overloaded{
+                        [](const GemmDesc&) -> std::string { return "gemm"; },
+                        [](const EmbeddingDesc& e) -> std::string {
+                          return e.pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward";
+                        },
+                        [](const ElementwiseDesc&) -> std::string { return "elementwise"; },
+                        [](const MemcpyDesc&) -> std::string { return "memcpy"; },
+                    },
+                    k);
+}
+
+std::string kernel_label(const KernelDesc& k) {
+  return std::visit(
+      Overloaded{
+          [](const GemmDesc& g) {
+            return g.batch > 1 ? fmt::format("bmm {}x{}x{}x{} {}", g.batch, g.m, g.n, g.k, dtype_name(g.dtype))
+                               : fmt::format("gemm {}x{}x{} {}", g.m, g.n, g.k, dtype_name(g.dtype));
+          },
+          [](const EmbeddingDesc& e) {
+            return fmt::format("embedding_{} {} tables batch {}",
+                               e.pass == EmbeddingPass::kForward ? "fwd" : "bwd", e.tables.size(), e.batch);
+          },
+          [](const ElementwiseDesc& e) { return fmt::format("{} {} elements", e.op, e.elements); },
+          [](const MemcpyDesc& m) {
+            const char* dir = m.kind == CopyKind::kHostToDevice   ? "H2D"
+                              : m.kind == CopyKind::kDeviceToHost ? "D2H"
+                                                                  : "D2D";
+            return fmt::format("memcpy {} {}", dir, format_bytes(m.bytes));
+          },
+      },
+      k);
+}
+
+std::size_t hash_value(const KernelDesc& k) {
+  std::size_t seed = k.index();
+  std::visit(Overloaded{
+                 [&](const GemmDesc& g) {
+                   for (auto v : {g.m, g.n, g.k, g.batch}) mix(seed, static_cast<std::size_t>(v));
+                   mix(seed, static_cast<std::size_t>(g.dtype));
+                   mix(seed, g.bias_epilogue);
+                 },
+                 [&](const EmbeddingDesc& e) {
+                   mix(seed, static_cast<std::size_t>(e.batch));
+                   mix(seed, static_cast<std::size_t>(e.weight_dtype));
+                   mix(seed, static_cast<std::size_t>(e.pass));
+                   mix(seed, static_cast<std::size_t>(e.optimizer));
+                   mix(seed, static_cast<std::size_t>(e.index_bytes));
+                   for (const auto& t : e.tables) {
+                     mix(seed, static_cast<std::size_t>(t.rows));
+                     mix(seed, static_cast<std::size_t>(t.dim));
+                     mix_d(seed, t.pooling);
+                     mix(seed, static_cast<std::size_t>(t.distribution.kind));
+                     mix_d(seed, t.distribution.alpha);
+                     mix_d(seed, t.distribution.hot_rows_fraction);
+                     mix_d(seed, t.distribution.hot_access_fraction);
+                     for (double r : t.distribution.reuse) mix_d(seed, r);
+                   }
+                 },
+                 [&](const ElementwiseDesc& e) {
+                   mix(seed, std::hash<std::string>{}(e.op));
+                   mix(seed, static_cast<std::size_t>(e.elements));
+                   mix_d(seed, e.flops_per_element);
+                   mix_d(seed, e.bytes_per_element);
+                 },
+                 [&](const MemcpyDesc& m) {
+                   mix_d(seed, m.bytes);
+                   mix(seed, static_cast<std::size_t>(m.kind));
+                 },
+             },
+             k);
+  return seed;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,83 @@
+#pragma once
+/// \file kernel_desc.hpp
+/// Value-type descriptors of the GPU kernels perfcast predicts. Each is comparable and
+/// hashable (estimates are cached by descriptor) and converts to JSON (kernel_json.hpp).
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "predictors/index_distribution.hpp"
+#include "topology/dtype.hpp"
+#include "topology/units.hpp"
+
+namespace perfcast {
+
+/// C[batch][m x n] = A[m x k] * B[k x n] (+ epilogue). Row-major logical shapes.
+struct GemmDesc {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t batch = 1;      ///< batched GEMM count (1: plain GEMM)
+  DType dtype = DType::kFp32;  ///< input type; tf32 means fp32 storage with TF32 math
+  bool bias_epilogue = false;  ///< fused bias (+activation) epilogue
+  bool operator==(const GemmDesc&) const = default;
+};
+
+enum class EmbeddingPass { kForward, kBackward };
+enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam };
+
+/// One table (or one shard of one) inside a batched embedding-bag kernel.
+struct EmbeddingTableDesc {
+  std::int64_t rows = 0;   ///< rows held by this shard
+  std::int64_t dim = 0;    ///< columns held by this shard
+  double pooling = 1;      ///< mean indices per bag that hit this shard
+  IndexDistribution distribution;
+  bool operator==(const EmbeddingTableDesc&) const = default;
+};
+
+/// A batched pooled embedding lookup (FBGEMM TBE style): all tables of one op in one
+/// kernel. Backward includes the fused optimizer update.
+struct EmbeddingDesc {
+  std::vector<EmbeddingTableDesc> tables;
+  std::int64_t batch = 0;            ///< bags per table
+  DType weight_dtype = DType::kFp32;
+  EmbeddingPass pass = EmbeddingPass::kForward;
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;  ///< backward only
+  int index_bytes = 8;               ///< int64 (8) or int32 (4) indices
+  bool operator==(const EmbeddingDesc&) const = default;
+};
+
+/// Memory-bound kernels that stream their operands once: activations, losses, adds,
+/// concat, gathers, optimizer updates, reductions.
+struct ElementwiseDesc {
+  std::string op;                 ///< "relu", "add", "sigmoid_bce", "concat", "sgd", ...
+  std::int64_t elements = 0;      ///< elements of the output (or of the reduced input)
+  double flops_per_element = 1;   ///< FP32 operations per element
+  double bytes_per_element = 8;   ///< bytes read + written per element
+  bool operator==(const ElementwiseDesc&) const = default;
+};
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+struct MemcpyDesc {
+  Bytes bytes = 0;
+  CopyKind kind = CopyKind::kHostToDevice;
+  bool operator==(const MemcpyDesc&) const = default;
+};
+
+using KernelDesc = std::variant<GemmDesc, EmbeddingDesc, ElementwiseDesc, MemcpyDesc>;
+
+/// Kernel family name: "gemm", "embedding_forward", "embedding_backward", "elementwise", "memcpy".
+[[nodiscard]] std::string kernel_family(const KernelDesc& k);
+/// Short human label, e.g. "gemm 2048x512x512 fp32".
+[[nodiscard]] std::string kernel_label(const KernelDesc& k);
+
+[[nodiscard]] std::size_t hash_value(const KernelDesc& k);
+
+struct KernelDescHash {
+  std::size_t operator()(const KernelDesc& k) const { return hash_value(k); }
+};
+
+[[nodiscard]] std::string_view optimizer_name(EmbeddingOptimizer o);
+
+}  // namespace perfcast

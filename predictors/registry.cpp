@@ -1,0 +1,36 @@
+#include "predictors/registry.hpp"
+
+#include "predictors/spec_predictors.hpp"
+
+namespace perfcast {
+
+const std::vector<RegistryEntry>& builtin_registry() {
+  static const std::vector<RegistryEntry> entries = {
+      {"gemm.spec_roofline", "gemm",
+       "wave- and tile-quantized roofline with split-K for short, wide problems",
+       "GPU spec peaks x gemm efficiency 0.77 (A100 FP32 measured 15027/19500 GFLOP/s, docs/reference-paper.md s.3)"},
+      {"embedding_forward.spec_l2", "embedding_forward",
+       "HBM bytes of expected unique rows + L2 hits of repeats within the concurrent tables' working set",
+       "HiPC heuristic (docs/reference-paper.md s.4.1): 45 warps/SM, 0.9 of L2, f(D) 1.55/1.1"},
+      {"embedding_backward.spec_l2", "embedding_backward",
+       "index sort + per-unique-row read-modify-write of weights and optimizer state",
+       "same as forward; sort cost 96 B/index assumed (4 radix passes of 12-byte pairs)"},
+      {"elementwise.spec_roofline", "elementwise", "max(FLOPs / FP32 peak, bytes / HBM bandwidth)",
+       "memory efficiency 0.89 (A100 measured 1391/1555 GB/s), concat/copy 0.79 (reference concat model)"},
+      {"memcpy.spec", "memcpy", "PCIe copies at 0.76 of the link rate; device copies read + write HBM",
+       "NCCL's Gen5 x16 model 48/63 GB/s (docs/collectives.md s.1.2)"},
+      {"alpha-beta-v1", "collective",
+       "NCCL-structured ring (LL/LL128/Simple) and pairwise all-to-all(v), slowest link class bounds",
+       "NCCL tuning constants (docs/collectives.md s.1.3-1.4); ring efficiency 0.82 NVLink, 0.76 PCIe, 0.92 network"},
+  };
+  return entries;
+}
+
+Estimate predict_kernel(const KernelDesc& k, const GpuSpec& gpu) {
+  if (const auto* g = std::get_if<GemmDesc>(&k)) return predict_gemm(*g, gpu);
+  if (const auto* e = std::get_if<EmbeddingDesc>(&k)) return predict_embedding(*e, gpu);
+  if (const auto* w = std::get_if<ElementwiseDesc>(&k)) return predict_elementwise(*w, gpu);
+  return predict_memcpy(std::get<MemcpyDesc>(k), gpu);
+}
+
+}  // namespace perfcast

@@ -1,0 +1,162 @@
+#include "predictors/spec_predictors.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace perfcast {
+namespace {
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+double round_up(double v, double to) { return std::ceil(v / to) * to; }
+
+/// Tile edge that cuBLAS-like heuristics pick for a matrix edge: the next power of two at
+/// or above it, between 16 and kGemmTile (small matrices get small tiles).
+double tile_edge(std::int64_t extent) {
+  double t = 16;
+  while (t < static_cast<double>(extent) && t < static_cast<double>(kGemmTile)) t *= 2;
+  return t;
+}
+
+/// Warps in flight per SM for FBGEMM's TBE forward: 64 x 0.71 achieved occupancy
+/// (docs/reference-paper.md section 4.1).
+constexpr double kEmbeddingWarpsPerSm = 45;
+/// Share of L2 usable for embedding rows (the reference heuristic's 0.9).
+constexpr double kEmbeddingL2Share = 0.9;
+/// DRAM sector: rows are fetched in 32-byte sectors.
+constexpr double kSectorBytes = 32;
+/// Radix sort of (index, position) pairs in the backward: 4 passes, each reading and
+/// writing a 12-byte pair (assumed from CUB's onesweep on 32-bit keys; calibrated in issue 4).
+constexpr double kSortBytesPerIndex = 4 * 2 * 12;
+/// Sub-kernels of an FBGEMM-style backward besides the update (linearize, sort, run-length
+/// encode), each costing at least the minimum kernel time.
+constexpr int kEmbeddingBackwardExtraKernels = 3;
+
+/// The reference model's small-dimension slowdown f(D): 1.55 for D <= 32, 1.1 for D <= 64
+/// (docs/reference-paper.md summary item 6).
+double small_dim_factor(double mean_dim) {
+  if (mean_dim <= 32) return 1.55;
+  if (mean_dim <= 64) return 1.1;
+  return 1.0;
+}
+
+}  // namespace
+
+Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu) {
+  Estimate e;
+  e.predictor = "gemm.spec_roofline";
+  const double elem = dtype_bytes(g.dtype);
+  const double sms = gpu.sm_count;
+  const double per_sm = gpu.peak(g.dtype) * gpu.efficiency.gemm / sms;
+  const double tm = tile_edge(g.m), tn = tile_edge(g.n);
+  const double tiles = ceil_div(g.m, tm) * ceil_div(g.n, tn) * g.batch;
+  double split = 1;
+  if (tiles < sms && g.k >= 1024) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(g.k / 512.0)));
+  const double waves = ceil_div(tiles * split, sms);
+  const double k_per_split = ceil_div(g.k, split);
+  const double compute = waves * 2.0 * tm * tn * k_per_split / per_sm;
+  const double out_elem = (g.dtype == DType::kFp32 || g.dtype == DType::kTf32) ? 4.0 : 2.0;
+  double bytes = g.batch * ((double(g.m) * g.k + double(g.k) * g.n) * elem + double(g.m) * g.n * out_elem);
+  if (g.bias_epilogue) bytes += g.batch * double(g.n) * out_elem;
+  if (split > 1) bytes += split * double(g.m) * g.n * 4.0 * 2.0;  // partial sums written and reduced
+  const double memory = bytes / (gpu.memory_bandwidth * gpu.efficiency.memory);
+  e.flops = 2.0 * g.m * g.n * g.k * g.batch;
+  e.dram_bytes = bytes;
+  e.bound = compute >= memory ? "compute" : "memory";
+  e.time = std::max(compute, memory) + gpu.efficiency.min_kernel_time;
+  if (split > 1) e.note = "split-K " + std::to_string(static_cast<int>(split));
+  return e;
+}
+
+Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
+  Estimate e;
+  const bool fwd = d.pass == EmbeddingPass::kForward;
+  e.predictor = fwd ? "embedding_forward.spec_l2" : "embedding_backward.spec_l2";
+  const double elem = dtype_bytes(d.weight_dtype);
+  const double batch = static_cast<double>(d.batch);
+  const double n_tables = static_cast<double>(d.tables.size());
+  if (d.tables.empty() || d.batch <= 0) {
+    e.time = gpu.efficiency.min_kernel_time;
+    e.bound = "latency";
+    return e;
+  }
+  // Tables processed at the same time: bags in flight over bags per table.
+  const double concurrent = std::clamp(std::ceil(gpu.sm_count * kEmbeddingWarpsPerSm / batch), 1.0, n_tables);
+
+  double unique_ws_sum = 0, dim_sum = 0;
+  std::vector<double> unique(d.tables.size()), accesses(d.tables.size()), row_bytes(d.tables.size());
+  for (std::size_t i = 0; i < d.tables.size(); ++i) {
+    const auto& t = d.tables[i];
+    accesses[i] = batch * t.pooling;
+    unique[i] = expected_unique_rows(t.distribution, static_cast<double>(t.rows), accesses[i]);
+    row_bytes[i] = round_up(t.dim * elem, kSectorBytes);
+    unique_ws_sum += unique[i] * row_bytes[i];
+    dim_sum += static_cast<double>(t.dim);
+  }
+  const double ws_concurrent = unique_ws_sum / n_tables * concurrent;
+  const double hit = ws_concurrent > 0 ? std::min(1.0, kEmbeddingL2Share * gpu.l2_cache / ws_concurrent) : 1.0;
+
+  double dram = 0, l2 = 0;
+  for (std::size_t i = 0; i < d.tables.size(); ++i) {
+    const auto& t = d.tables[i];
+    const double repeats = accesses[i] - unique[i];
+    const double idx = accesses[i] * d.index_bytes + (batch + 1) * d.index_bytes;  // indices + offsets
+    const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
+    if (fwd) {
+      dram += idx + unique[i] * row_bytes[i] + repeats * (1 - hit) * row_bytes[i] + grad_or_out;
+      l2 += repeats * hit * row_bytes[i];
+      e.flops += accesses[i] * t.dim;
+    } else {
+      double state = 0;  // optimizer state bytes per unique row, read and written
+      switch (d.optimizer) {
+        case EmbeddingOptimizer::kSgd: state = 0; break;
+        case EmbeddingOptimizer::kRowwiseAdagrad: state = 2 * 4.0; break;
+        case EmbeddingOptimizer::kAdam: state = 2 * 2 * t.dim * 4.0; break;
+      }
+      dram += idx + accesses[i] * kSortBytesPerIndex + grad_or_out + unique[i] * (2 * row_bytes[i] + state);
+      l2 += accesses[i] * t.dim * 4.0;  // gradient rows gathered per access, mostly from L2
+      e.flops += accesses[i] * t.dim * 2;
+    }
+  }
+  const double dram_time = dram / (gpu.memory_bandwidth * gpu.efficiency.memory) * small_dim_factor(dim_sum / n_tables);
+  const double l2_time = l2 / gpu.l2_bandwidth;
+  e.dram_bytes = dram;
+  e.l2_bytes = l2;
+  e.bound = dram_time >= l2_time ? "memory" : "l2";
+  e.time = std::max(dram_time, l2_time) + gpu.efficiency.min_kernel_time;
+  if (!fwd) {
+    e.time += kEmbeddingBackwardExtraKernels * gpu.efficiency.min_kernel_time;
+    e.launches = 1 + kEmbeddingBackwardExtraKernels;
+  }
+  return e;
+}
+
+Estimate predict_elementwise(const ElementwiseDesc& d, const GpuSpec& gpu) {
+  Estimate e;
+  e.predictor = "elementwise.spec_roofline";
+  const double n = static_cast<double>(d.elements);
+  e.flops = n * d.flops_per_element;
+  e.dram_bytes = n * d.bytes_per_element;
+  const double eff = d.op == "concat" || d.op == "copy" ? gpu.efficiency.copy : gpu.efficiency.memory;
+  const double compute = e.flops / gpu.peak_fp32;
+  const double memory = e.dram_bytes / (gpu.memory_bandwidth * eff);
+  e.bound = compute > memory ? "compute" : "memory";
+  e.time = std::max(compute, memory) + gpu.efficiency.min_kernel_time;
+  return e;
+}
+
+Estimate predict_memcpy(const MemcpyDesc& m, const GpuSpec& gpu) {
+  constexpr double kPcieEfficiency = 0.76;
+  Estimate e;
+  e.predictor = "memcpy.spec";
+  e.dram_bytes = m.bytes;
+  if (m.kind == CopyKind::kDeviceToDevice) {
+    e.bound = "memory";
+    e.time = 2 * m.bytes / (gpu.memory_bandwidth * gpu.efficiency.copy) + gpu.efficiency.min_kernel_time;
+  } else {
+    e.bound = "pcie";
+    e.time = m.bytes / (gpu.pcie_bandwidth * kPcieEfficiency) + gpu.efficiency.min_kernel_time;
+  }
+  return e;
+}
+
+}  // namespace perfcast

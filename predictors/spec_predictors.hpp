@@ -1,0 +1,39 @@
+#pragma once
+/// \file spec_predictors.hpp
+/// v1 predictors derived from the GPU's spec sheet and the named efficiency factors in
+/// GpuSpec::efficiency. Each states its formula; calibrated predictors (issue 5) replace
+/// them per GPU.
+
+#include "predictors/estimate.hpp"
+#include "predictors/kernel_desc.hpp"
+#include "topology/gpu_spec.hpp"
+
+namespace perfcast {
+
+/// GEMM: wave- and tile-quantized roofline. Output tiles of kGemmTile x kGemmTile are
+/// spread over the SMs in waves; each wave costs one tile's FLOPs at the per-SM rate
+/// (peak x efficiency / SMs). When the tiles fill less than one wave and k is long,
+/// split-K divides k so that more SMs work (and adds a reduction of the partial sums).
+/// time = max(compute, bytes / (HBM x memory efficiency)) + min kernel time.
+[[nodiscard]] Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu);
+
+/// Batched pooled embedding lookup: HBM traffic of the unique rows (expected from the
+/// table's index distribution), indices, offsets and outputs; repeated rows hit L2 as
+/// far as the concurrently processed tables' unique rows fit in it (the HiPC heuristic
+/// of docs/reference-paper.md section 4.1, with distribution-aware unique rows).
+/// Backward: gradient sort, per-unique-row read-modify-write of weights and optimizer
+/// state. time = max(HBM bytes / bw, L2 bytes / L2 bw) + fixed kernel costs.
+[[nodiscard]] Estimate predict_embedding(const EmbeddingDesc& e, const GpuSpec& gpu);
+
+/// Streaming kernel: max(FLOPs / FP32 peak, bytes / (HBM x memory efficiency)) + min kernel time.
+[[nodiscard]] Estimate predict_elementwise(const ElementwiseDesc& e, const GpuSpec& gpu);
+
+/// Copy: H2D/D2H over PCIe at the GPU's link rate x 0.76 (NCCL's Gen5 model, 48 of 63
+/// GB/s, docs/collectives.md section 1.2); D2D reads and writes HBM at the copy efficiency.
+[[nodiscard]] Estimate predict_memcpy(const MemcpyDesc& m, const GpuSpec& gpu);
+
+/// Output tile edge of the GEMM model (CUTLASS/cuBLAS Hopper kernels commonly use 128x128
+/// or 128x256 CTA tiles; 128 is the conservative choice).
+inline constexpr std::int64_t kGemmTile = 128;
+
+}  // namespace perfcast

@@ -1,0 +1,150 @@
+#include "topology/system_spec.hpp"
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+constexpr std::int64_t kMaxCount = 1'000'000;
+
+EfficiencyFactors parse_efficiency(const JsonObject& o) {
+  EfficiencyFactors e;
+  e.gemm = o.number_or("gemm", 0.01, 1.0, e.gemm);
+  e.memory = o.number_or("memory", 0.01, 1.0, e.memory);
+  e.copy = o.number_or("copy", 0.01, 1.0, e.copy);
+  e.min_kernel_time = o.quantity_or("min_kernel_time", Dimension::kTime, e.min_kernel_time);
+  o.finish();
+  return e;
+}
+
+GpuSpec parse_gpu_object(const JsonObject& o) {
+  GpuSpec g;
+  g.name = o.string("name");
+  g.sm_count = static_cast<int>(o.integer("sm_count", 1, 10'000));
+  g.boost_clock = o.quantity("boost_clock", Dimension::kFrequency);
+  g.memory = o.quantity("memory", Dimension::kBytes);
+  if (g.memory <= 0) o.fail("memory", "must be positive");
+  g.memory_bandwidth = o.quantity("memory_bandwidth", Dimension::kBandwidth);
+  if (g.memory_bandwidth <= 0) o.fail("memory_bandwidth", "must be positive");
+  g.l2_cache = o.quantity("l2_cache", Dimension::kBytes);
+  g.l2_bandwidth = o.quantity("l2_bandwidth", Dimension::kBandwidth);
+  if (g.l2_bandwidth <= 0) o.fail("l2_bandwidth", "must be positive");
+  const JsonObject peak = o.object("peak");
+  g.peak_fp32 = peak.quantity("fp32", Dimension::kFlopRate);
+  if (g.peak_fp32 <= 0) peak.fail("fp32", "must be positive");
+  g.peak_tf32 = peak.quantity_or("tf32", Dimension::kFlopRate, 0);
+  g.peak_fp16 = peak.quantity("fp16", Dimension::kFlopRate);
+  if (g.peak_fp16 <= 0) peak.fail("fp16", "must be positive");
+  g.peak_bf16 = peak.quantity_or("bf16", Dimension::kFlopRate, 0);
+  g.peak_fp8 = peak.quantity_or("fp8", Dimension::kFlopRate, 0);
+  peak.finish();
+  if (auto nv = o.find("nvlink")) {
+    const JsonObject n = nv->as_object();
+    g.nvlink_links = static_cast<int>(n.integer("links", 0, 64));
+    g.nvlink_bandwidth = n.quantity("bandwidth", Dimension::kBandwidth);
+    n.finish();
+  }
+  g.pcie_bandwidth = o.quantity("pcie_bandwidth", Dimension::kBandwidth);
+  if (g.pcie_bandwidth <= 0) o.fail("pcie_bandwidth", "must be positive");
+  if (auto e = o.find("efficiency")) g.efficiency = parse_efficiency(e->as_object());
+  o.finish();
+  return g;
+}
+
+GpuSpec parse_gpu(const JsonValue& v, const std::filesystem::path& base_dir) {
+  if (v.is_string()) {
+    const std::filesystem::path ref = base_dir / v.as_string();
+    JsonDocument other;
+    try {
+      other = load_json_file(ref);
+    } catch (const ConfigError& e) {
+      v.fail(fmt::format("cannot use \"{}\" as the GPU: {}", v.as_string(), e.what()));
+    }
+    const JsonObject root(other);
+    const JsonValue gpu = root.at("gpu");
+    if (!gpu.is_object()) gpu.fail("a GPU reference must point at a file with an inline \"gpu\" object");
+    return parse_gpu_object(gpu.as_object());
+  }
+  return parse_gpu_object(v.as_object());
+}
+
+}  // namespace
+
+int SystemSpec::socket_of(int rank) const {
+  const int local = rank % gpus_per_node;
+  const int per_socket = std::max(1, (gpus_per_node + pcie.cpus - 1) / pcie.cpus);
+  return local / per_socket;
+}
+
+std::string_view fabric_name(IntraFabric f) {
+  switch (f) {
+    case IntraFabric::kNvSwitch: return "nvswitch";
+    case IntraFabric::kPcie: return "pcie";
+    case IntraFabric::kNone: return "none";
+  }
+  return "none";
+}
+
+SystemSpec parse_system(const JsonDocument& doc) {
+  const JsonObject root(doc);
+  root.require_schema("perfcast.system", 1);
+  SystemSpec s;
+  s.file = doc.file;
+  s.name = root.string("name");
+  s.gpu = parse_gpu(root.at("gpu"), std::filesystem::path(doc.file).parent_path());
+  s.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", 1, 1024));
+  s.nodes = static_cast<int>(root.integer_or("nodes", 1, kMaxCount, 1));
+
+  if (auto intra = root.find("intra_node")) {
+    const JsonObject o = intra->as_object();
+    const std::string fabric = o.at("fabric").as_enum({"nvswitch", "pcie"});
+    s.fabric = fabric == "nvswitch" ? IntraFabric::kNvSwitch : IntraFabric::kPcie;
+    if (s.fabric == IntraFabric::kNvSwitch) {
+      if (s.gpu.nvlink_bandwidth <= 0) o.fail("fabric", "an NVSwitch fabric needs a GPU with \"nvlink\"");
+      s.fabric_bandwidth = s.gpu.nvlink_bandwidth;
+    } else {
+      s.fabric_bandwidth = s.gpu.pcie_bandwidth;
+    }
+    s.fabric_hop_latency = o.quantity("hop_latency", Dimension::kTime);
+    s.nvls = o.bool_or("nvls", false);
+    if (auto p = o.find("pcie")) {
+      const JsonObject po = p->as_object();
+      s.pcie.switches = static_cast<int>(po.integer("switches", 1, 64));
+      s.pcie.cpus = static_cast<int>(po.integer("cpus", 1, 16));
+      s.pcie.cpu_interconnect_bandwidth = po.quantity("cpu_interconnect_bandwidth", Dimension::kBandwidth);
+      po.finish();
+    } else if (s.fabric == IntraFabric::kPcie) {
+      o.fail("pcie", "missing required key (a PCIe fabric needs its switches, cpus and cpu_interconnect_bandwidth)");
+    }
+    o.finish();
+  } else if (s.gpus_per_node > 1) {
+    root.fail("intra_node", fmt::format("missing required key (needed when gpus_per_node is {})", s.gpus_per_node));
+  }
+
+  if (auto net = root.find("network")) {
+    const JsonObject o = net->as_object();
+    s.network.nics_per_node = static_cast<int>(o.integer("nics_per_node", 1, 1024));
+    s.network.nic_bandwidth = o.quantity("nic_bandwidth", Dimension::kBandwidth);
+    if (s.network.nic_bandwidth <= 0) o.fail("nic_bandwidth", "must be positive");
+    s.network.latency = o.quantity("latency", Dimension::kTime);
+    s.network.oversubscription = o.number_or("oversubscription", 1.0, 64.0, 1.0);
+    o.finish();
+  } else if (s.nodes > 1) {
+    root.fail("network", fmt::format("missing required key (needed when nodes is {})", s.nodes));
+  }
+
+  if (auto host = root.find("host")) {
+    const JsonObject o = host->as_object();
+    s.host.op_overhead = o.quantity_or("op_overhead", Dimension::kTime, s.host.op_overhead);
+    s.host.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, s.host.launch_overhead);
+    s.host.collective_launch_overhead =
+        o.quantity_or("collective_launch_overhead", Dimension::kTime, s.host.collective_launch_overhead);
+    o.finish();
+  }
+  root.finish();
+  return s;
+}
+
+SystemSpec load_system(const std::filesystem::path& path) { return parse_system(load_json_file(path)); }
+
+}  // namespace perfcast

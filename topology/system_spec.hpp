@@ -1,0 +1,80 @@
+#pragma once
+/// \file system_spec.hpp
+/// A machine or cluster: identical GPUs in identical nodes, the intra-node fabric, the
+/// NICs and fabric between nodes, and the host's CPU-overhead constants.
+
+#include <filesystem>
+#include <string>
+
+#include "topology/gpu_spec.hpp"
+#include "topology/json_reader.hpp"
+#include "topology/units.hpp"
+
+namespace perfcast {
+
+/// How GPUs of one node talk to each other.
+enum class IntraFabric {
+  kNvSwitch,  ///< every GPU reaches every other through NVSwitch at its full NVLink rate
+  kPcie,      ///< through PCIe switches, and through the CPUs between switch groups
+  kNone,      ///< single GPU
+};
+
+struct PcieTopology {
+  int switches = 1;  ///< PCIe switches per node; GPUs are spread evenly over them
+  int cpus = 1;      ///< CPU sockets per node; switches are spread evenly over them
+  /// Usable CPU-to-CPU bandwidth per direction (UPI/Infinity Fabric), for traffic between
+  /// GPUs under different CPUs.
+  BytesPerSecond cpu_interconnect_bandwidth = 0;
+};
+
+struct NetworkSpec {
+  int nics_per_node = 0;           ///< NICs used for GPU traffic (one rail each)
+  BytesPerSecond nic_bandwidth = 0;  ///< one NIC, one direction
+  Seconds latency = 0;             ///< one network hop, end to end
+  double oversubscription = 1.0;   ///< fabric oversubscription (1 = full bisection)
+};
+
+/// CPU costs of the training loop's host thread. Defaults and sources:
+struct HostSpec {
+  /// Host time per framework op (Python + dispatcher) before its first launch, s.
+  /// 10us: assumed, in the 2-200 us range of the reference model's T1 gaps
+  /// (docs/reference-paper.md section 6); replace with values from `perfcast import`.
+  Seconds op_overhead = 10e-6;
+  /// Host time of one cudaLaunchKernel/cudaMemcpyAsync call, s. 4us: the reference
+  /// model's fixed T4 (docs/reference-paper.md section 6).
+  Seconds launch_overhead = 4e-6;
+  /// Extra fixed time of one NCCL collective that NCCL's own model leaves out, s.
+  /// 20us: collectives.md section 0 (PyTorch harness floor ~40 us against the model's 15 us).
+  Seconds collective_launch_overhead = 20e-6;
+};
+
+struct SystemSpec {
+  std::string name;   ///< e.g. "DGX H100"
+  std::string file;   ///< the file it was read from
+  GpuSpec gpu;
+  int gpus_per_node = 1;
+  int nodes = 1;
+  IntraFabric fabric = IntraFabric::kNone;
+  /// Per-GPU, per-direction bandwidth into the intra-node fabric (NVLink total or PCIe).
+  BytesPerSecond fabric_bandwidth = 0;
+  Seconds fabric_hop_latency = 0;  ///< one hop through the intra-node fabric
+  bool nvls = false;               ///< NVSwitch in-switch reduction (SHARP) available
+  PcieTopology pcie;
+  NetworkSpec network;
+  HostSpec host;
+
+  [[nodiscard]] int world_size() const { return gpus_per_node * nodes; }
+  [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node; }
+  /// CPU socket of a rank inside its node (PCIe systems), 0-based.
+  [[nodiscard]] int socket_of(int rank) const;
+};
+
+/// Reads a system file (schema "perfcast.system" 1.x). `doc` may carry --set edits.
+/// A "gpu" given as a string names another system file (relative to this one's folder)
+/// whose inline "gpu" block is used. Throws ConfigError.
+[[nodiscard]] SystemSpec parse_system(const JsonDocument& doc);
+[[nodiscard]] SystemSpec load_system(const std::filesystem::path& path);
+
+[[nodiscard]] std::string_view fabric_name(IntraFabric f);
+
+}  // namespace perfcast

@@ -1,0 +1,33 @@
+#include "validation/error_metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace perfcast {
+
+double relative_error(double predicted, double measured) {
+  if (!(measured > 0)) throw std::invalid_argument("relative_error: the measured value must be positive");
+  return predicted / measured - 1.0;
+}
+
+ErrorSummary summarize_errors(const std::vector<double>& errors) {
+  ErrorSummary s;
+  s.count = errors.size();
+  if (errors.empty()) return s;
+  double log_sum = 0;
+  for (double e : errors) {
+    const double a = std::fabs(e);
+    log_sum += std::log(std::max(a, 1e-9));
+    s.mape += a;
+    s.mean_signed += e;
+    s.max_abs = std::max(s.max_abs, a);
+  }
+  const auto n = static_cast<double>(errors.size());
+  s.geomean_abs = std::exp(log_sum / n);
+  s.mape /= n;
+  s.mean_signed /= n;
+  return s;
+}
+
+}  // namespace perfcast
