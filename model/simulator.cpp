@@ -13,6 +13,8 @@ namespace {
 constexpr double kUnresolved = std::numeric_limits<double>::quiet_NaN();
 
 struct Arrival {
+  int collective = -1;       ///< ExecutionGraph::collectives index the first rank issued
+  int first_rank = -1;
   int arrived = 0;
   Seconds max_ready = -std::numeric_limits<double>::infinity();
   int max_event = -1;        ///< event of the rank that arrived last in time
@@ -205,12 +207,29 @@ class Engine {
     return true;
   }
 
+  /// Name of the first op that issues collective `c` (for messages).
+  std::string collective_label(int c) const {
+    for (const auto& prog : g_.ranks)
+      for (const auto& op : prog.ops)
+        if (op.collective && *op.collective == c) return op.name;
+    return "?";
+  }
+
   void arrive(int rank, int collective, int event) {
     const GraphCollective& c = g_.collectives[static_cast<std::size_t>(collective)];
     RankState& st = states_[static_cast<std::size_t>(rank)];
     const auto grp = static_cast<std::size_t>(c.group);
     const std::uint64_t key = (static_cast<std::uint64_t>(grp) << 40) | static_cast<std::uint64_t>(st.coll_seq[grp]++);
     Arrival& a = arrivals_[key];
+    if (a.arrived == 0) {
+      a.collective = collective;
+      a.first_rank = rank;
+    } else if (a.collective != collective) {
+      throw SimulationError(fmt::format(
+          "collective mismatch: rank {} issues \"{}\" where rank {} issued \"{}\" (the same position in group {})", rank,
+          g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)].name, a.first_rank,
+          collective_label(a.collective), c.group));
+    }
     a.arrived++;
     a.events.push_back(event);
     const Seconds ready = events_[static_cast<std::size_t>(event)].start;

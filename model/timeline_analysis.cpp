@@ -1,6 +1,7 @@
 #include "model/timeline_analysis.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 namespace perfcast {

@@ -31,8 +31,12 @@ double zipf_mass(double lo, double hi, double alpha) {
 }
 
 double zipf_unique(double rows, double accesses, double alpha) {
+  // Normalizer: ranks 1..1024 summed exactly, the tail by the integral.
+  const double exact_upto = std::min(rows, 1024.0);
+  double norm = 0;
+  for (double i = 1; i <= exact_upto; i += 1) norm += std::pow(i, -alpha);
+  if (rows > exact_upto) norm += zipf_mass(exact_upto + 1, rows, alpha);
   // Buckets: ranks 1..64 one by one, then 48 buckets per decade.
-  const double norm = zipf_mass(1, std::min(rows, 64.0), alpha) + (rows > 64 ? zipf_mass(65, rows, alpha) : 0.0);
   double unique = 0;
   double lo = 1;
   while (lo <= rows) {

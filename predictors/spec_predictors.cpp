@@ -103,7 +103,7 @@ Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
     const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
     if (fwd) {
       dram += idx + unique[i] * row_bytes[i] + repeats * (1 - hit) * row_bytes[i] + grad_or_out;
-      l2 += repeats * hit * row_bytes[i];
+      l2 += accesses[i] * row_bytes[i];  // every row request passes through L2, hit or miss
       e.flops += accesses[i] * t.dim;
     } else {
       double state = 0;  // optimizer state bytes per unique row, read and written

@@ -21,6 +21,7 @@ namespace perfcast {
 /// table's index distribution), indices, offsets and outputs; repeated rows hit L2 as
 /// far as the concurrently processed tables' unique rows fit in it (the HiPC heuristic
 /// of docs/reference-paper.md section 4.1, with distribution-aware unique rows).
+/// Every row request passes through L2 (hit or miss), so L2 bytes are all accesses.
 /// Backward: gradient sort, per-unique-row read-modify-write of weights and optimizer
 /// state. time = max(HBM bytes / bw, L2 bytes / L2 bw) + fixed kernel costs.
 [[nodiscard]] Estimate predict_embedding(const EmbeddingDesc& e, const GpuSpec& gpu);

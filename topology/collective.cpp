@@ -151,7 +151,8 @@ CollectiveEstimate AlphaBetaCollectiveModel::ring(const CollectiveDesc& d, const
   best.algorithm = "ring";
   const bool pcie = s.fabric == IntraFabric::kPcie;
   for (const auto& p : kRingProtocols) {
-    const double hop = pcie ? p.pcie_hop_us : p.nvlink_hop_us;
+    // Per-hop latency: NCCL's protocol constant, or the fabric's own if that is slower.
+    const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
     const double alpha_us = p.base_us + (steps - inter_steps) * hop + inter_steps * std::max(p.net_hop_us, s.network.latency * 1e6);
     const double bw = bus * p.bw_fraction;
     const double t = alpha_us * 1e-6 + d.bytes * factor / bw;

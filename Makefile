@@ -1,0 +1,39 @@
+# The two quick-start commands (see README):
+#   make run    predict a DLRM iteration on a DGX H100 (8x H100) with the shipped configs
+#   make test   build and run the whole test suite
+# Both install missing Debian packages first (scripts/install_deps.sh) and build with
+# CMake into build/ (the CUDA parts when /usr/local/cuda/bin/nvcc exists).
+
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+SYSTEM ?= configs/systems/dgx_h100.json
+WORKLOAD ?= configs/workloads/dlrm_default.json
+
+.PHONY: run test build deps bench clean golden
+
+deps:
+	@scripts/install_deps.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/cli/perfcast predict --system $(SYSTEM) --workload $(WORKLOAD) \
+	  --json $(BUILD)/prediction.json --trace $(BUILD)/prediction.trace.json
+	@echo "wrote $(BUILD)/prediction.json and $(BUILD)/prediction.trace.json (open the trace in https://ui.perfetto.dev)"
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	taskset -c 0 $(BUILD)/bench/perfcast_bench_predict
+
+golden: build
+	tests/update_golden.sh $(BUILD)/cli/perfcast
+
+clean:
+	rm -rf $(BUILD)

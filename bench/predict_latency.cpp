@@ -1,0 +1,79 @@
+// Prediction latency of perfcast itself: build the execution graph, annotate it with the
+// predictors (cold or warm estimate cache), simulate 3 iterations, analyze the timeline.
+// Configs are parsed once, outside the timed loop. Run on one core:
+//   taskset -c 0 build/bench/perfcast_bench_predict
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "model/annotate.hpp"
+#include "model/dlrm_builder.hpp"
+#include "model/simulator.hpp"
+#include "model/timeline_analysis.hpp"
+#include "topology/collective.hpp"
+
+using namespace perfcast;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Stats {
+  double median, p10, p90;
+};
+
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+void run(const char* label, const std::string& system_file, int nodes, const std::string& workload_file, int reps) {
+  JsonDocument sys_doc = load_json_file(system_file);
+  if (nodes > 0) apply_override(sys_doc, "nodes", std::to_string(nodes));
+  const SystemSpec sys = parse_system(sys_doc);
+  const DlrmSpec w = load_workload(workload_file);
+  const ShardingPlan plan = default_plan(w, sys.world_size());
+  const AlphaBetaCollectiveModel comm(sys);
+  constexpr int kIterations = 3;
+
+  std::vector<double> cold, warm;
+  Annotator warm_annotator(sys, comm);
+  double iteration_time = 0;
+  std::size_t events = 0;
+  for (int i = 0; i < reps; ++i) {
+    for (int mode = 0; mode < 2; ++mode) {
+      const auto t0 = Clock::now();
+      const ExecutionGraph g = build_dlrm_graph(w, plan, sys.world_size());
+      Annotator fresh(sys, comm);
+      const TimedGraph tg = (mode == 0 ? fresh : warm_annotator).annotate(g);
+      SimulationOptions opt;
+      opt.iterations = kIterations;
+      const Timeline t = simulate(tg, sys.host, opt);
+      const TimelineAnalysis a = analyze_timeline(t, g);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      (mode == 0 ? cold : warm).push_back(ms);
+      iteration_time = t.iteration_time + 0 * a.critical_path_total;
+      events = t.events.size();
+    }
+  }
+  const Stats c = stats(cold), h = stats(warm);
+  std::printf("%-34s ranks %4d  events %7zu  cold %8.3f ms (p10 %.3f, p90 %.3f)  warm %8.3f ms  "
+              "=> %.3f ms per simulated iteration (cold)  [predicted %.3f ms]\n",
+              label, sys.world_size(), events, c.median, c.p10, c.p90, h.median, c.median / kIterations,
+              iteration_time * 1e3);
+}
+
+}  // namespace
+
+int main() {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  const std::string bench_workload = src + "/bench/dlrm_64tables.json";
+  std::printf("perfcast prediction latency (median of repeated runs; 3 simulated iterations per prediction)\n");
+  run("dgx_h100, 64-table DLRM", src + "/configs/systems/dgx_h100.json", 0, bench_workload, 200);
+  run("dgx_h100, dlrm_mlperf", src + "/configs/systems/dgx_h100.json", 0, src + "/configs/workloads/dlrm_mlperf.json", 200);
+  run("4x dgx_h100 (32 GPUs), 64-table", src + "/configs/systems/cluster_4x_dgx_h100.json", 0, bench_workload, 50);
+  run("64x dgx_h100 (512 GPUs), 64-table", src + "/configs/systems/cluster_4x_dgx_h100.json", 64, bench_workload, 10);
+  return 0;
+}

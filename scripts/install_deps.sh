@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages perfcast builds with, if any are missing. Runs apt as
+# root (or through passwordless sudo); otherwise says what to install and fails.
+# The CUDA toolkit is not installed here: the build uses it when /usr/local/cuda exists.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev catch2)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "perfcast: installing missing Debian packages: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  apt=(apt-get)
+elif command -v sudo > /dev/null && sudo -n true 2> /dev/null; then
+  apt=(sudo apt-get)
+else
+  echo "perfcast: missing packages: ${missing[*]}" >&2
+  echo "perfcast: install them as root: apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"; then
+  "${apt[@]}" update -q
+  "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"
+fi

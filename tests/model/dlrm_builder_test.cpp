@@ -1,0 +1,107 @@
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "model/dlrm_builder.hpp"
+
+using namespace perfcast;
+
+namespace {
+DlrmSpec default_workload() { return load_workload(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/dlrm_default.json"); }
+
+int find(const RankProgram& p, const std::string& name) {
+  for (std::size_t i = 0; i < p.ops.size(); ++i)
+    if (p.ops[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("single GPU: no collectives, forward before backward", "[builder]") {
+  const DlrmSpec w = default_workload();
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 1), 1);
+  REQUIRE(g.ranks.size() == 1);
+  const auto& p = g.ranks[0];
+  for (const auto& op : p.ops) CHECK_FALSE(op.collective.has_value());
+  CHECK(find(p, "batch_h2d") == 0);
+  CHECK(find(p, "embedding_lookup") < find(p, "interaction"));
+  CHECK(find(p, "loss") < find(p, "loss.backward"));
+  CHECK(find(p, "embedding_backward") > find(p, "interaction.backward"));
+  CHECK(p.ops.back().name == "loss.item");
+  CHECK(p.ops.back().host_waits);
+  // A linear backward is the ReLU mask, two GEMMs and a bias reduction.
+  const auto& top1 = p.ops[static_cast<std::size_t>(find(p, "top_mlp.1.backward"))];
+  CHECK(top1.kernels.size() == 4);
+  // The first bottom layer has no input gradient: one GEMM fewer.
+  CHECK(p.ops[static_cast<std::size_t>(find(p, "bottom_mlp.0.backward"))].kernels.size() == 3);
+  // One lookup kernel for all 8 tables, global batch.
+  const auto& lookup = std::get<EmbeddingDesc>(p.ops[static_cast<std::size_t>(find(p, "embedding_lookup"))].kernels[0]);
+  CHECK(lookup.tables.size() == 8);
+  CHECK(lookup.batch == 2048);
+}
+
+TEST_CASE("two ranks, table-wise: all-to-all byte matrices worked by hand", "[builder]") {
+  const DlrmSpec w = default_workload();
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 2), 2);
+  const auto& p = g.ranks[0];
+  const int out = find(p, "output_dist");
+  const int in = find(p, "input_dist.indices");
+  REQUIRE(out >= 0);
+  REQUIRE(in >= 0);
+  // Rank 0 holds tables 0, 2, 4, 6 (D 64): to rank 1 it sends 1024 samples x 4 x 64 fp32.
+  const auto& o = g.collectives[static_cast<std::size_t>(*p.ops[static_cast<std::size_t>(out)].collective)].desc;
+  CHECK(o.kind == CollectiveKind::kAllToAllV);
+  CHECK(o.pair_bytes[1] == Approx(1024.0 * 4 * 64 * 4));
+  // Indices: rank 0 sends rank 1 its 1024 samples x 4 tables x 100 indices x 8 bytes.
+  const auto& i = g.collectives[static_cast<std::size_t>(*p.ops[static_cast<std::size_t>(in)].collective)].desc;
+  CHECK(i.pair_bytes[1] == Approx(1024.0 * 4 * 100 * 8));
+  // Each rank looks up its 4 tables for the global batch.
+  const auto& lookup = std::get<EmbeddingDesc>(p.ops[static_cast<std::size_t>(find(p, "embedding_lookup"))].kernels[0]);
+  CHECK(lookup.tables.size() == 4);
+  CHECK(lookup.batch == 2048);
+  // The backward exchange mirrors the forward one.
+  const int back = find(p, "output_dist.backward");
+  CHECK(back > find(p, "interaction.backward"));
+  CHECK(back < find(p, "embedding_backward"));
+}
+
+TEST_CASE("DDP buckets: 1 MiB first bucket, then 25 MB, in backward order", "[builder]") {
+  const DlrmSpec w = default_workload();
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 2), 2);
+  const auto& p = g.ranks[0];
+  // top_mlp.3 (1024x1 + 1) then top_mlp.2 (1024x1024 + 1024) pass 1 MiB: bucket 0 follows
+  // top_mlp.2.backward. The rest (top 1, 0; bottom 1, 0: about 5.8 MB) stays under 25 MB
+  // and is flushed after the last layer.
+  CHECK(find(p, "allreduce.bucket0") == find(p, "top_mlp.2.backward") + 1);
+  CHECK(find(p, "allreduce.bucket1") == find(p, "bottom_mlp.0.backward") + 1);
+  CHECK(find(p, "allreduce.bucket2") == -1);
+  const auto bucket = [&](const char* name) {
+    return g.collectives[static_cast<std::size_t>(*p.ops[static_cast<std::size_t>(find(p, name))].collective)].desc.bytes;
+  };
+  CHECK(bucket("allreduce.bucket0") == Approx((1024.0 + 1 + 1024.0 * 1024 + 1024) * 4));
+  const double rest = (100.0 * 1024 + 1024) + (1024.0 * 1024 + 1024) + (512.0 * 64 + 64) + (512.0 * 512 + 512);
+  CHECK(bucket("allreduce.bucket1") == Approx(rest * 4));
+  // The optimizer waits for every bucket.
+  const auto& opt = p.ops[static_cast<std::size_t>(find(p, "dense_optimizer.sgd"))];
+  CHECK(opt.deps.size() == 2);
+}
+
+TEST_CASE("collectives are stored once and shared by every rank", "[builder]") {
+  const DlrmSpec w = default_workload();
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+  std::vector<int> first;
+  for (const auto& op : g.ranks[0].ops)
+    if (op.collective) first.push_back(*op.collective);
+  for (const auto& r : g.ranks) {
+    std::vector<int> mine;
+    for (const auto& op : r.ops)
+      if (op.collective) mine.push_back(*op.collective);
+    CHECK(mine == first);
+  }
+  CHECK(g.collectives.size() == first.size());
+}
+
+TEST_CASE("a batch that does not divide over the ranks is a config error", "[builder]") {
+  DlrmSpec w = default_workload();
+  w.batch_size = 1000;
+  CHECK_THROWS_WITH(build_dlrm_graph(w, default_plan(w, 3), 3), Catch::Contains("/batch_size") && Catch::Contains("3 ranks"));
+}

@@ -1,0 +1,192 @@
+// Hand-worked simulator scenarios. Kernel and collective durations are set directly, so
+// every expected time below follows from the rules in simulator.hpp by hand.
+#include <catch2/catch.hpp>
+
+#include "model/simulator.hpp"
+#include "model/timeline_analysis.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+constexpr double us = 1e-6;
+
+struct Scenario {
+  ExecutionGraph g;
+  TimedGraph t;
+  std::vector<double> coll_times;
+
+  explicit Scenario(int ranks) {
+    g.ranks.resize(static_cast<std::size_t>(ranks));
+    RankGroup all;
+    for (int r = 0; r < ranks; ++r) all.ranks.push_back(r);
+    g.groups.push_back(all);
+  }
+  /// A compute-stream op with one kernel of `dur` seconds.
+  int kernel(int rank, const std::string& name, double dur, std::vector<int> deps = {}, Stream s = Stream::kCompute) {
+    auto& ops = g.ranks[static_cast<std::size_t>(rank)].ops;
+    ops.push_back(Op{name, Phase::kForward, s, {ElementwiseDesc{name, 1, 1, 1}}, {}, std::move(deps), false});
+    durations[rank].push_back({dur});
+    return static_cast<int>(ops.size()) - 1;
+  }
+  /// A collective op; `index` names the graph-wide collective (created on first use).
+  int collective(int rank, const std::string& name, int index, double dur, std::vector<int> deps = {}) {
+    if (static_cast<int>(g.collectives.size()) <= index) {
+      g.collectives.resize(static_cast<std::size_t>(index) + 1);
+      coll_times.resize(static_cast<std::size_t>(index) + 1);
+    }
+    coll_times[static_cast<std::size_t>(index)] = dur;
+    auto& ops = g.ranks[static_cast<std::size_t>(rank)].ops;
+    ops.push_back(Op{name, Phase::kBackward, Stream::kComm, {}, index, std::move(deps), false});
+    durations[rank].push_back({});
+    return static_cast<int>(ops.size()) - 1;
+  }
+  Timeline run(HostSpec host, int iterations = 2) {
+    t.graph = &g;
+    t.ops.clear();
+    for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+      std::vector<OpTiming> ops;
+      for (const auto& d : durations[static_cast<int>(r)]) {
+        OpTiming o;
+        for (double x : d) {
+          Estimate e;
+          e.time = x;
+          o.kernels.push_back(e);
+        }
+        ops.push_back(o);
+      }
+      t.ops.push_back(ops);
+    }
+    t.collectives.clear();
+    for (double c : coll_times) {
+      CollectiveEstimate e;
+      e.time = c;
+      t.collectives.push_back(e);
+    }
+    SimulationOptions opt;
+    opt.iterations = iterations;
+    return simulate(t, host, opt);
+  }
+  std::map<int, std::vector<std::vector<double>>> durations;
+};
+
+HostSpec host(double op, double launch) {
+  HostSpec h;
+  h.op_overhead = op;
+  h.launch_overhead = launch;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("one rank, serial kernels: GPU-bound period", "[simulator]") {
+  Scenario s(1);
+  const int a = s.kernel(0, "A", 100 * us);
+  s.kernel(0, "B", 50 * us, {a});
+  const Timeline t = s.run(host(10 * us, 5 * us));
+  // Iteration 0: host issues A at 15 us (10 + 5), A runs 15-115; B launched at 30, runs
+  // 115-165. Iteration 1: A launched at 45 but waits for the stream: 165-265; B 265-315.
+  CHECK(t.iteration_end[0][0] == Approx(165 * us));
+  CHECK(t.iteration_end[0][1] == Approx(315 * us));
+  CHECK(t.iteration_time == Approx(150 * us));
+  const auto a2 = std::find_if(t.events.begin(), t.events.end(),
+                               [](const auto& e) { return e.iteration == 1 && e.op == 0 && e.lane == Lane::kCompute; });
+  CHECK(a2->binding == Binding::kStream);
+  CHECK(a2->start == Approx(165 * us));
+}
+
+TEST_CASE("two ranks: the collective waits for the slower rank", "[simulator]") {
+  Scenario s(2);
+  for (int r = 0; r < 2; ++r) {
+    const int k = s.kernel(r, "work", (r == 0 ? 100 : 200) * us);
+    const int c = s.collective(r, "allreduce", 0, 30 * us, {k});
+    s.kernel(r, "consume", 10 * us, {c});
+  }
+  const Timeline t = s.run(host(0, 0));
+  // Collective: max(100, 200) = 200 -> 230 on both ranks; consumers 230-240.
+  // Iteration 1: rank 0 work 240-340, rank 1 240-440; collective 440-470; consumers 470-480.
+  CHECK(t.iteration_end[0][0] == Approx(240 * us));
+  CHECK(t.iteration_end[1][1] == Approx(480 * us));
+  CHECK(t.iteration_time == Approx(240 * us));
+  int peers = 0;
+  for (const auto& e : t.events) {
+    if (e.lane != Lane::kComm) continue;
+    CHECK(e.end - e.start == Approx(30 * us));
+    if (e.rank == 0) {
+      CHECK(e.binding == Binding::kPeer);
+      ++peers;
+    }
+  }
+  CHECK(peers == 2);
+  const auto a = analyze_timeline(t, s.g);
+  // Critical path: rank 1's work (200 us), the collective (30), the consumer (10).
+  CHECK(a.critical_path_total == Approx(240 * us));
+  CHECK(a.critical_path.front().label == "work");
+  CHECK(a.critical_path.front().time == Approx(200 * us));
+}
+
+TEST_CASE("compute and communication overlap", "[simulator]") {
+  Scenario s(2);
+  for (int r = 0; r < 2; ++r) {
+    const int a = s.kernel(r, "A", 100 * us);
+    const int c = s.collective(r, "allreduce", 0, 80 * us, {a});
+    s.kernel(r, "B", 100 * us);  // independent of the collective
+    s.kernel(r, "C", 10 * us, {c});
+  }
+  const Timeline t = s.run(host(0, 0), 3);
+  // Per iteration: A 100, then B (100) on compute while the all-reduce (80) runs beside it;
+  // C waits for max(B end, all-reduce end) = B end. Period 210 instead of 290 serial.
+  CHECK(t.iteration_time == Approx(210 * us));
+  const auto a = analyze_timeline(t, s.g);
+  for (const auto& r : a.ranks) {
+    CHECK(r.compute_busy == Approx(210 * us));
+    CHECK(r.communication_busy == Approx(80 * us));
+    CHECK(r.exposed_communication == Approx(0).margin(1e-12));
+  }
+}
+
+TEST_CASE("exposed communication when the consumer waits", "[simulator]") {
+  Scenario s(2);
+  for (int r = 0; r < 2; ++r) {
+    const int a = s.kernel(r, "A", 100 * us);
+    const int c = s.collective(r, "alltoall", 0, 80 * us, {a});
+    s.kernel(r, "C", 10 * us, {c});
+  }
+  const Timeline t = s.run(host(0, 0), 3);
+  CHECK(t.iteration_time == Approx(190 * us));
+  const auto a = analyze_timeline(t, s.g);
+  CHECK(a.ranks[0].exposed_communication == Approx(80 * us));
+}
+
+TEST_CASE("host-bound: launches dominate tiny kernels", "[simulator]") {
+  Scenario s(1);
+  int prev = s.kernel(0, "k0", 1 * us);
+  for (int i = 1; i < 10; ++i) prev = s.kernel(0, "k" + std::to_string(i), 1 * us, {prev});
+  const Timeline t = s.run(host(20 * us, 5 * us), 3);
+  // Each op costs the host 25 us and the GPU 1 us: the period is 10 x 25 us.
+  CHECK(t.iteration_time == Approx(250 * us));
+  const auto a = analyze_timeline(t, s.g);
+  CHECK(a.ranks[0].compute_busy == Approx(10 * us));
+  // In the window every kernel waited 24 us for its launch.
+  CHECK(a.ranks[0].host_bound_idle == Approx(10 * 24 * us));
+  CHECK(a.critical_path.front().label.rfind("host: ", 0) == 0);
+}
+
+TEST_CASE("a blocking op makes the host wait", "[simulator]") {
+  Scenario s(1);
+  const int a = s.kernel(0, "A", 500 * us);
+  s.g.ranks[0].ops.push_back(Op{"sync", Phase::kOptimizer, Stream::kCompute, {ElementwiseDesc{"sync", 1, 1, 1}}, {}, {a}, true});
+  s.durations[0].push_back({1 * us});
+  const Timeline t = s.run(host(10 * us, 0), 3);
+  // A 10-510, sync 510-511 then the host resumes at 511; next A launches at 521.
+  CHECK(t.iteration_time == Approx(511 * us));
+}
+
+TEST_CASE("collectives issued in different orders are reported, not hung", "[simulator]") {
+  Scenario s(2);
+  s.collective(0, "first", 0, 10 * us);
+  s.collective(0, "second", 1, 10 * us);
+  s.collective(1, "second", 1, 10 * us);
+  s.collective(1, "first", 0, 10 * us);
+  CHECK_THROWS_AS(s.run(host(0, 0)), SimulationError);
+}

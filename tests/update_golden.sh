@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates tests/golden/ from the current model: run after an intended change to the
+# predictors, the graph builder or the simulator, then review `git diff tests/golden`.
+# Usage: tests/update_golden.sh [path/to/perfcast]   (default: build/cli/perfcast)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+perfcast=${1:-$root/build/cli/perfcast}
+mkdir -p "$root/tests/golden"
+for s in h100_sxm h200 a100_sxm dgx_h100 dgx_a100 hgx_h200 pcie_8gpu cluster_4x_dgx_h100; do
+  for w in dlrm_default dlrm_mlperf dlrm_ddp; do
+    "$perfcast" predict --system "$root/configs/systems/$s.json" --workload "$root/configs/workloads/$w.json" \
+      --json "$root/tests/golden/${s}__${w}.json" > /dev/null
+  done
+done
+echo "wrote $(ls "$root/tests/golden" | wc -l) golden files"
