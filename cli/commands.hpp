@@ -15,5 +15,6 @@ using Action = std::function<int()>;
 Action add_predict(CLI::App& app);
 Action add_comm(CLI::App& app);
 Action add_list(CLI::App& app);
+Action add_calibrate(CLI::App& app);
 
 }  // namespace perfcast::cli

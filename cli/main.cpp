@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   actions["predict"] = perfcast::cli::add_predict(app);
   actions["comm"] = perfcast::cli::add_comm(app);
   actions["list"] = perfcast::cli::add_list(app);
+  actions["calibrate"] = perfcast::cli::add_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/dlrm_builder.hpp"
+#include "topology/collective_calibration.hpp"
 
 namespace perfcast {
 
@@ -44,9 +45,10 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   p->plan = plan_doc ? parse_plan(*plan_doc, p->workload, world) : default_plan(p->workload, world);
   p->graph = build_dlrm_graph(p->workload, p->plan, world);
 
-  const AlphaBetaCollectiveModel comm(p->system);
-  p->collective_model = std::string(comm.name());
-  Annotator annotator(p->system, comm);
+  const auto comm = make_collective_model(p->system);
+  p->collective_model = std::string(comm->name());
+  if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
+  Annotator annotator(p->system, *comm);
   p->timed = annotator.annotate(p->graph);
   SimulationOptions opts;
   opts.iterations = req.iterations;

@@ -141,6 +141,12 @@ SystemSpec parse_system(const JsonDocument& doc) {
         o.quantity_or("collective_launch_overhead", Dimension::kTime, s.host.collective_launch_overhead);
     o.finish();
   }
+  if (auto cal = root.find("collective_calibration")) {
+    s.comms_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();
+    if (!std::filesystem::exists(s.comms_calibration)) {
+      cal->fail(fmt::format("no such file: {}", s.comms_calibration.string()));
+    }
+  }
   root.finish();
   return s;
 }

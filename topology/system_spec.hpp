@@ -62,6 +62,9 @@ struct SystemSpec {
   PcieTopology pcie;
   NetworkSpec network;
   HostSpec host;
+  /// Calibration file of the collective models ("collective_calibration", relative to the
+  /// system file); empty: spec-derived models only.
+  std::filesystem::path comms_calibration;
 
   [[nodiscard]] int world_size() const { return gpus_per_node * nodes; }
   [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node; }

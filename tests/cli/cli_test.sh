@@ -58,8 +58,8 @@ expect "bad --set" 2 'expected PATH=VALUE' -- "$perfcast" predict --system "$sys
 expect "indivisible batch" 2 '/batch_size: the global batch 1001 does not divide over the system' -- "$perfcast" predict --system "$sys" --workload "$wl" --set workload.batch_size=1001 --json "$tmp/out.json"
 expect "missing option" 2 '--workload is required' -- "$perfcast" predict --system "$sys"
 expect "what-if batch" 0 "what-if: workload.batch_size=4096" -- "$perfcast" predict --system "$sys" --workload "$wl" --set workload.batch_size=4096
-expect "comm" 0 "busbw" -- "$perfcast" comm --system "$sys" --collective all_reduce --size 1MB --size 1GB
-expect "comm bad collective" 2 'did you mean "all_reduce"' -- "$perfcast" comm --system "$sys" --collective allreduce
+expect "comm" 0 "busbw GB/s" -- "$perfcast" comm --system "$sys" --collective all_reduce --sizes 1MB,1GB
+expect "comm bad collective" 2 'did you mean "all_reduce"' -- "$perfcast" comm --system "$sys" --collective all_reduse
 expect "list" 0 "gemm.spec_roofline" -- "$perfcast" list
 
 if [ "$fails" -gt 0 ]; then echo "$fails CLI test(s) failed"; exit 1; fi

@@ -1,0 +1,160 @@
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/output_file.hpp"
+#include "perfcast/build_info.hpp"
+#include "topology/collective_calibration.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string system;
+  std::vector<std::string> logs;
+  std::string collective;
+  int ranks = 0;
+  std::string out;
+  std::string json;
+  bool leave_one_out = false;
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double geomean_abs(const std::vector<double>& e) {
+  if (e.empty()) return 0;
+  double s = 0;
+  for (double x : e) s += std::log(std::max(std::fabs(x), 1e-9));
+  return std::exp(s / static_cast<double>(e.size()));
+}
+
+std::string today() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Action add_calibrate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("calibrate", "Fit model parameters to measurements");
+  cmd->require_subcommand(1);
+  auto* comms = cmd->add_subcommand("comms", "Fit the collective model to nccl-tests logs or CSV tables");
+  auto a = std::make_shared<CalibrateArgs>();
+  comms->add_option("--system", a->system, "system file the measurements come from")->required();
+  comms->add_option("--nccl-tests", a->logs, "nccl-tests output or CSV table (repeatable)")->required();
+  comms->add_option("--collective", a->collective, "collective, when the files do not say (all_reduce, ...)");
+  comms->add_option("--ranks", a->ranks, "rank count, when the files do not say")->check(CLI::Range(2, 1 << 20));
+  comms->add_option("--out", a->out, "calibration file to write (default: <system>.comms.json beside the system)");
+  comms->add_option("--json", a->json, "write the fit report as JSON to FILE, or - for standard output");
+  comms->add_flag("--leave-one-out", a->leave_one_out, "also report errors for each rank count fitted without it");
+  return [a]() {
+    const SystemSpec s = load_system(a->system);
+    LogHints hints;
+    if (!a->collective.empty()) {
+      hints.kind = collective_from_name(a->collective);
+      if (!hints.kind) throw ConfigError("--collective", "", fmt::format("unknown collective \"{}\"", a->collective));
+    }
+    if (a->ranks > 0) hints.ranks = a->ranks;
+    CommsCalibration cal;
+    cal.fabric = std::string(fabric_name(s.fabric));
+    cal.date = today();
+    cal.commit = build_info::kGitCommit;
+    std::map<CollectiveKind, std::vector<CollectiveSample>> by_kind;
+    std::set<std::string> gpus, versions;
+    for (const auto& path : a->logs) {
+      const CollectiveLog log = parse_collective_log(path, hints);
+      cal.sources.push_back(path);
+      if (!log.gpu.empty()) gpus.insert(log.gpu);
+      if (!log.nccl_version.empty()) versions.insert(log.nccl_version);
+      for (const auto& smp : log.samples) {
+        if (smp.ranks > s.gpus_per_node) {
+          throw ConfigError(path, "", fmt::format("{} ranks do not fit in one node of {} ({} GPUs); multi-node "
+                                                  "calibration is not supported yet", smp.ranks, s.name, s.gpus_per_node));
+        }
+        by_kind[smp.kind].push_back(smp);
+      }
+    }
+    cal.gpu = gpus.empty() ? "not stated in the measurements; system says " + s.gpu.name : fmt::format("{}", fmt::join(gpus, "; "));
+    cal.nccl_version = versions.empty() ? "not stated in the measurements" : fmt::format("{}", fmt::join(versions, "; "));
+
+    const AlphaBetaCollectiveModel v1(s);
+    nlohmann::json report = nlohmann::json::array();
+    std::string text;
+    for (auto& [kind, samples] : by_kind) {
+      CollectiveFit fit = fit_collective(samples, nccl_initial_protocols(s));
+      text += fmt::format("{}: {} samples, ranks {}-{}, {} to {}\n", collective_name(kind), samples.size(), fit.min_ranks,
+                          fit.max_ranks, format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
+      for (const auto& p : fit.protocols) {
+        text += fmt::format("  {:<7} latency {:>8.2f} us  per step {:>6.2f} us  busBw {:>8.1f} GB/s{}\n", p.name, p.a * 1e6,
+                            p.b * 1e6, p.c > 0 ? 1e-9 / p.c : 0.0,
+                            p.d > 0 ? fmt::format("  small-group {:.1f} GB/s", 1e-9 / p.d) : "");
+      }
+      std::set<int> counts;
+      for (const auto& smp : samples) counts.insert(smp.ranks);
+      text += fmt::format("  geomean |error| for sizes >= 1 MiB, per rank count:\n  {:>6} {:>10} {:>14}{}\n", "ranks",
+                          "fitted", "spec-derived v1", a->leave_one_out ? "  leave-one-out" : "");
+      std::vector<double> all_loo, all_fit, all_v1;
+      nlohmann::json rows = nlohmann::json::array();
+      for (int n : counts) {
+        std::vector<CollectiveSample> mine, others;
+        for (const auto& smp : samples) (smp.ranks == n ? mine : others).push_back(smp);
+        const auto fitted = fit_errors(fit, mine, kMiB);
+        std::vector<double> base;
+        RankGroup g;
+        for (int r = 0; r < n; ++r) g.ranks.push_back(r);
+        for (const auto& smp : mine)
+          if (smp.bytes >= kMiB) base.push_back(v1.estimate(CollectiveDesc{kind, smp.bytes, {}}, g).time / smp.time_s - 1);
+        all_fit.insert(all_fit.end(), fitted.begin(), fitted.end());
+        all_v1.insert(all_v1.end(), base.begin(), base.end());
+        nlohmann::json row = {{"ranks", n}, {"fitted", geomean_abs(fitted)}, {"spec_derived_v1", geomean_abs(base)}};
+        std::string loo_text;
+        if (a->leave_one_out && others.size() >= 8) {
+          const CollectiveFit held = fit_collective(others, nccl_initial_protocols(s));
+          const auto loo = fit_errors(held, mine, kMiB);
+          all_loo.insert(all_loo.end(), loo.begin(), loo.end());
+          row["leave_one_out"] = geomean_abs(loo);
+          loo_text = fmt::format("  {:>12.2f}%", geomean_abs(loo) * 100);
+        }
+        rows.push_back(row);
+        text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", n, geomean_abs(fitted) * 100, geomean_abs(base) * 100, loo_text);
+      }
+      text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", "all", geomean_abs(all_fit) * 100, geomean_abs(all_v1) * 100,
+                          a->leave_one_out ? fmt::format("  {:>12.2f}%", geomean_abs(all_loo) * 100) : "");
+      report.push_back({{"collective", collective_name(kind)}, {"per_rank_count", rows},
+                        {"geomean_abs_error_fitted", geomean_abs(all_fit)},
+                        {"geomean_abs_error_spec_derived_v1", geomean_abs(all_v1)},
+                        {"geomean_abs_error_leave_one_out", a->leave_one_out ? nlohmann::json(geomean_abs(all_loo)) : nlohmann::json()}});
+      cal.fits.push_back(std::move(fit));
+    }
+    std::string out = a->out;
+    if (out.empty()) {
+      const std::filesystem::path sp(a->system);
+      out = (sp.parent_path() / (sp.stem().string() + ".comms.json")).string();
+    }
+    std::vector<std::pair<std::string, std::string>> files{{out, calibration_to_json(cal)}};
+    if (!a->json.empty()) {
+      nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
+                                       {"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}}},
+                          {"collectives", report}};
+      files.emplace_back(a->json, j.dump(2) + "\n");
+    }
+    write_outputs(files);
+    if (a->json != "-") std::cout << text << "wrote " << out << "\n";
+    return 0;
+  };
+}
+
+}  // namespace perfcast::cli
