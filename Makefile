@@ -31,6 +31,7 @@ test: build
 
 bench: build
 	taskset -c 0 $(BUILD)/bench/perfcast_bench_predict
+	taskset -c 0 $(BUILD)/bench/perfcast_bench_shard
 
 golden: build
 	tests/update_golden.sh $(BUILD)/cli/perfcast

@@ -16,5 +16,8 @@ Action add_predict(CLI::App& app);
 Action add_comm(CLI::App& app);
 Action add_list(CLI::App& app);
 Action add_calibrate(CLI::App& app);
+Action add_trace_stats(CLI::App& app);
+Action add_replay(CLI::App& app);
+Action add_shard(CLI::App& app);
 
 }  // namespace perfcast::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   actions["comm"] = perfcast::cli::add_comm(app);
   actions["list"] = perfcast::cli::add_list(app);
   actions["calibrate"] = perfcast::cli::add_calibrate(app);
+  actions["trace-stats"] = perfcast::cli::add_trace_stats(app);
+  actions["replay"] = perfcast::cli::add_replay(app);
+  actions["shard"] = perfcast::cli::add_shard(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

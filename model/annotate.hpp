@@ -4,6 +4,7 @@
 /// the collective model per collective. Kernel estimates are cached by descriptor, so
 /// re-annotating a graph that differs in a few ops (sharding search) is cheap.
 
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -16,6 +17,10 @@ namespace perfcast {
 
 struct OpTiming {
   std::vector<Estimate> kernels;  ///< one per Op::kernels entry
+  /// Measured host time of this op before its last launch returns, s (trace replay sets
+  /// it from the trace); replaces HostSpec::op_overhead when set. Launch overheads are
+  /// still added (replay uses a HostSpec with zero overheads).
+  std::optional<Seconds> host_time;
 };
 
 struct TimedGraph {

@@ -36,35 +36,33 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   std::optional<JsonDocument> plan_doc;
   if (req.plan) plan_doc = load_json_file(*req.plan);
   for (const auto& o : req.overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
+  SystemSpec system = parse_system(system_doc);
+  DlrmSpec workload = parse_workload(workload_doc);
+  const int world = system.world_size();
+  ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world) : default_plan(workload, world);
+  return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
+}
 
+std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
+                                           std::vector<std::string> overrides, int iterations) {
   auto p = std::make_unique<Prediction>();
-  p->overrides = req.overrides;
-  p->system = parse_system(system_doc);
-  p->workload = parse_workload(workload_doc);
-  const int world = p->system.world_size();
-  p->plan = plan_doc ? parse_plan(*plan_doc, p->workload, world) : default_plan(p->workload, world);
-  p->graph = build_dlrm_graph(p->workload, p->plan, world);
-
+  p->overrides = std::move(overrides);
+  p->system = std::move(system);
+  p->workload = std::move(workload);
+  p->plan = std::move(plan);
+  p->graph = build_dlrm_graph(p->workload, p->plan, p->system.world_size());
   const auto comm = make_collective_model(p->system);
   p->collective_model = std::string(comm->name());
   if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
   Annotator annotator(p->system, *comm);
   p->timed = annotator.annotate(p->graph);
   SimulationOptions opts;
-  opts.iterations = req.iterations;
+  opts.iterations = iterations;
   p->timeline = simulate(p->timed, p->system.host, opts);
   p->analysis = analyze_timeline(p->timeline, p->graph);
   p->memory = estimate_memory(p->workload, p->plan, p->system);
-  for (const auto& m : p->memory) {
-    if (!m.fits()) {
-      p->warnings.push_back(fmt::format("rank {} needs {} of device memory but the GPU has {}", m.rank,
-                                        format_bytes(m.total()), format_bytes(m.capacity)));
-    }
-  }
-  if (p->warnings.size() > 4) {
-    const auto extra = p->warnings.size() - 3;
-    p->warnings.resize(3);
-    p->warnings.push_back(fmt::format("... and {} more ranks do not fit", extra));
+  if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
+    p->warnings.push_back("the plan does not fit in device memory: " + verdict);
   }
   p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " yet");
   return p;

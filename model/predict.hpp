@@ -53,6 +53,10 @@ struct Prediction {
 /// Throws ConfigError for bad input, SimulationError for graphs that cannot run.
 [[nodiscard]] std::unique_ptr<Prediction> predict(const PredictRequest& request);
 
+/// The pipeline on specs already read (the sharding search's final report uses it).
+[[nodiscard]] std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
+                                                         std::vector<std::string> overrides = {}, int iterations = 3);
+
 /// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
 void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
 

@@ -57,7 +57,7 @@ std::string render_json(const Prediction& p) {
         {"host_busy_s", b.host_busy},
         {"host_bound_idle_s", b.host_bound_idle},
         {"gpu_idle_s", b.gpu_idle},
-        {"memory", {{"embedding_bytes", m.embedding}, {"dense_bytes", m.dense}, {"activation_bytes", m.activations},
+        {"memory", {{"embedding_bytes", m.embedding}, {"dense_bytes", m.dense}, {"io_bytes", m.io}, {"activation_bytes", m.activations},
                     {"reserved_bytes", m.reserved}, {"total_bytes", m.total()}, {"capacity_bytes", m.capacity},
                     {"fits", m.fits()}}},
     });

@@ -121,6 +121,19 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
         s.finish();
         ts.shards.push_back(sh);
       }
+      if (ts.type == ShardingType::kDataParallel) {
+        // Every rank holds the whole table: one full shard per listed rank.
+        std::set<int> placed;
+        for (const auto& sh : ts.shards) {
+          if (sh.rows != spec.rows || sh.cols != spec.dim) {
+            spec_v->fail("a data_parallel shard must cover the whole table");
+          }
+          placed.insert(sh.rank);
+        }
+        if (placed != unique_ranks || ts.shards.size() != unique_ranks.size()) {
+          spec_v->fail("a data_parallel table needs exactly one shard on each of its ranks");
+        }
+      }
       double area = 0;
       for (const auto& sh : ts.shards) area += double(sh.rows) * sh.cols;
       const double full = double(spec.rows) * spec.dim;

@@ -1,5 +1,6 @@
 #include "model/simulator.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -50,6 +51,10 @@ class Engine {
   }
 
   Timeline run() {
+    std::size_t per_iteration = 0;
+    for (const auto& prog : g_.ranks)
+      for (const auto& op : prog.ops) per_iteration += 1 + std::max<std::size_t>(op.kernels.size(), 1);
+    events_.reserve(per_iteration * static_cast<std::size_t>(iterations_));
     bool progress = true;
     while (progress) {
       progress = false;
@@ -160,7 +165,7 @@ class Engine {
     seg.binding = st.host_binding;
     seg.cause = st.host_cause;
     const int seg_idx = push(seg);
-    st.host += host_.op_overhead;
+    st.host += timing.host_time.value_or(host_.op_overhead);
 
     int last = -1;
     if (op.collective) {
@@ -191,7 +196,8 @@ class Engine {
       }
     }
     if (last >= 0) st.stream_last[s] = last;
-    st.op_last_event[static_cast<std::size_t>(st.op)] = last;
+    // An op without GPU work passes its inputs on: its consumers wait for them.
+    st.op_last_event[static_cast<std::size_t>(st.op)] = last >= 0 ? last : dep_event;
     events_[static_cast<std::size_t>(seg_idx)].end = st.host;
     st.host_binding = Binding::kStream;
     st.host_cause = seg_idx;
@@ -220,6 +226,12 @@ class Engine {
     RankState& st = states_[static_cast<std::size_t>(rank)];
     const auto grp = static_cast<std::size_t>(c.group);
     const std::uint64_t key = (static_cast<std::uint64_t>(grp) << 40) | static_cast<std::uint64_t>(st.coll_seq[grp]++);
+    const auto& members = g_.groups[grp].ranks;
+    if (std::find(members.begin(), members.end(), rank) == members.end()) {
+      throw SimulationError(fmt::format("rank {} issues \"{}\" on group {}, which it is not a member of", rank,
+                                        g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)].name,
+                                        c.group));
+    }
     Arrival& a = arrivals_[key];
     if (a.arrived == 0) {
       a.collective = collective;

@@ -2,7 +2,7 @@
 /// \file estimate.hpp
 /// What a predictor returns: a breakdown, not a bare number, and where it came from.
 
-#include <string>
+#include <string_view>
 
 #include "topology/units.hpp"
 
@@ -14,11 +14,13 @@ struct Estimate {
   Bytes dram_bytes = 0;      ///< bytes moved to/from HBM (or over PCIe for copies)
   Bytes l2_bytes = 0;        ///< bytes served by L2
   int launches = 1;          ///< CUDA launches the host issues for it
-  std::string predictor;     ///< registry name of the predictor
+  /// Registry name of the predictor. Static strings only: estimates are copied per
+  /// kernel in every evaluation, so they hold no owning strings.
+  std::string_view predictor;
   bool calibrated = false;   ///< false: spec-derived
-  bool in_range = true;      ///< false: outside the calibrated range (see note)
-  std::string bound;         ///< "compute", "memory", "l2", "latency", "pcie"
-  std::string note;
+  bool in_range = true;      ///< false: outside the calibrated range
+  std::string_view bound;    ///< "compute", "memory", "l2", "latency", "pcie" (static)
+  int split_k = 1;           ///< GEMM: K slices the model assumed
 
   /// Sums times, work and launches (sub-kernels of one op).
   Estimate& operator+=(const Estimate& o);

@@ -85,13 +85,14 @@ std::string IndexDistribution::describe() const {
 }
 
 double mean_reuse(const ReuseHistogram& shares) {
-  // Representative count per bin: 1 for (0,1]; the midpoint 0.75 * 2^i of (2^(i-1), 2^i];
-  // 1.5 * 2^15 for the open last bin.
+  // Representative count per bin: counts are whole numbers, so (0,1] holds 1 and
+  // (2^(i-1), 2^i] the integers 2^(i-1)+1 .. 2^i, mean 0.75 * 2^i + 0.5; the open last
+  // bin takes 1.5 * 2^15.
   double total = 0, mass = 0;
   for (std::size_t i = 0; i < kReuseBins; ++i) {
     double rep = 1.0;
     if (i == kReuseBins - 1) rep = 1.5 * std::ldexp(1.0, 15);
-    else if (i > 0) rep = 0.75 * std::ldexp(1.0, static_cast<int>(i));
+    else if (i > 0) rep = 0.75 * std::ldexp(1.0, static_cast<int>(i)) + 0.5;
     total += shares[i] * rep;
     mass += shares[i];
   }

@@ -36,6 +36,7 @@ std::string kernel_family(const KernelDesc& k) {
                         },
                         [](const ElementwiseDesc&) -> std::string { return "elementwise"; },
                         [](const MemcpyDesc&) -> std::string { return "memcpy"; },
+                        [](const MeasuredKernelDesc&) -> std::string { return "measured"; },
                     },
                     k);
 }
@@ -58,6 +59,7 @@ std::string kernel_label(const KernelDesc& k) {
                                                                   : "D2D";
             return fmt::format("memcpy {} {}", dir, format_bytes(m.bytes));
           },
+          [](const MeasuredKernelDesc& m) { return fmt::format("{} (measured {})", m.name, format_time(m.duration)); },
       },
       k);
 }
@@ -96,6 +98,10 @@ std::size_t hash_value(const KernelDesc& k) {
                  [&](const MemcpyDesc& m) {
                    mix_d(seed, m.bytes);
                    mix(seed, static_cast<std::size_t>(m.kind));
+                 },
+                 [&](const MeasuredKernelDesc& m) {
+                   mix(seed, std::hash<std::string>{}(m.name));
+                   mix_d(seed, m.duration);
                  },
              },
              k);

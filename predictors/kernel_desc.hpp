@@ -65,9 +65,19 @@ struct MemcpyDesc {
   bool operator==(const MemcpyDesc&) const = default;
 };
 
-using KernelDesc = std::variant<GemmDesc, EmbeddingDesc, ElementwiseDesc, MemcpyDesc>;
+/// A kernel whose duration was measured (a profiler trace being replayed): the name the
+/// trace gives and its duration on the GPU, s. Its "prediction" is that duration.
+struct MeasuredKernelDesc {
+  std::string name;      ///< kernel, memcpy or memset name as the trace writes it
+  Seconds duration = 0;  ///< measured GPU duration, s (>= 0)
+  bool operator==(const MeasuredKernelDesc&) const = default;
+};
 
-/// Kernel family name: "gemm", "embedding_forward", "embedding_backward", "elementwise", "memcpy".
+/// New alternatives go last: hash_value() seeds with the variant index.
+using KernelDesc = std::variant<GemmDesc, EmbeddingDesc, ElementwiseDesc, MemcpyDesc, MeasuredKernelDesc>;
+
+/// Kernel family name: "gemm", "embedding_forward", "embedding_backward", "elementwise", "memcpy",
+/// "measured".
 [[nodiscard]] std::string kernel_family(const KernelDesc& k);
 /// Short human label, e.g. "gemm 2048x512x512 fp32".
 [[nodiscard]] std::string kernel_label(const KernelDesc& k);

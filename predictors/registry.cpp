@@ -19,6 +19,8 @@ const std::vector<RegistryEntry>& builtin_registry() {
        "memory efficiency 0.89 (A100 measured 1391/1555 GB/s), concat/copy 0.79 (reference concat model)"},
       {"memcpy.spec", "memcpy", "PCIe copies at 0.76 of the link rate; device copies read + write HBM",
        "NCCL's Gen5 x16 model 48/63 GB/s (docs/collectives.md s.1.2)"},
+      {"measured", "measured", "a kernel duration read from a profiler trace (perfcast replay)",
+       "the PyTorch profiler (Kineto) trace being replayed"},
       {"alpha-beta-v1", "collective",
        "NCCL-structured ring (LL/LL128/Simple) and pairwise all-to-all(v), slowest link class bounds",
        "NCCL tuning constants (docs/collectives.md s.1.3-1.4); ring efficiency 0.82 NVLink, 0.76 PCIe, 0.92 network"},
@@ -30,6 +32,14 @@ Estimate predict_kernel(const KernelDesc& k, const GpuSpec& gpu) {
   if (const auto* g = std::get_if<GemmDesc>(&k)) return predict_gemm(*g, gpu);
   if (const auto* e = std::get_if<EmbeddingDesc>(&k)) return predict_embedding(*e, gpu);
   if (const auto* w = std::get_if<ElementwiseDesc>(&k)) return predict_elementwise(*w, gpu);
+  if (const auto* m = std::get_if<MeasuredKernelDesc>(&k)) {
+    Estimate e;
+    e.time = m->duration;
+    e.predictor = "measured";
+    e.calibrated = true;  // a measurement, not a spec-derived number
+    e.bound = "measured";
+    return e;
+  }
   return predict_memcpy(std::get<MemcpyDesc>(k), gpu);
 }
 

@@ -63,7 +63,7 @@ Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu) {
   e.dram_bytes = bytes;
   e.bound = compute >= memory ? "compute" : "memory";
   e.time = std::max(compute, memory) + gpu.efficiency.min_kernel_time;
-  if (split > 1) e.note = "split-K " + std::to_string(static_cast<int>(split));
+  e.split_k = static_cast<int>(split);
   return e;
 }
 

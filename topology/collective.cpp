@@ -82,14 +82,22 @@ AlphaBetaCollectiveModel::AlphaBetaCollectiveModel(const SystemSpec& system) : s
 
 BytesPerSecond AlphaBetaCollectiveModel::a2a_intra_bandwidth(const RankGroup& group) const {
   const SystemSpec& s = *system_;
-  const GroupShape sh = shape_of(s, group);
   if (s.fabric == IntraFabric::kNvSwitch) return s.fabric_bandwidth * kNvlinkRingEfficiency;
   BytesPerSecond bw = s.fabric_bandwidth * kPcieEfficiency;
-  if (sh.crosses_sockets && s.pcie.cpu_interconnect_bandwidth > 0) {
-    // Half of each GPU's peers sit under the other CPU; all of that socket's GPUs share
-    // the CPU link in each direction.
-    const double gpus_per_socket = std::max(1.0, static_cast<double>(s.gpus_per_node) / s.pcie.cpus);
-    bw = std::min(bw, s.pcie.cpu_interconnect_bandwidth / gpus_per_socket * 2.0);
+  if (s.pcie.cpu_interconnect_bandwidth <= 0) return bw;
+  // All-to-all: each rank sends the share of its bytes that goes to peers under the other
+  // CPU over the CPU link, which every rank of its socket (in this node) shares.
+  std::vector<int> per_socket(static_cast<std::size_t>(s.pcie.cpus * s.nodes), 0);
+  for (int r : group.ranks) per_socket[static_cast<std::size_t>(s.node_of(r) * s.pcie.cpus + s.socket_of(r))]++;
+  for (int r : group.ranks) {
+    const int here = per_socket[static_cast<std::size_t>(s.node_of(r) * s.pcie.cpus + s.socket_of(r))];
+    int same_node = 0;
+    for (int q : group.ranks) same_node += s.node_of(q) == s.node_of(r) ? 1 : 0;
+    const int remote = same_node - here;  // peers under other CPUs of this node
+    if (remote <= 0 || same_node <= 1) continue;
+    const double cross_share = static_cast<double>(remote) / (same_node - 1);
+    // Time per byte sent: max(1 / pcie, cross_share x here / cpu link).
+    bw = std::min(bw, s.pcie.cpu_interconnect_bandwidth / (cross_share * here));
   }
   return bw;
 }
@@ -108,8 +116,18 @@ BytesPerSecond AlphaBetaCollectiveModel::ring_bus_bandwidth(const RankGroup& gro
   BytesPerSecond bw = std::numeric_limits<double>::infinity();
   std::string where = "none";
   if (sh.max_per_node > 1) {
-    bw = a2a_intra_bandwidth(group);
-    where = s.fabric == IntraFabric::kNvSwitch ? "nvlink" : "pcie";
+    if (s.fabric == IntraFabric::kNvSwitch) {
+      bw = s.fabric_bandwidth * kNvlinkRingEfficiency;
+      where = "nvlink";
+    } else {
+      // A ring crosses the CPU link once per direction and channel: bound by the link.
+      bw = s.fabric_bandwidth * kPcieEfficiency;
+      where = "pcie";
+      if (sh.crosses_sockets && s.pcie.cpu_interconnect_bandwidth > 0 && s.pcie.cpu_interconnect_bandwidth < bw) {
+        bw = s.pcie.cpu_interconnect_bandwidth;
+        where = "cpu-link";
+      }
+    }
   }
   if (sh.nodes > 1) {
     // Ring busBw ~ min(intra ring busBw, sum of the node's NIC bandwidth x eta)

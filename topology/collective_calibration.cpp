@@ -249,7 +249,9 @@ CollectiveEstimate CalibratedCollectiveModel::estimate(const CollectiveDesc& d, 
   CollectiveEstimate e;
   std::size_t p = 0;
   e.time = fit->time(d.bytes, g.size(), &p);
-  e.algorithm = "ring (calibrated)";
+  const bool inside = d.bytes >= fit->min_bytes && d.bytes <= fit->max_bytes && g.size() >= fit->min_ranks &&
+                      g.size() <= fit->max_ranks;
+  e.algorithm = inside ? "ring (calibrated)" : "ring (calibrated, extrapolated)";
   e.protocol = fit->protocols[p].name;
   e.bottleneck = system_->fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
   e.bus_bandwidth = e.time > 0 ? d.bytes * bus_factor(d.kind, g.size()) / e.time : 0;

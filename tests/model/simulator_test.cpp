@@ -190,3 +190,24 @@ TEST_CASE("collectives issued in different orders are reported, not hung", "[sim
   s.collective(1, "first", 0, 10 * us);
   CHECK_THROWS_AS(s.run(host(0, 0)), SimulationError);
 }
+
+TEST_CASE("an op without GPU work passes its inputs on", "[simulator]") {
+  Scenario s(1);
+  const int a = s.kernel(0, "A", 100 * us, {}, Stream::kCopy);
+  s.g.ranks[0].ops.push_back(Op{"view", Phase::kForward, Stream::kCompute, {}, {}, {a}, false});
+  s.durations[0].push_back({});
+  s.kernel(0, "Y", 10 * us, {1});
+  const Timeline t = s.run(host(0, 0));
+  // Y waits for A through the empty op: A 0-100, Y 100-110.
+  CHECK(t.iteration_end[0][0] == Approx(110 * us));
+}
+
+TEST_CASE("a rank outside a collective's group is reported", "[simulator]") {
+  Scenario s(3);
+  s.g.groups.push_back(RankGroup{{0, 1}});
+  s.collective(0, "pair", 0, 10 * us);
+  s.g.collectives[0].group = 1;
+  s.collective(2, "pair", 0, 10 * us);
+  s.collective(1, "pair", 0, 10 * us);
+  CHECK_THROWS_WITH(s.run(host(0, 0)), Catch::Contains("not a member"));
+}

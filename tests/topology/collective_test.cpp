@@ -54,6 +54,21 @@ TEST_CASE("collective time never decreases with size and busBw stays under the l
   }
 }
 
+TEST_CASE("PCIe across two CPUs: the ring is bound by the CPU link, not halved", "[collective]") {
+  const SystemSpec s = load("pcie_8gpu.json");
+  const AlphaBetaCollectiveModel m(s);
+  // 4 GPUs under one CPU: PCIe Gen5 x16 at 0.76 = 48.6 GB/s. 5 or 8 GPUs cross the
+  // 22 GB/s CPU link once per direction.
+  CHECK(m.ring_bus_bandwidth(first(4)) == Approx(64e9 * 0.76));
+  CHECK(m.ring_bus_bandwidth(first(5)) == Approx(22e9));
+  CHECK(m.ring_bus_bandwidth(first(8)) == Approx(22e9));
+  // All-to-all over 8: each GPU sends 4/7 of its bytes across, 4 GPUs share the link:
+  // 22 / (4/7 x 4) = 9.625 GB/s. Over 5 (4 + 1): the lone GPU sends everything across
+  // alone, the other four send 1/4 each: 22 / (1/4 x 4) = 22 GB/s.
+  CHECK(m.a2a_intra_bandwidth(first(8)) == Approx(22e9 / (4.0 / 7 * 4)));
+  CHECK(m.a2a_intra_bandwidth(first(5)) == Approx(22e9));
+}
+
 TEST_CASE("uneven all-to-allv is bound by the most loaded rank", "[collective]") {
   const SystemSpec s = load("dgx_h100.json");
   const AlphaBetaCollectiveModel m(s);

@@ -1,0 +1,66 @@
+// Sharding search throughput: plans simulated per second and wall time to plan, on one
+// core: `taskset -c 0 build/bench/perfcast_bench_shard`.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "model/shard_search.hpp"
+#include "topology/collective_calibration.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  const auto baselines = baseline_plans(w, s, 1);
+  double best_baseline = 1e30;
+  for (const auto& b : baselines) {
+    const auto e = ev.evaluate(b.plan);
+    if (e.feasible) best_baseline = std::min(best_baseline, e.iteration_time);
+  }
+  PlanEvaluator search_ev(s, w, *comm);
+  FixedPlansProposer fixed(baselines);
+  LocalSearchProposer local(w, s, 1);
+  SearchOptions opt;
+  opt.max_evaluations = evaluations;
+  const SearchResult r = run_search({&fixed, &local}, search_ev, opt);
+  std::printf("%-44s tables %4zu ranks %3d  %6zu plans in %6.2f s = %7.0f plans/s  best %.3f ms vs best baseline %.3f ms (%+.1f%%)\n",
+              label, w.tables.size(), s.world_size(), r.evaluations, r.wall_s, r.evaluations / r.wall_s,
+              r.best_eval.iteration_time * 1e3, best_baseline * 1e3, (r.best_eval.iteration_time / best_baseline - 1) * 100);
+}
+
+/// 500 tables with rows log-uniform in 1e3..1e7, D 64, pooling 1..50, half Zipf.
+DlrmSpec synthetic_500(const DlrmSpec& base) {
+  DlrmSpec w = base;
+  w.name = "synthetic 500 tables";
+  w.bottom_mlp = {512, 256, 64};
+  w.tables.clear();
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int t = 0; t < 500; ++t) {
+    const auto rows = static_cast<std::int64_t>(std::pow(10.0, 3 + 4 * u(rng)));
+    const double pooling = 1 + std::floor(49 * u(rng));
+    w.tables.push_back({"t" + std::to_string(t), rows, 64, pooling,
+                        t % 2 ? IndexDistribution::zipf(1.05) : IndexDistribution::uniform()});
+  }
+  return w;
+}
+
+}  // namespace
+
+int main() {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  const SystemSpec dgx = load_system(src + "/configs/systems/dgx_h100.json");
+  const DlrmSpec t64 = load_workload(src + "/bench/dlrm_64tables.json");
+  run("64-table DLRM on dgx_h100", dgx, t64, 5000);
+  run("dlrm_mlperf on dgx_h100", dgx, load_workload(src + "/configs/workloads/dlrm_mlperf.json"), 5000);
+  JsonDocument doc = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
+  apply_override(doc, "nodes", "8");
+  const SystemSpec c64 = parse_system(doc);
+  run("synthetic 500-table DLRM on 8x dgx_h100", c64, synthetic_500(t64), 300);
+  return 0;
+}

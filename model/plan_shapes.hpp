@@ -1,0 +1,28 @@
+#pragma once
+/// \file plan_shapes.hpp
+/// Building one table's sharding from a type and ranks, and writing plans as JSON with
+/// TorchRec's ParameterSharding field names (the format parse_plan reads).
+
+#include <string>
+#include <vector>
+
+#include "model/sharding_plan.hpp"
+
+namespace perfcast {
+
+[[nodiscard]] TableSharding table_wise(const EmbeddingTableSpec& t, int rank);
+/// Column-wise over `ranks`, columns split evenly (the first shards one column wider when
+/// the dim does not divide).
+[[nodiscard]] TableSharding column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
+/// Row-wise over `ranks`, rows split evenly.
+[[nodiscard]] TableSharding row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
+/// A full copy on each of `world` ranks.
+[[nodiscard]] TableSharding data_parallel(const EmbeddingTableSpec& t, int world);
+
+/// Plan file text (schema "perfcast.plan" 1.0) with shard offsets, sizes and placements.
+[[nodiscard]] std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_size, int gpus_per_node);
+
+/// Order-independent hash of a plan (types, shards, ranks), for the search's cache.
+[[nodiscard]] std::size_t plan_hash(const ShardingPlan& p);
+
+}  // namespace perfcast

@@ -1,0 +1,93 @@
+#pragma once
+/// \file shard_search.hpp
+/// Ask-and-tell sharding search (docs/style.md item 15): proposers propose plans and get
+/// feedback; they never call the evaluator. One loop (`run_search`) owns evaluation, the
+/// plan cache (by hash), the budget and the best plan.
+///
+/// Determinism: for a seed and an evaluation budget the result is fixed; a time budget
+/// cuts the same sequence at a machine-dependent point.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/plan_evaluator.hpp"
+#include "model/sharding_baselines.hpp"
+
+namespace perfcast {
+
+struct Candidate {
+  std::string origin;  ///< proposer and move, e.g. "local:move"
+  ShardingPlan plan;
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  /// Next plan to try, or nothing when this proposer is done.
+  [[nodiscard]] virtual std::optional<Candidate> propose() = 0;
+  /// The evaluation of a plan. Every proposer is told every evaluation (its own and the
+  /// others'), so a local search can start from the best baseline.
+  virtual void feedback(const Candidate& c, const PlanEvaluation& e) = 0;
+};
+
+/// Proposes a fixed list of plans once each (the baselines).
+class FixedPlansProposer final : public Proposer {
+ public:
+  explicit FixedPlansProposer(std::vector<NamedPlan> plans) : plans_(std::move(plans)) {}
+  std::optional<Candidate> propose() override;
+  void feedback(const Candidate&, const PlanEvaluation&) override {}
+
+ private:
+  std::vector<NamedPlan> plans_;
+  std::size_t next_ = 0;
+};
+
+/// Local search from the best plan it has been told about: move a table off the rank with
+/// the most embedding time, swap two tables, split a table column-wise over two ranks,
+/// merge a column-wise table, make a small table data-parallel or a table with heavy
+/// pooling row-wise, and back. Accepts a neighbour when it is better (feasible first,
+/// then faster).
+class LocalSearchProposer final : public Proposer {
+ public:
+  LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed);
+  std::optional<Candidate> propose() override;
+  void feedback(const Candidate& c, const PlanEvaluation& e) override;
+
+ private:
+  const DlrmSpec* w_;
+  const SystemSpec* s_;
+  std::mt19937_64 rng_;
+  std::optional<ShardingPlan> current_;
+  PlanEvaluation current_eval_;
+  int stale_ = 0;
+  /// Applies one random move to `p`; returns its name, or "" when the move did not apply.
+  std::string mutate(ShardingPlan& p);
+  int busiest_rank() const;
+  int idlest_rank() const;
+};
+
+struct SearchOptions {
+  double budget_s = 10;               ///< wall-clock budget
+  std::size_t max_evaluations = 0;    ///< 0: no limit
+  std::function<void(std::size_t evaluations, double best_s)> progress;  ///< called now and then
+};
+
+struct SearchResult {
+  std::optional<Candidate> best;   ///< best feasible plan (or least infeasible when none is)
+  PlanEvaluation best_eval;
+  std::size_t evaluations = 0;     ///< plans simulated
+  std::size_t proposals = 0;       ///< plans proposed (cache hits included)
+  double wall_s = 0;
+};
+
+/// True when `a` is better than `b`: feasible beats infeasible, then shorter time.
+[[nodiscard]] bool better(const PlanEvaluation& a, const PlanEvaluation& b);
+
+[[nodiscard]] SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluator, const SearchOptions& options);
+
+}  // namespace perfcast

@@ -1,0 +1,125 @@
+#pragma once
+/// \file trace_replay.hpp
+/// Replays measured iterations through the simulator (`perfcast replay`): every rank's
+/// traced steps become one ExecutionGraph program, kernels keep their measured durations,
+/// and the simulated step times are compared with the measured ones. The difference is
+/// what the simulator's synchronization and CPU-overhead rules get wrong.
+///
+/// Graph, per rank, in host order (all host threads merged by time, as the reference
+/// model replays one host clock, docs/reference-paper.md section 7):
+///  - one op per GPU activity (kernel, memcpy, memset) on the lane of its stream: streams
+///    with NCCL kernels -> communication; the non-NCCL stream with the most kernel time ->
+///    compute; every other stream -> copy (the simulator has three lanes per rank, so
+///    several side streams share the copy lane);
+///  - NCCL kernels become collectives of one group of all traced ranks, matched by their
+///    order on each rank; a collective's own duration is the minimum over ranks of its
+///    measured duration (a measured NCCL kernel includes waiting for the slowest peer;
+///    the last rank to arrive waits least). With one trace it keeps its measured duration;
+///  - dependencies, after Algorithm 1 of the reference: a collective waits for the front
+///    of the stream that issued it (the stream of the thread's previous launch); a
+///    `cudaStreamWaitEvent` outside a collective call (a wait() on a collective, a
+///    wait_stream) joins: the thread's next GPU op waits for the other lanes' fronts.
+///    Dependencies the measurement contradicts (the consumer started before the producer
+///    ended on the same GPU clock) step back to the latest op on that lane that had ended;
+///  - host blocking: `cudaStreamSynchronize`/`cudaEventSynchronize` wait for the thread's
+///    last GPU op, `cudaDeviceSynchronize` for all lanes, a device-to-pageable memcpy for
+///    itself (a zero-length op on the awaited lane with `host_waits`);
+///  - host time, measured: each op's `OpTiming::host_time` is the host time from the
+///    previous op's launch returning to this op's launch returning (gaps, CPU op time and
+///    the launch call, T1..T5 of the reference merged); time spent blocked in a sync is
+///    not host time (the simulator recomputes the wait); markers at each step start carry
+///    the host time up to the step boundary, the first one the rank's late start on the
+///    aligned clock (see RankAlignment).
+///
+/// Measured step time: start-to-start of ProfilerStep#N (the last step: its own span);
+/// simulated: the same boundaries on the simulated host clock.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/annotate.hpp"
+#include "model/execution_graph.hpp"
+#include "model/kineto_trace.hpp"
+#include "model/simulator.hpp"
+
+namespace perfcast {
+
+/// How each op's host time is taken.
+enum class ReplayHostModel {
+  kMeasured,  ///< the trace's own time for this op (default)
+  kMean,      ///< the rank's mean host time per GPU op for every op (step markers stay measured)
+};
+
+struct ReplayOptions {
+  ReplayHostModel host = ReplayHostModel::kMeasured;
+};
+
+/// What the graph builder found in one rank's trace.
+struct ReplayRankInfo {
+  int rank = 0;                  ///< distributedInfo.rank (or position in the input)
+  std::string file;
+  int gpu_ops = 0;               ///< kernels, memcpys, memsets
+  int collectives = 0;
+  int host_syncs = 0;            ///< ops the host blocks on
+  int joins = 0;                 ///< cudaStreamWaitEvent joins that added a dependency
+  int stepped_back = 0;          ///< dependencies moved back because the measurement contradicted them
+  Seconds start_offset = 0;      ///< late start on the aligned clock
+  Seconds host_time = 0;         ///< sum of the ops' host time
+  Seconds launch_call_mean = 0;  ///< mean duration of kernel/memcpy launch calls (the reference's T4)
+  Seconds blocked = 0;           ///< measured host time blocked in syncs (not host time)
+  std::vector<int> step_markers; ///< op index of each step's marker, plus the end marker
+  std::vector<std::int64_t> step_numbers;
+  std::vector<Seconds> measured; ///< per step, see file comment
+  std::vector<std::string> lanes;  ///< "stream 7 -> compute", ...
+};
+
+/// A replay graph with its timing; not copyable (`timed` points into `graph`).
+struct ReplayGraph {
+  ExecutionGraph graph;
+  TimedGraph timed;
+  std::vector<ReplayRankInfo> ranks;
+  std::string gpu;               ///< device name of the first trace
+  std::vector<std::string> inputs;
+
+  ReplayGraph() = default;
+  ReplayGraph(const ReplayGraph&) = delete;
+  ReplayGraph& operator=(const ReplayGraph&) = delete;
+};
+
+/// Builds the graph of the steps common to all traces (one trace per rank; ranks from
+/// distributedInfo, else input order). Throws ConfigError when two traces claim one rank,
+/// the traces share no step, or their NCCL kernels differ in number or kind.
+[[nodiscard]] std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& traces,
+                                                              const ReplayOptions& options = {});
+
+struct ReplayStepResult {
+  std::int64_t step = 0;
+  Seconds measured = 0;
+  Seconds simulated = 0;
+  [[nodiscard]] double error() const { return measured > 0 ? simulated / measured - 1 : 0; }
+};
+
+struct ReplayRankResult {
+  int rank = 0;
+  std::vector<ReplayStepResult> steps;
+  Seconds measured = 0;   ///< mean over steps
+  Seconds simulated = 0;  ///< mean over steps
+  [[nodiscard]] double error() const { return measured > 0 ? simulated / measured - 1 : 0; }
+};
+
+struct ReplayResult {
+  std::unique_ptr<ReplayGraph> replay;
+  Timeline timeline;
+  std::vector<ReplayRankResult> ranks;
+  ReplayOptions options;
+  /// Geometric mean over ranks of |error| (floored at 1e-6), and the largest |error|.
+  double geomean_abs_error = 0, max_abs_error = 0;
+};
+
+/// Builds, simulates (2 iterations of the traced window; the first is reported) and
+/// compares. Throws ConfigError for bad traces, SimulationError if the graph cannot run.
+[[nodiscard]] ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayOptions& options = {});
+
+}  // namespace perfcast

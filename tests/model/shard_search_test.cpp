@@ -1,0 +1,109 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "model/memory_estimate.hpp"
+#include "model/plan_shapes.hpp"
+#include "model/shard_search.hpp"
+#include "topology/collective_calibration.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(PERFCAST_SOURCE_DIR) + "/" + rel; }
+
+/// A small DLRM written in code: `tables` tables of rows x dim, pooling 10.
+DlrmSpec small_dlrm(int tables, std::int64_t rows, std::int64_t dim) {
+  DlrmSpec w = load_workload(src("configs/workloads/dlrm_default.json"));
+  w.bottom_mlp = {16, 32, dim};
+  w.top_mlp = {64, 1};
+  w.batch_size = 1024;
+  w.tables.clear();
+  for (int t = 0; t < tables; ++t) w.tables.push_back({"t" + std::to_string(t), rows, dim, 10, IndexDistribution::uniform()});
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("memory accounting worked by hand", "[shard][memory]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  DlrmSpec w = small_dlrm(1, 1000, 16);
+  w.embedding_optimizer = EmbeddingOptimizer::kRowwiseAdagrad;
+  ShardingPlan p;
+  p.tables = {table_wise(w.tables[0], 3)};
+  const auto m = estimate_memory(w, p, s);
+  // Rank 3: 1000 x 16 fp32 weights + one fp32 Adagrad state per row.
+  CHECK(m[3].embedding == Approx(1000.0 * 16 * 4 + 1000 * 4));
+  CHECK(m[0].embedding == 0);
+  // I/O on rank 3: global batch 1024 x (10 indices + 1 offset) x 8 B in, 1024 x 16 x 4 B out;
+  // every rank also holds its 128 samples' pooled rows and their gradients: 2 x 128 x 16 x 4.
+  CHECK(m[3].io == Approx(1024.0 * 11 * 8 + 1024.0 * 16 * 4 + 2 * 128.0 * 16 * 4));
+  CHECK(m[0].io == Approx(2 * 128.0 * 16 * 4));
+  CHECK(m[3].reserved == Approx(0.15 * 80e9));
+  CHECK(memory_verdict(m).empty());
+}
+
+TEST_CASE("an infeasible plan names the rank and its need", "[shard][memory]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  // Two tables of 40 GB each (1e8 rows x 100 fp32): they fit on separate ranks, not together.
+  DlrmSpec w = small_dlrm(2, 100'000'000, 100);
+  ShardingPlan both;
+  both.tables = {table_wise(w.tables[0], 0), table_wise(w.tables[1], 0)};
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  const auto bad = ev.evaluate(both);
+  CHECK_FALSE(bad.feasible);
+  CHECK_THAT(bad.reason, Catch::StartsWith("rank 0 needs"));
+  ShardingPlan apart;
+  apart.tables = {table_wise(w.tables[0], 0), table_wise(w.tables[1], 1)};
+  CHECK(ev.evaluate(apart).feasible);
+  // The greedy baselines respect the budget.
+  for (const auto& b : baseline_plans(w, s, 1)) {
+    if (b.name == "random" || b.name == "round_robin") continue;
+    INFO(b.name);
+    CHECK(ev.evaluate(b.plan).feasible);
+  }
+}
+
+TEST_CASE("plan JSON round trip keeps every shard", "[shard][plan]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = small_dlrm(4, 5000, 64);
+  ShardingPlan p;
+  p.tables = {table_wise(w.tables[0], 5), column_wise(w.tables[1], {1, 2, 7}), row_wise(w.tables[2], {0, 1, 2, 3, 4, 5, 6, 7}),
+              data_parallel(w.tables[3], 8)};
+  const std::string text = plan_to_json(p, w, 8, 8);
+  const auto j = nlohmann::json::parse(text);
+  CHECK(j["tables"]["t1"]["sharding_type"] == "column_wise");
+  CHECK(j["tables"]["t1"]["sharding_spec"][2]["placement"] == "rank:7/cuda:7");
+  CHECK(j["tables"]["t1"]["sharding_spec"][0]["shard_sizes"] == nlohmann::json::array({5000, 22}));  // 64 = 22 + 21 + 21
+  const ShardingPlan back = parse_plan(JsonDocument{j, "round-trip"}, w, 8);
+  REQUIRE(back.tables.size() == 4);
+  CHECK(plan_hash(back) == plan_hash(p));
+}
+
+TEST_CASE("search: never worse than the best baseline, deterministic for a seed", "[shard][search]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  const auto comm = make_collective_model(s);
+  auto run = [&](std::uint64_t seed) {
+    PlanEvaluator ev(s, w, *comm);
+    FixedPlansProposer fixed(baseline_plans(w, s, seed));
+    LocalSearchProposer local(w, s, seed);
+    SearchOptions opt;
+    opt.max_evaluations = 300;
+    return run_search({&fixed, &local}, ev, opt);
+  };
+  const SearchResult a = run(7);
+  const SearchResult b = run(7);
+  REQUIRE(a.best);
+  CHECK(plan_hash(a.best->plan) == plan_hash(b.best->plan));
+  CHECK(a.best_eval.iteration_time == b.best_eval.iteration_time);
+  CHECK(a.evaluations == 300);
+  PlanEvaluator ev(s, w, *comm);
+  for (const auto& base : baseline_plans(w, s, 7)) {
+    const auto e = ev.evaluate(base.plan);
+    INFO(base.name);
+    CHECK_FALSE(better(e, a.best_eval));
+  }
+  CHECK(a.best_eval.feasible);
+}
