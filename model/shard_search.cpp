@@ -20,7 +20,7 @@ std::optional<Candidate> FixedPlansProposer::propose() {
 }
 
 LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed)
-    : w_(&w), s_(&s), rng_(seed) {}
+    : w_(&w), s_(&s), rng_(seed), budget_(embedding_budget(w, s)) {}
 
 void LocalSearchProposer::feedback(const Candidate& c, const PlanEvaluation& e) {
   if (!current_ || better(e, current_eval_)) {
@@ -103,7 +103,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   if (p.tables[t].type != ShardingType::kTableWise) return "";
   if (u < 0.925) {
     // Only small tables are worth replicating: under 1% of the rank's embedding budget.
-    if (table_bytes(*w_, w_->tables[t]) > 0.01 * embedding_budget(*w_, *s_)) return "";
+    if (table_bytes(*w_, w_->tables[t]) > 0.01 * budget_) return "";
     p.tables[t] = data_parallel(w_->tables[t], n);
     return "data_parallel";
   }

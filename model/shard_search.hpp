@@ -62,6 +62,7 @@ class LocalSearchProposer final : public Proposer {
   const DlrmSpec* w_;
   const SystemSpec* s_;
   std::mt19937_64 rng_;
+  Bytes budget_;  ///< embedding bytes a rank can hold (embedding_budget), computed once
   std::optional<ShardingPlan> current_;
   PlanEvaluation current_eval_;
   int stale_ = 0;
