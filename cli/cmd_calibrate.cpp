@@ -12,6 +12,8 @@
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "perfcast/build_info.hpp"
+#include "predictors/kernel_calibration.hpp"
+#include "predictors/measurement.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/system_spec.hpp"
 
@@ -60,7 +62,60 @@ Action add_calibrate(CLI::App& app) {
   comms->add_option("--out", a->out, "calibration file to write (default: <system>.comms.json beside the system)");
   comms->add_option("--json", a->json, "write the fit report as JSON to FILE, or - for standard output");
   comms->add_flag("--leave-one-out", a->leave_one_out, "also report errors for each rank count fitted without it");
-  return [a]() {
+
+  auto* kernels = cmd->add_subcommand("kernels", "Fit the kernel predictors to measurement files (perfcast profile output)");
+  auto k = std::make_shared<CalibrateArgs>();
+  kernels->add_option("--system", k->system, "system whose GPU the measurements are of (its spec gives the peaks)")->required();
+  kernels->add_option("--measurements", k->logs, "measurement JSONL files (repeatable)")->required();
+  kernels->add_option("--out", k->out, "calibration file (default: configs/calibration/<gpu>.json beside the systems folder)");
+  kernels->add_option("--json", k->json, "write the fit report as JSON to FILE, or - for standard output");
+  auto kernels_action = [k]() {
+    const SystemSpec s = load_system(k->system);
+    std::vector<Measurement> all;
+    for (const auto& path : k->logs) {
+      auto ms = read_measurements(path);
+      all.insert(all.end(), ms.begin(), ms.end());
+    }
+    KernelCalibration cal;
+    try {
+      cal = fit_kernel_calibration(all, s.gpu);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(k->logs.front(), "", e.what());
+    }
+    cal.date = today();
+    cal.commit = build_info::kGitCommit;
+    cal.measurements = k->logs;
+    std::string out = k->out;
+    if (out.empty()) {
+      out = (std::filesystem::path(k->system).parent_path() / ".." / "calibration" / calibration_file_name(s.gpu.name))
+                .lexically_normal()
+                .string();
+    }
+    std::string text = fmt::format("kernel calibration for {} from {} measurements of {}\n{:<18} {:>10} {:>10} {:>10} {:>7} {:>7} {:>9} {:>9}\n",
+                                   s.gpu.name, all.size(), cal.gpu, "family", "e_compute", "e_memory", "overhead",
+                                   "train", "held", "train err", "held err");
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& f : cal.fits) {
+      text += fmt::format("{:<18} {:>10.3f} {:>10.3f} {:>8.2f}us {:>7} {:>7} {:>8.2f}% {:>8.2f}%\n", f.family, f.compute_efficiency,
+                          f.memory_efficiency, f.overhead * 1e6, f.train_samples, f.heldout_samples,
+                          f.train_geomean_abs_error * 100, f.heldout_geomean_abs_error * 100);
+      rows.push_back({{"family", f.family}, {"heldout_geomean_abs_error", f.heldout_geomean_abs_error},
+                      {"train_geomean_abs_error", f.train_geomean_abs_error}, {"heldout_samples", f.heldout_samples}});
+    }
+    std::vector<std::pair<std::string, std::string>> files{{out, kernel_calibration_to_json(cal)}};
+    if (!k->json.empty()) {
+      nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
+                                       {"system", s.name}, {"gpu", s.gpu.name}, {"measured_gpu", cal.gpu},
+                                       {"calibration_file", out}}},
+                          {"families", rows}};
+      files.emplace_back(k->json, j.dump(2) + "\n");
+    }
+    write_outputs(files);
+    if (k->json != "-") std::cout << text << "wrote " << out << "\n";
+    return 0;
+  };
+
+  auto comms_action = [a]() {
     const SystemSpec s = load_system(a->system);
     LogHints hints;
     if (!a->collective.empty()) {
@@ -155,6 +210,7 @@ Action add_calibrate(CLI::App& app) {
     if (a->json != "-") std::cout << text << "wrote " << out << "\n";
     return 0;
   };
+  return [comms, comms_action, kernels_action]() { return comms->parsed() ? comms_action() : kernels_action(); };
 }
 
 }  // namespace perfcast::cli

@@ -24,6 +24,9 @@ Action add_replay(CLI::App& app) {
   cmd->add_option("--host", options->host,
                   "host time per op: measured (the trace's, default) or mean (the rank's mean per GPU op)")
       ->transform(CLI::CheckedTransformer(hosts, CLI::ignore_case));
+  cmd->add_flag("--infer-waits", options->infer_waits,
+                "also add a dependency wherever a measured GPU start is later than launch, stream order and the rules "
+                "explain (GPU contention, missed waits); fits the replay to the measurement");
   return [files, json_out, options]() {
     const auto traces = load_kineto_traces(*files);
     const ReplayResult r = replay_traces(traces, *options);

@@ -19,5 +19,6 @@ Action add_calibrate(CLI::App& app);
 Action add_trace_stats(CLI::App& app);
 Action add_replay(CLI::App& app);
 Action add_shard(CLI::App& app);
+Action add_profile(CLI::App& app);
 
 }  // namespace perfcast::cli

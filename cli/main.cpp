@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   actions["trace-stats"] = perfcast::cli::add_trace_stats(app);
   actions["replay"] = perfcast::cli::add_replay(app);
   actions["shard"] = perfcast::cli::add_shard(app);
+  actions["profile"] = perfcast::cli::add_profile(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

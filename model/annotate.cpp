@@ -16,7 +16,7 @@ TimedGraph Annotator::annotate(const ExecutionGraph& g) {
       timing.kernels.reserve(ops[i].kernels.size());
       for (const auto& k : ops[i].kernels) {
         auto it = cache_.find(k);
-        if (it == cache_.end()) it = cache_.emplace(k, predict_kernel(k, system_->gpu)).first;
+        if (it == cache_.end()) it = cache_.emplace(k, predict_with_calibration(k, system_->gpu, calibration_)).first;
         timing.kernels.push_back(it->second);
       }
     }

@@ -10,6 +10,7 @@
 
 #include "model/execution_graph.hpp"
 #include "predictors/estimate.hpp"
+#include "predictors/kernel_calibration.hpp"
 #include "topology/collective.hpp"
 #include "topology/system_spec.hpp"
 
@@ -32,6 +33,9 @@ struct TimedGraph {
 class Annotator {
  public:
   Annotator(const SystemSpec& system, const CollectiveModel& comm) : system_(&system), comm_(&comm) {}
+  /// Kernel calibration of the system's GPU (may be null: spec-derived predictors). Must
+  /// outlive the annotator; set before the first annotate().
+  void set_calibration(const KernelCalibration* calibration) { calibration_ = calibration; }
   /// The returned TimedGraph points at `g`, which must outlive it.
   [[nodiscard]] TimedGraph annotate(const ExecutionGraph& g);
   [[nodiscard]] std::size_t cache_size() const { return cache_.size(); }
@@ -39,6 +43,7 @@ class Annotator {
  private:
   const SystemSpec* system_;
   const CollectiveModel* comm_;
+  const KernelCalibration* calibration_ = nullptr;
   std::unordered_map<KernelDesc, Estimate, KernelDescHash> cache_;
 };
 

@@ -30,6 +30,8 @@ enum class GpuActivityKind { kKernel, kMemcpy, kMemset };
 /// What a trace says about the collective an NCCL kernel runs.
 struct TraceCollective {
   std::string name;          ///< "all_reduce", "all_to_all", ... (from the kernel args or the nccl:* annotation)
+  /// From the kernel args, the annotation or the kernel name (SendRecv: all-to-all);
+  /// kAllReduce when none of them says.
   CollectiveKind kind = CollectiveKind::kAllReduce;
   Bytes bytes = 0;           ///< message size (input elements x element size); 0 when unknown
   std::string dtype;         ///< element type as the trace writes it; empty when unknown

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/dlrm_builder.hpp"
+#include "model/transformer_builder.hpp"
 #include "topology/collective_calibration.hpp"
 
 namespace perfcast {
@@ -37,7 +38,12 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   if (req.plan) plan_doc = load_json_file(*req.plan);
   for (const auto& o : req.overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
   SystemSpec system = parse_system(system_doc);
-  DlrmSpec workload = parse_workload(workload_doc);
+  Workload any = parse_any_workload(workload_doc);
+  if (auto* tf = std::get_if<TransformerSpec>(&any)) {
+    if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
+    return predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations);
+  }
+  DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world) : default_plan(workload, world);
   return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
@@ -50,21 +56,74 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->system = std::move(system);
   p->workload = std::move(workload);
   p->plan = std::move(plan);
-  p->graph = build_dlrm_graph(p->workload, p->plan, p->system.world_size());
+  const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
+  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size());
   const auto comm = make_collective_model(p->system);
   p->collective_model = std::string(comm->name());
   if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
   Annotator annotator(p->system, *comm);
+  // Kernel calibration of this GPU, found by name beside the system files
+  // (configs/calibration/<gpu>.json); spec-derived predictors otherwise.
+  std::optional<KernelCalibration> calibration;
+  const auto cal_path = std::filesystem::path(p->system.file).parent_path() / ".." / "calibration" /
+                        calibration_file_name(p->system.gpu.name);
+  if (std::filesystem::exists(cal_path)) {
+    calibration = parse_kernel_calibration(load_json_file(cal_path));
+    p->kernel_calibration = cal_path.lexically_normal().string();
+    annotator.set_calibration(&*calibration);
+  }
   p->timed = annotator.annotate(p->graph);
   SimulationOptions opts;
   opts.iterations = iterations;
   p->timeline = simulate(p->timed, p->system.host, opts);
   p->analysis = analyze_timeline(p->timeline, p->graph);
-  p->memory = estimate_memory(p->workload, p->plan, p->system);
+  p->memory = estimate_memory(w, p->plan, p->system);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the plan does not fit in device memory: " + verdict);
   }
-  p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " yet");
+  if (p->kernel_calibration.empty()) {
+    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
+                          calibration_file_name(p->system.gpu.name) + ")");
+  }
+  return p;
+}
+
+std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload, std::vector<std::string> overrides,
+                                                int iterations) {
+  resolve_parallelism(workload, system.world_size());
+  auto p = std::make_unique<Prediction>();
+  p->overrides = std::move(overrides);
+  p->system = std::move(system);
+  p->plan.source = "none (transformer)";
+  p->graph = build_transformer_graph(workload, p->system.world_size());
+  p->memory = estimate_transformer_memory(workload, p->system);
+  p->workload = std::move(workload);
+  const auto comm = make_collective_model(p->system);
+  p->collective_model = std::string(comm->name());
+  if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
+  Annotator annotator(p->system, *comm);
+  // Kernel calibration of this GPU, found by name beside the system files
+  // (configs/calibration/<gpu>.json); spec-derived predictors otherwise.
+  std::optional<KernelCalibration> calibration;
+  const auto cal_path = std::filesystem::path(p->system.file).parent_path() / ".." / "calibration" /
+                        calibration_file_name(p->system.gpu.name);
+  if (std::filesystem::exists(cal_path)) {
+    calibration = parse_kernel_calibration(load_json_file(cal_path));
+    p->kernel_calibration = cal_path.lexically_normal().string();
+    annotator.set_calibration(&*calibration);
+  }
+  p->timed = annotator.annotate(p->graph);
+  SimulationOptions opts;
+  opts.iterations = iterations;
+  p->timeline = simulate(p->timed, p->system.host, opts);
+  p->analysis = analyze_timeline(p->timeline, p->graph);
+  if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
+    p->warnings.push_back("the model does not fit in device memory: " + verdict);
+  }
+  if (p->kernel_calibration.empty()) {
+    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
+                          calibration_file_name(p->system.gpu.name) + ")");
+  }
   return p;
 }
 

@@ -16,6 +16,7 @@
 #include "model/sharding_plan.hpp"
 #include "model/simulator.hpp"
 #include "model/timeline_analysis.hpp"
+#include "model/workload.hpp"
 #include "model/workload_spec.hpp"
 #include "topology/collective.hpp"
 #include "topology/system_spec.hpp"
@@ -34,14 +35,15 @@ struct PredictRequest {
 /// Everything a report needs. Not copyable: the timed graph points into `graph`.
 struct Prediction {
   SystemSpec system;
-  DlrmSpec workload;
-  ShardingPlan plan;
+  Workload workload;  ///< DlrmSpec or TransformerSpec (parallelism resolved)
+  ShardingPlan plan;  ///< DLRM only (empty for transformers)
   ExecutionGraph graph;
   TimedGraph timed;
   Timeline timeline;
   TimelineAnalysis analysis;
   std::vector<RankMemory> memory;
   std::string collective_model;
+  std::string kernel_calibration;  ///< calibration file used, or "" (spec-derived predictors)
   std::vector<std::string> overrides;
   std::vector<std::string> warnings;
 
@@ -56,6 +58,11 @@ struct Prediction {
 /// The pipeline on specs already read (the sharding search's final report uses it).
 [[nodiscard]] std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
                                                          std::vector<std::string> overrides = {}, int iterations = 3);
+
+/// The pipeline for a Transformer workload already read; resolves its parallelism
+/// against the system (ConfigError when tp x pp x dp differs from the GPU count).
+[[nodiscard]] std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload,
+                                                              std::vector<std::string> overrides = {}, int iterations = 3);
 
 /// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
 void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);

@@ -19,6 +19,16 @@ std::string utc_now() {
   return buf;
 }
 
+nlohmann::json workload_json(const Workload& any) {
+  if (const auto* d = std::get_if<DlrmSpec>(&any)) {
+    return {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
+  }
+  const auto& w = std::get<TransformerSpec>(any);
+  return {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
+          {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
+          {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"pp", w.pp}, {"dp", w.dp}}}};
+}
+
 nlohmann::json context(const Prediction& p) {
   return {
       {"perfcast_version", build_info::kVersion},
@@ -26,11 +36,10 @@ nlohmann::json context(const Prediction& p) {
       {"date", utc_now()},
       {"system", {{"name", p.system.name}, {"file", p.system.file}, {"gpu", p.system.gpu.name},
                   {"nodes", p.system.nodes}, {"gpus_per_node", p.system.gpus_per_node}}},
-      {"workload", {{"name", p.workload.name}, {"file", p.workload.file}, {"batch_size", p.workload.batch_size},
-                    {"tables", p.workload.tables.size()}}},
+      {"workload", workload_json(p.workload)},
       {"plan", p.plan.source},
       {"overrides", p.overrides},
-      {"calibration", "none: spec-derived predictors"},
+      {"calibration", p.kernel_calibration.empty() ? std::string("none: spec-derived predictors") : p.kernel_calibration},
       {"collective_model", p.collective_model},
       {"iterations_simulated", p.timeline.iterations},
   };
@@ -44,7 +53,7 @@ std::string render_json(const Prediction& p) {
   nlohmann::json j;
   j["context"] = context(p);
   j["iteration_time_s"] = p.timeline.iteration_time;
-  j["samples_per_s"] = p.timeline.iteration_time > 0 ? p.workload.batch_size / p.timeline.iteration_time : 0.0;
+  j["samples_per_s"] = p.timeline.iteration_time > 0 ? workload_batch(p.workload) / p.timeline.iteration_time : 0.0;
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& b : p.analysis.ranks) {
     const auto& m = p.memory[static_cast<std::size_t>(b.rank)];

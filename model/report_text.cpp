@@ -9,13 +9,18 @@ namespace perfcast {
 std::string render_text(const Prediction& p, int top_ops) {
   std::string out;
   const auto& t = p.timeline;
-  out += fmt::format("perfcast predict: {} on {} ({} x {}, {} rank{})\n", p.workload.name, p.system.name,
+  out += fmt::format("perfcast predict: {} on {} ({} x {}, {} rank{})\n", workload_name(p.workload), p.system.name,
                      p.system.nodes, p.system.gpus_per_node, p.system.world_size(), p.system.world_size() > 1 ? "s" : "");
-  out += fmt::format("  global batch {}, {} embedding tables, plan: {}\n", p.workload.batch_size, p.workload.tables.size(),
-                     p.plan.source);
+  if (const auto* d = std::get_if<DlrmSpec>(&p.workload)) {
+    out += fmt::format("  global batch {}, {} embedding tables, plan: {}\n", d->batch_size, d->tables.size(), p.plan.source);
+  } else {
+    const auto& w = std::get<TransformerSpec>(p.workload);
+    out += fmt::format("  global batch {} x {} tokens, tp {} pp {} dp {}, {} micro-batches of {} per pipeline\n", w.global_batch,
+                       w.seq_len, w.tp, w.pp, w.dp, w.micro_batches(), w.micro_batch);
+  }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
   out += fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n\n", format_time(t.iteration_time),
-                     t.iteration_time > 0 ? p.workload.batch_size / t.iteration_time : 0.0);
+                     t.iteration_time > 0 ? workload_batch(p.workload) / t.iteration_time : 0.0);
 
   out += fmt::format("{:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10}\n", "rank", "compute", "comm", "exposed",
                      "copy", "host-bound", "gpu idle", "memory");

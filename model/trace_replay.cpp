@@ -24,6 +24,12 @@ constexpr Seconds kDependencyTolerance = 2e-6;
 /// How far back on a lane a contradicted dependency may step (bounds the work per op).
 constexpr int kWalkBackLimit = 256;
 constexpr Seconds kNoTime = std::numeric_limits<double>::quiet_NaN();
+/// ReplayOptions::infer_waits: a start later than launch, stream and dependencies by more
+/// than this is unexplained (kernel launch latency on an idle GPU is a few us), and a
+/// producer must have ended within this before it.
+constexpr Seconds kUnexplainedStart = 10e-6;
+/// How many earlier ops infer_waits searches for the producer.
+constexpr int kInferSearchLimit = 1024;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -108,8 +114,8 @@ struct ThreadState {
 /// Builds one rank's program.
 class RankBuilder {
  public:
-  RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, ReplayRankInfo& info)
-      : t_(t), k0_(k0), k1_(k1), offset_(offset), info_(info), lanes_(map_lanes(t)) {
+  RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, bool infer_waits, ReplayRankInfo& info)
+      : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)) {
     has_nccl_.assign(t.ops.size(), 0);
     for (const auto& a : t.gpu) {
       if (!a.is_nccl() || a.launch < 0) continue;
@@ -138,6 +144,11 @@ class RankBuilder {
     const Seconds end = next < t_.steps.size() ? t_.steps[next].start : t_.steps[static_cast<std::size_t>(k1_)].end();
     marker("end", std::max(0.0, end - cursor_));
     info_.launch_call_mean = launch_calls_ > 0 ? launch_time_ / launch_calls_ : 0;
+    const Seconds to_sim = offset_ - t_.steps[static_cast<std::size_t>(k0_)].start;
+    for (std::size_t i = 0; i < measured_end_.size(); ++i) {
+      info_.measured_start.push_back(measured_start_[i] + to_sim);
+      info_.measured_end.push_back(measured_end_[i] + to_sim);
+    }
   }
 
   RankProgram program;
@@ -149,23 +160,26 @@ class RankBuilder {
   const KinetoTrace& t_;
   int k0_, k1_;
   Seconds offset_;
+  bool infer_waits_;
   ReplayRankInfo& info_;
   LaneMap lanes_;
   std::vector<char> has_nccl_;
-  std::vector<Seconds> measured_end_;  ///< per op; NaN for markers and syncs
+  std::vector<Seconds> measured_start_, measured_end_;  ///< per op; NaN for markers and syncs
   std::array<std::vector<int>, kStreamCount> history_;  ///< ops per lane in issue order
   std::unordered_map<std::int64_t, ThreadState> threads_;
+  std::unordered_map<std::int64_t, int> stream_last_;  ///< last op per trace stream
   Seconds cursor_ = 0;  ///< host time (trace clock) up to which host time is accounted
   Seconds launch_time_ = 0;
   int launch_calls_ = 0;
 
-  int push(Op op, Seconds host_time, Seconds measured_end, std::vector<Estimate> kernels) {
+  int push(Op op, Seconds host_time, Seconds measured_start, Seconds measured_end, std::vector<Estimate> kernels) {
     program.ops.push_back(std::move(op));
     OpTiming tm;
     tm.kernels = std::move(kernels);
     tm.host_time = host_time;
     info_.host_time += host_time;
     timing.push_back(std::move(tm));
+    measured_start_.push_back(measured_start);
     measured_end_.push_back(measured_end);
     return static_cast<int>(program.ops.size()) - 1;
   }
@@ -174,7 +188,7 @@ class RankBuilder {
     Op op;
     op.name = std::move(name);
     op.phase = Phase::kInput;
-    info_.step_markers.push_back(push(std::move(op), host_time, kNoTime, {}));
+    info_.step_markers.push_back(push(std::move(op), host_time, kNoTime, kNoTime, {}));
   }
 
   /// The latest op on `lane` among the first `upto` issued that had ended when the
@@ -191,6 +205,26 @@ class RankBuilder {
     }
     if (upto > 0) info_.stepped_back++;
     return -1;
+  }
+
+  /// ReplayOptions::infer_waits for one op about to be pushed.
+  void infer_wait(Op& op, const GpuActivity& a, const RuntimeCall& c) {
+    Seconds explained = c.end();
+    if (const auto it = stream_last_.find(a.stream); it != stream_last_.end())
+      explained = std::max(explained, measured_end_[static_cast<std::size_t>(it->second)]);
+    for (int d : op.deps) explained = std::max(explained, measured_end_[static_cast<std::size_t>(d)]);
+    if (a.start <= explained + kUnexplainedStart) return;
+    int best = -1;
+    const int n = static_cast<int>(measured_end_.size());
+    for (int i = n - 1; i >= 0 && i >= n - kInferSearchLimit; --i) {
+      const Seconds e = measured_end_[static_cast<std::size_t>(i)];
+      if (std::isnan(e) || e > a.start + kDependencyTolerance || e < a.start - kUnexplainedStart) continue;
+      if (best < 0 || e > measured_end_[static_cast<std::size_t>(best)]) best = i;
+    }
+    if (best >= 0) {
+      op.deps.push_back(best);
+      info_.inferred++;
+    }
   }
 
   static Seconds clamp_wait(Seconds gpu_end, const RuntimeCall& c) {
@@ -253,10 +287,12 @@ class RankBuilder {
         op.kernels.push_back(k);
         info_.gpu_ops++;
       }
+      if (infer_waits_) infer_wait(op, a, c);
       std::sort(op.deps.begin(), op.deps.end());
       op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
       const Stream lane = op.stream;
-      const int idx = push(std::move(op), host, a.end(), std::move(kernels));
+      stream_last_[a.stream] = static_cast<int>(program.ops.size());
+      const int idx = push(std::move(op), host, a.start, a.end(), std::move(kernels));
       if (a.is_nccl()) {
         nccl.push_back(&a);
         nccl_ops.push_back(idx);
@@ -302,7 +338,7 @@ class RankBuilder {
     std::sort(op.deps.begin(), op.deps.end());
     const KernelDesc k = MeasuredKernelDesc{c.name, 0.0};
     op.kernels.push_back(k);
-    push(std::move(op), std::max(0.0, c.start - cursor_), kNoTime, {predict_kernel(k, GpuSpec{})});
+    push(std::move(op), std::max(0.0, c.start - cursor_), kNoTime, kNoTime, {predict_kernel(k, GpuSpec{})});
     info_.host_syncs++;
     const Seconds done = clamp_wait(awaited_end, c);
     info_.blocked += done - c.start;
@@ -374,7 +410,7 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     info.rank = ranked[r].first;
     info.file = traces[r].file;
     info.start_offset = start[r] - earliest;
-    RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, info);
+    RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info);
     b.build();
     out->graph.ranks.push_back(std::move(b.program));
     out->timed.ops.push_back(std::move(b.timing));
@@ -453,7 +489,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     if (e.iteration == 0 && e.lane == Lane::kHost)
       host_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.op)] = e.end;
   }
-  double log_sum = 0;
+  double log_sum = 0, step_log_sum = 0;
   for (std::size_t r = 0; r < rg.ranks.size(); ++r) {
     const ReplayRankInfo& info = rg.ranks[r];
     ReplayRankResult rr;
@@ -466,6 +502,10 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
                     host_end[r][static_cast<std::size_t>(info.step_markers[k])];
       rr.measured += s.measured;
       rr.simulated += s.simulated;
+      const double step_err = std::fabs(s.error());
+      step_log_sum += std::log(std::max(step_err, 1e-6));
+      res.step_max_abs_error = std::max(res.step_max_abs_error, step_err);
+      res.step_count++;
       rr.steps.push_back(s);
     }
     if (!rr.steps.empty()) {
@@ -478,6 +518,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     res.ranks.push_back(std::move(rr));
   }
   res.geomean_abs_error = res.ranks.empty() ? 0 : std::exp(log_sum / static_cast<double>(res.ranks.size()));
+  res.step_geomean_abs_error = res.step_count == 0 ? 0 : std::exp(step_log_sum / res.step_count);
   return res;
 }
 

@@ -54,6 +54,12 @@ enum class ReplayHostModel {
 
 struct ReplayOptions {
   ReplayHostModel host = ReplayHostModel::kMeasured;
+  /// Also infer a dependency for every GPU op that started later than its launch, its
+  /// stream predecessor and its rule dependencies explain (by more than 10 us): on the op
+  /// of another stream that ended last before it started (within 10 us). Captures GPU
+  /// contention (a kernel waiting for SMs a long kernel holds) and waits the rules miss;
+  /// off by default, because it fits the replay to the measurement it is compared with.
+  bool infer_waits = false;
 };
 
 /// What the graph builder found in one rank's trace.
@@ -65,6 +71,7 @@ struct ReplayRankInfo {
   int host_syncs = 0;            ///< ops the host blocks on
   int joins = 0;                 ///< cudaStreamWaitEvent joins that added a dependency
   int stepped_back = 0;          ///< dependencies moved back because the measurement contradicted them
+  int inferred = 0;              ///< dependencies added by ReplayOptions::infer_waits
   Seconds start_offset = 0;      ///< late start on the aligned clock
   Seconds host_time = 0;         ///< sum of the ops' host time
   Seconds launch_call_mean = 0;  ///< mean duration of kernel/memcpy launch calls (the reference's T4)
@@ -73,6 +80,9 @@ struct ReplayRankInfo {
   std::vector<std::int64_t> step_numbers;
   std::vector<Seconds> measured; ///< per step, see file comment
   std::vector<std::string> lanes;  ///< "stream 7 -> compute", ...
+  /// Per op: measured GPU start and end on the simulated clock (the rank's first step
+  /// starts at `start_offset`); NaN for markers and host syncs. For diagnostics.
+  std::vector<Seconds> measured_start, measured_end;
 };
 
 /// A replay graph with its timing; not copyable (`timed` points into `graph`).
@@ -116,6 +126,9 @@ struct ReplayResult {
   ReplayOptions options;
   /// Geometric mean over ranks of |error| (floored at 1e-6), and the largest |error|.
   double geomean_abs_error = 0, max_abs_error = 0;
+  /// The same over every (rank, step).
+  double step_geomean_abs_error = 0, step_max_abs_error = 0;
+  int step_count = 0;
 };
 
 /// Builds, simulates (2 iterations of the traced window; the first is reported) and

@@ -52,7 +52,7 @@ std::string render_trace_stats_text(const std::vector<TraceStats>& stats, int to
   for (const auto& s : stats) {
     out += fmt::format("{}\n  {}, {} (device {})\n", s.file, rank_text(s.rank, s.world_size), s.gpu, s.device);
     if (stats.size() > 1)
-      out += fmt::format("  clock offset to {}: {} ({} NCCL kernels matched)\n", stats[0].file, format_time(s.clock_offset),
+      out += fmt::format("  clock offset to the first trace: {} ({} NCCL kernels matched)\n", format_time(s.clock_offset),
                          s.aligned_collectives);
     out += fmt::format("  {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "step", "wall", "gpu busy", "compute",
                        "nccl", "exposed", "memcpy", "kernels");
@@ -143,9 +143,10 @@ std::string render_replay_text(const ReplayResult& r) {
                                               step_name(first.step_numbers.back()));
   out += fmt::format("perfcast replay: {} rank{}, step{} {}, {}\n", g.ranks.size(), g.ranks.size() > 1 ? "s" : "",
                      first.step_numbers.size() > 1 ? "s" : "", steps, g.gpu);
-  out += fmt::format("  kernels: measured durations; collectives: {}; host: {}\n\n",
+  out += fmt::format("  kernels: measured durations; collectives: {}; host: {}{}\n\n",
                      g.ranks.size() > 1 ? "own duration = min over ranks" : "measured (one rank: includes peer waits)",
-                     r.options.host == ReplayHostModel::kMeasured ? "measured per op" : "mean per op");
+                     r.options.host == ReplayHostModel::kMeasured ? "measured per op" : "mean per op",
+                     r.options.infer_waits ? "; waits inferred from the measurement" : "");
   out += fmt::format("{:>5} {:>8} {:>12} {:>12} {:>9}\n", "rank", "step", "measured", "simulated", "error");
   for (const auto& rr : r.ranks) {
     for (const auto& s : rr.steps)
@@ -157,13 +158,16 @@ std::string render_replay_text(const ReplayResult& r) {
   }
   out += fmt::format("\n|error| over ranks: geomean {:.2f}%, max {:.2f}%\n", 100 * r.geomean_abs_error,
                      100 * r.max_abs_error);
-  out += fmt::format("\n{:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>11} {:>11} {:>11}  lanes\n", "rank", "gpu ops", "colls",
-                     "syncs", "joins", "stepped", "start", "launch call", "blocked");
+  if (r.step_count > static_cast<int>(r.ranks.size()))
+    out += fmt::format("|error| over {} steps: geomean {:.2f}%, max {:.2f}%\n", r.step_count,
+                       100 * r.step_geomean_abs_error, 100 * r.step_max_abs_error);
+  out += fmt::format("\n{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11}  lanes\n", "rank", "gpu ops",
+                     "colls", "syncs", "joins", "stepped", "inferred", "start", "launch call", "blocked");
   for (const auto& i : g.ranks) {
     std::string lanes;
     for (const auto& l : i.lanes) lanes += (lanes.empty() ? "" : ", ") + l;
-    out += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>11} {:>11} {:>11}  {}\n", i.rank, i.gpu_ops,
-                       i.collectives, i.host_syncs, i.joins, i.stepped_back, format_time(i.start_offset),
+    out += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11}  {}\n", i.rank, i.gpu_ops,
+                       i.collectives, i.host_syncs, i.joins, i.stepped_back, i.inferred, format_time(i.start_offset),
                        format_time(i.launch_call_mean), format_time(i.blocked), lanes);
   }
   return out;
@@ -177,6 +181,7 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
   j["context"]["kernels"] = "measured";
   j["context"]["host_model"] = r.options.host == ReplayHostModel::kMeasured ? "measured" : "mean";
   j["context"]["collective_duration"] = g.ranks.size() > 1 ? "min over ranks" : "measured";
+  j["context"]["infer_waits"] = r.options.infer_waits;
   json ranks = json::array();
   for (std::size_t i = 0; i < r.ranks.size(); ++i) {
     const auto& rr = r.ranks[i];
@@ -196,6 +201,7 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
                        {"host_syncs", info.host_syncs},
                        {"joins", info.joins},
                        {"dependencies_stepped_back", info.stepped_back},
+                       {"dependencies_inferred", info.inferred},
                        {"start_offset_s", info.start_offset},
                        {"host_time_s", info.host_time},
                        {"launch_call_mean_s", info.launch_call_mean},
@@ -206,6 +212,8 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
   j["families"] = json::array();
   j["geomean_abs_error"] = r.geomean_abs_error;
   j["max_abs_error"] = r.max_abs_error;
+  j["step_geomean_abs_error"] = r.step_geomean_abs_error;
+  j["step_max_abs_error"] = r.step_max_abs_error;
   return j.dump(2) + "\n";
 }
 

@@ -17,7 +17,8 @@ namespace perfcast {
                                                   const std::vector<std::string>& inputs, int top);
 
 /// JSON: {"context", "ranks": [{"rank", "measured_s", "simulated_s", "error", "steps": [...],
-/// "graph": {...}}], "families": [], "geomean_abs_error", "max_abs_error"}. "families"
+/// "graph": {...}}], "families": [], "geomean_abs_error", "max_abs_error",
+/// "step_geomean_abs_error", "step_max_abs_error"}. "families"
 /// (per kernel family errors of predicted kernels) is empty for measured replays.
 [[nodiscard]] std::string render_replay_text(const ReplayResult& r);
 [[nodiscard]] std::string render_replay_json(const ReplayResult& r, const std::vector<std::string>& inputs);

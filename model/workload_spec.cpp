@@ -78,7 +78,10 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   DlrmSpec w;
   w.file = doc.file;
   w.name = root.string("name");
-  [[maybe_unused]] const std::string model = root.at("model").as_enum({"dlrm"});  // the only model so far
+  if (root.at("model").as_enum({"dlrm", "transformer"}) == "transformer") {
+    throw ConfigError(doc.file, "/model", "a transformer workload where a DLRM is expected (perfcast shard and the "
+                                          "sharding tools handle DLRM workloads only)");
+  }
   w.batch_size = root.integer("batch_size", 1, std::int64_t{1} << 31);
   w.bottom_mlp = parse_widths(root, "bottom_mlp", 2);
   w.top_mlp = parse_widths(root, "top_mlp", 1);

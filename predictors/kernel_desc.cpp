@@ -37,6 +37,9 @@ std::string kernel_family(const KernelDesc& k) {
                         [](const ElementwiseDesc&) -> std::string { return "elementwise"; },
                         [](const MemcpyDesc&) -> std::string { return "memcpy"; },
                         [](const MeasuredKernelDesc&) -> std::string { return "measured"; },
+                        [](const AttentionDesc& a) -> std::string {
+                          return a.pass == AttentionPass::kForward ? "attention_forward" : "attention_backward";
+                        },
                     },
                     k);
 }
@@ -60,6 +63,11 @@ std::string kernel_label(const KernelDesc& k) {
             return fmt::format("memcpy {} {}", dir, format_bytes(m.bytes));
           },
           [](const MeasuredKernelDesc& m) { return fmt::format("{} (measured {})", m.name, format_time(m.duration)); },
+          [](const AttentionDesc& a) {
+            return fmt::format("flash_attention_{} {}x{}x{}x{}x{}{} {}", a.pass == AttentionPass::kForward ? "fwd" : "bwd",
+                               a.batch, a.heads, a.seq_q, a.seq_kv, a.head_dim, a.causal ? " causal" : "",
+                               dtype_name(a.dtype));
+          },
       },
       k);
 }
@@ -102,6 +110,12 @@ std::size_t hash_value(const KernelDesc& k) {
                  [&](const MeasuredKernelDesc& m) {
                    mix(seed, std::hash<std::string>{}(m.name));
                    mix_d(seed, m.duration);
+                 },
+                 [&](const AttentionDesc& a) {
+                   for (auto v : {a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim}) mix(seed, static_cast<std::size_t>(v));
+                   mix(seed, a.causal);
+                   mix(seed, static_cast<std::size_t>(a.dtype));
+                   mix(seed, static_cast<std::size_t>(a.pass));
                  },
              },
              k);

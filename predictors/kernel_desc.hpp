@@ -73,11 +73,29 @@ struct MeasuredKernelDesc {
   bool operator==(const MeasuredKernelDesc&) const = default;
 };
 
+enum class AttentionPass { kForward, kBackward };
+
+/// Fused (flash-style) attention core of one layer on one rank: softmax(Q K^T / sqrt(d)
+/// [+ causal mask]) V for `batch` x `heads` independent problems, without materialising
+/// the seq_q x seq_kv score matrix. Backward recomputes the scores (FlashAttention-2).
+struct AttentionDesc {
+  std::int64_t batch = 1;      ///< sequences (micro-batch)
+  std::int64_t heads = 1;      ///< query heads on this rank
+  std::int64_t kv_heads = 1;   ///< key/value heads on this rank (GQA: < heads)
+  std::int64_t seq_q = 0;      ///< query tokens per sequence
+  std::int64_t seq_kv = 0;     ///< key/value tokens per sequence
+  std::int64_t head_dim = 0;   ///< elements per head
+  bool causal = false;         ///< causal mask: about half the score blocks are skipped
+  DType dtype = DType::kBf16;  ///< Q/K/V type
+  AttentionPass pass = AttentionPass::kForward;
+  bool operator==(const AttentionDesc&) const = default;
+};
+
 /// New alternatives go last: hash_value() seeds with the variant index.
-using KernelDesc = std::variant<GemmDesc, EmbeddingDesc, ElementwiseDesc, MemcpyDesc, MeasuredKernelDesc>;
+using KernelDesc = std::variant<GemmDesc, EmbeddingDesc, ElementwiseDesc, MemcpyDesc, MeasuredKernelDesc, AttentionDesc>;
 
 /// Kernel family name: "gemm", "embedding_forward", "embedding_backward", "elementwise", "memcpy",
-/// "measured".
+/// "measured", "attention_forward", "attention_backward".
 [[nodiscard]] std::string kernel_family(const KernelDesc& k);
 /// Short human label, e.g. "gemm 2048x512x512 fp32".
 [[nodiscard]] std::string kernel_label(const KernelDesc& k);

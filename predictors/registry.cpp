@@ -21,6 +21,12 @@ const std::vector<RegistryEntry>& builtin_registry() {
        "NCCL's Gen5 x16 model 48/63 GB/s (docs/collectives.md s.1.2)"},
       {"measured", "measured", "a kernel duration read from a profiler trace (perfcast replay)",
        "the PyTorch profiler (Kineto) trace being replayed"},
+      {"attention_forward.spec_flash", "attention_forward",
+       "fused attention: 4*b*h*sq*skv*d FLOPs (halved when causal) at a share of the tensor peak, or Q/K/V/O bytes",
+       "tensor-core share 0.60 assumed from FlashAttention-2 (Dao 2023) A100 forward 50-73%"},
+      {"attention_backward.spec_flash", "attention_backward",
+       "fused attention backward: 2.5x the forward FLOPs (scores recomputed), Q/K/V/O/dO read, dQ/dK/dV written",
+       "tensor-core share 0.45 assumed from FlashAttention-2 (Dao 2023) A100 backward 40-63%"},
       {"alpha-beta-v1", "collective",
        "NCCL-structured ring (LL/LL128/Simple) and pairwise all-to-all(v), slowest link class bounds",
        "NCCL tuning constants (docs/collectives.md s.1.3-1.4); ring efficiency 0.82 NVLink, 0.76 PCIe, 0.92 network"},
@@ -32,6 +38,7 @@ Estimate predict_kernel(const KernelDesc& k, const GpuSpec& gpu) {
   if (const auto* g = std::get_if<GemmDesc>(&k)) return predict_gemm(*g, gpu);
   if (const auto* e = std::get_if<EmbeddingDesc>(&k)) return predict_embedding(*e, gpu);
   if (const auto* w = std::get_if<ElementwiseDesc>(&k)) return predict_elementwise(*w, gpu);
+  if (const auto* a = std::get_if<AttentionDesc>(&k)) return predict_attention(*a, gpu);
   if (const auto* m = std::get_if<MeasuredKernelDesc>(&k)) {
     Estimate e;
     e.time = m->duration;

@@ -41,29 +41,40 @@ double small_dim_factor(double mean_dim) {
 
 }  // namespace
 
-Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu) {
-  Estimate e;
-  e.predictor = "gemm.spec_roofline";
+GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu) {
+  GemmWork w;
   const double elem = dtype_bytes(g.dtype);
   const double sms = gpu.sm_count;
-  const double per_sm = gpu.peak(g.dtype) * gpu.efficiency.gemm / sms;
+  const double per_sm = gpu.peak(g.dtype) / sms;
   const double tm = tile_edge(g.m), tn = tile_edge(g.n);
   const double tiles = ceil_div(g.m, tm) * ceil_div(g.n, tn) * g.batch;
   double split = 1;
   if (tiles < sms && g.k >= 1024) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(g.k / 512.0)));
   const double waves = ceil_div(tiles * split, sms);
   const double k_per_split = ceil_div(g.k, split);
-  const double compute = waves * 2.0 * tm * tn * k_per_split / per_sm;
+  w.compute_at_peak = waves * 2.0 * tm * tn * k_per_split / per_sm;
   const double out_elem = (g.dtype == DType::kFp32 || g.dtype == DType::kTf32) ? 4.0 : 2.0;
   double bytes = g.batch * ((double(g.m) * g.k + double(g.k) * g.n) * elem + double(g.m) * g.n * out_elem);
   if (g.bias_epilogue) bytes += g.batch * double(g.n) * out_elem;
   if (split > 1) bytes += split * double(g.m) * g.n * 4.0 * 2.0;  // partial sums written and reduced
-  const double memory = bytes / (gpu.memory_bandwidth * gpu.efficiency.memory);
-  e.flops = 2.0 * g.m * g.n * g.k * g.batch;
-  e.dram_bytes = bytes;
+  w.bytes = bytes;
+  w.memory_at_peak = bytes / gpu.memory_bandwidth;
+  w.flops = 2.0 * g.m * g.n * g.k * g.batch;
+  w.split_k = static_cast<int>(split);
+  return w;
+}
+
+Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu) {
+  Estimate e;
+  e.predictor = "gemm.spec_roofline";
+  const GemmWork w = gemm_work(g, gpu);
+  const double compute = w.compute_at_peak / gpu.efficiency.gemm;
+  const double memory = w.memory_at_peak / gpu.efficiency.memory;
+  e.flops = w.flops;
+  e.dram_bytes = w.bytes;
   e.bound = compute >= memory ? "compute" : "memory";
   e.time = std::max(compute, memory) + gpu.efficiency.min_kernel_time;
-  e.split_k = static_cast<int>(split);
+  e.split_k = w.split_k;
   return e;
 }
 
@@ -141,6 +152,27 @@ Estimate predict_elementwise(const ElementwiseDesc& d, const GpuSpec& gpu) {
   const double memory = e.dram_bytes / (gpu.memory_bandwidth * eff);
   e.bound = compute > memory ? "compute" : "memory";
   e.time = std::max(compute, memory) + gpu.efficiency.min_kernel_time;
+  return e;
+}
+
+Estimate predict_attention(const AttentionDesc& a, const GpuSpec& gpu) {
+  Estimate e;
+  const bool fwd = a.pass == AttentionPass::kForward;
+  e.predictor = fwd ? "attention_forward.spec_flash" : "attention_backward.spec_flash";
+  const double bh = double(a.batch) * double(a.heads);
+  const double causal = a.causal ? 0.5 : 1.0;
+  const double fwd_flops = 4.0 * bh * double(a.seq_q) * double(a.seq_kv) * double(a.head_dim) * causal;
+  e.flops = fwd ? fwd_flops : 2.5 * fwd_flops;
+  const double elem = dtype_bytes(a.dtype);
+  const double q = double(a.batch) * a.heads * a.seq_q * a.head_dim * elem;     // Q, O, dQ, dO
+  const double kv = double(a.batch) * a.kv_heads * a.seq_kv * a.head_dim * elem;  // K or V
+  const double lse = double(a.batch) * a.heads * a.seq_q * 4.0;
+  e.dram_bytes = fwd ? 2 * q + 2 * kv + lse : 4 * q + 4 * kv + 2 * lse;
+  const double compute = e.flops / (gpu.peak(a.dtype) * (fwd ? kFlashForwardEfficiency : kFlashBackwardEfficiency));
+  const double memory = e.dram_bytes / (gpu.memory_bandwidth * gpu.efficiency.memory);
+  e.bound = compute >= memory ? "compute" : "memory";
+  e.launches = fwd ? 1 : 2;
+  e.time = std::max(compute, memory) + e.launches * gpu.efficiency.min_kernel_time;
   return e;
 }
 

@@ -17,6 +17,18 @@ namespace perfcast {
 /// time = max(compute, bytes / (HBM x memory efficiency)) + min kernel time.
 [[nodiscard]] Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu);
 
+/// The GEMM model's work terms at 100% efficiency, shared by the spec-derived and the
+/// calibrated predictor: time = overhead + max(compute_at_peak / e_compute,
+/// memory_at_peak / e_memory).
+struct GemmWork {
+  Seconds compute_at_peak = 0;  ///< waves x tile FLOPs at the per-SM peak
+  Seconds memory_at_peak = 0;   ///< bytes at the HBM peak
+  double flops = 0;
+  Bytes bytes = 0;
+  int split_k = 1;
+};
+[[nodiscard]] GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu);
+
 /// Batched pooled embedding lookup: HBM traffic of the unique rows (expected from the
 /// table's index distribution), indices, offsets and outputs; repeated rows hit L2 as
 /// far as the concurrently processed tables' unique rows fit in it (the HiPC heuristic
@@ -32,6 +44,21 @@ namespace perfcast {
 /// Copy: H2D/D2H over PCIe at the GPU's link rate x 0.76 (NCCL's Gen5 model, 48 of 63
 /// GB/s, docs/collectives.md section 1.2); D2D reads and writes HBM at the copy efficiency.
 [[nodiscard]] Estimate predict_memcpy(const MemcpyDesc& m, const GpuSpec& gpu);
+
+/// Fused attention (FlashAttention-2 style): FLOPs 4 x batch x heads x seq_q x seq_kv x
+/// head_dim forward (QK^T and PV), halved under a causal mask; backward 2.5x forward (the
+/// scores are recomputed: 5 matmuls instead of 2). HBM bytes: Q, K, V read and O (+ the
+/// fp32 log-sum-exp) written forward; Q, K, V, O, dO read and dQ, dK, dV written backward.
+/// time = max(FLOPs / (peak x kFlash*Efficiency), bytes / (HBM x memory efficiency))
+///        + min kernel time (x2 backward: the dO.O preprocessing kernel).
+[[nodiscard]] Estimate predict_attention(const AttentionDesc& a, const GpuSpec& gpu);
+
+/// Share of the tensor-core peak a flash-attention forward / backward kernel reaches.
+/// 0.60 / 0.45: assumed from the FlashAttention-2 paper (Dao 2023, figs. 5-6: A100 forward
+/// 50-73%, backward 40-63% of the theoretical maximum for head_dim 64-128, seq 512-16k);
+/// to be replaced by a profiler sweep (issue 9, calibration hooks).
+inline constexpr double kFlashForwardEfficiency = 0.60;
+inline constexpr double kFlashBackwardEfficiency = 0.45;
 
 /// Output tile edge of the GEMM model (CUTLASS/cuBLAS Hopper kernels commonly use 128x128
 /// or 128x256 CTA tiles; 128 is the conservative choice).

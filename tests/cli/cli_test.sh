@@ -62,5 +62,36 @@ expect "comm" 0 "busbw GB/s" -- "$perfcast" comm --system "$sys" --collective al
 expect "comm bad collective" 2 'did you mean "all_reduce"' -- "$perfcast" comm --system "$sys" --collective all_reduse
 expect "list" 0 "gemm.spec_roofline" -- "$perfcast" list
 
+# calibrate kernels: 30 streaming-kernel measurements with a known 90% of HBM and 3 us.
+awk 'BEGIN { for (i = 1; i <= 30; i++) { n = i * 100000; t = 3 + n * 12 / (3.35e12 * 0.9) * 1e6;
+  printf "{\"schema\":\"perfcast.measurement\",\"schema_version\":\"1.0\",\"kernel\":{\"family\":\"elementwise\",\"op\":\"add\",\"elements\":%d,\"flops_per_element\":1,\"bytes_per_element\":12},\"timing\":{\"timer\":\"cupti\",\"repetitions\":3,\"median\":\"%.6fus\"},\"device\":{\"name\":\"test GPU\"}}\n", n, t } }' > "$tmp/m.jsonl"
+expect "calibrate kernels" 0 "elementwise" -- "$perfcast" calibrate kernels --system "$src/configs/systems/h100_sxm.json" --measurements "$tmp/m.jsonl" --out "$tmp/cal.json"
+grep -q '"memory_efficiency": 0.899999' "$tmp/cal.json" && grep -q '"overhead": "3.0000us"' "$tmp/cal.json" && echo "ok   calibration file written" || { echo "FAIL calibration file"; fails=$((fails + 1)); }
+echo '{"schema": "perfcast.measurement"' >> "$tmp/m.jsonl"
+expect "calibrate bad line" 2 'm.jsonl line 31' -- "$perfcast" calibrate kernels --system "$src/configs/systems/h100_sxm.json" --measurements "$tmp/m.jsonl" --out "$tmp/cal2.json"
+[ ! -e "$tmp/cal2.json" ] && echo "ok   nothing written on bad input" || { echo "FAIL wrote on bad input"; fails=$((fails + 1)); }
+
+# perfcast profile: sweeps are validated first (exit 2), then no CUDA build / no device is exit 1.
+expect "profile dry run" 0 "7223 cases in all" -- "$perfcast" profile --sweep "$src/configs/sweeps/gemm.json" --sweep "$src/configs/sweeps/elementwise.json" --sweep "$src/configs/sweeps/memcpy.json" --sweep "$src/configs/sweeps/embedding.json" --dry-run
+printf '{"schema": "perfcast.sweep", "schema_version": "1.0", "name": "x", "generators": [{"type": "conv"}]}' > "$tmp/bad_sweep.json"
+expect "profile bad sweep" 2 'bad_sweep.json: /generators/0/type' -- "$perfcast" profile --sweep "$tmp/bad_sweep.json" --out "$tmp/profile_out.jsonl"
+if ! command -v nvidia-smi > /dev/null 2>&1; then
+  expect "profile without a GPU" 1 "no CUDA" -- "$perfcast" profile --sweep "$src/configs/sweeps/memcpy.json" --out "$tmp/profile_out.jsonl"
+  [ ! -e "$tmp/profile_out.jsonl" ] && echo "ok   profile wrote nothing" || { echo "FAIL profile wrote a file without a GPU"; fails=$((fails + 1)); }
+fi
+
+# trace-stats and replay on the hand-written Kineto fixtures (tests/data/kineto_*.json).
+k0=$src/tests/data/kineto_rank0.json
+k1=$src/tests/data/kineto_rank1.json
+expect "trace-stats" 0 "exposed" -- "$perfcast" trace-stats "$src/tests/data/kineto_two_steps.json"
+expect "trace-stats json" 0 '"clock_offset_s": 0.001,' -- "$perfcast" trace-stats "$k0" "$k1" --json -
+expect "replay" 0 "|error| over ranks: geomean 0.53%, max 0.56%" -- "$perfcast" replay --kineto "$k0" "$k1" --json "$tmp/out.json"
+grep -q '"simulated_s": 0.000179' "$tmp/out.json" && grep -q '"context"' "$tmp/out.json" && echo "ok   replay json written" \
+  || { echo "FAIL replay json"; fails=$((fails + 1)); }
+printf '{"traceEvents": [' > "$tmp/broken_trace.json"
+expect "replay broken trace" 2 'broken_trace.json: /: invalid JSON at byte' -- "$perfcast" replay --kineto "$tmp/broken_trace.json" --json "$tmp/out.json"
+expect "replay duplicate rank" 2 '/distributedInfo/rank: rank 0 is also the rank of' -- "$perfcast" replay --kineto "$k0" "$k0" --json "$tmp/out.json"
+expect "trace-stats missing file" 2 'cannot open the file' -- "$perfcast" trace-stats "$tmp/nope.json" --json "$tmp/out.json"
+
 if [ "$fails" -gt 0 ]; then echo "$fails CLI test(s) failed"; exit 1; fi
 echo "all CLI tests passed"

@@ -1,0 +1,194 @@
+// Predicts every row of the vTrain measurements (Megatron-DeepSpeed GPT on 2/4/8 A100,
+// ../shared/data/vtrain-a100-gpt/ground_truth_single.csv) on configs/systems/dgx_a100.json
+// with the row's GPU count, and prints geomean |error|, MAPE, max error, the error per GPU
+// count and the worst rows. Nothing is fitted: spec-derived predictors, calibrated
+// all-reduce (dgx_a100.comms.json).
+//
+// Assumptions about the measured runs (not stated in the CSV; see README "Transformers"):
+// GPT-2 BPE vocabulary 50,257 padded to a multiple of 128 x tp; fp16 mixed precision with
+// fp16 gradient all-reduce; full activation recomputation per layer ("activation
+// checkpointing on"); unfused attention (baddbmm + fused scale-mask-softmax + dropout);
+// dropout 0.1; learned position embeddings; tied embeddings; ffn 4h, GeLU; non-distributed
+// Adam; 1F1B.
+//
+// Usage: perfcast_vtrain_check [--csv FILE] [--system FILE] [--rows N] [--out predictions.csv]
+//                              [--attention flash|unfused] [--worst K] [--host-op-overhead SECONDS]
+//                              [--fit-host 1]
+// --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
+// 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "model/predict.hpp"
+#include "validation/error_metrics.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+struct Row {
+  int gpus = 0, global_batch = 0, micro_batch = 0, hidden = 0, heads = 0, layers = 0, seq = 0, tp = 0, dp = 0, pp = 0;
+  double measured_ms = 0;
+};
+
+std::vector<Row> read_rows(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<Row> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream ss(line);
+    Row r;
+    ss >> r.gpus >> r.global_batch >> r.micro_batch >> r.hidden >> r.heads >> r.layers >> r.seq >> r.tp >> r.dp >> r.pp >>
+        r.measured_ms;
+    if (!ss) throw std::runtime_error("bad row in " + path + ": " + line);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TransformerSpec spec_of(const Row& r, AttentionImpl attention) {
+  TransformerSpec w;
+  w.name = fmt::format("GPT h{} L{} mb{} gb{} tp{} dp{} pp{}", r.hidden, r.layers, r.micro_batch, r.global_batch, r.tp, r.dp, r.pp);
+  w.file = "vtrain-row";
+  w.kind = TransformerKind::kDecoder;
+  w.hidden = r.hidden;
+  w.heads = w.kv_heads = r.heads;
+  w.layers = r.layers;
+  w.seq_len = r.seq;
+  w.vocab = 50257;
+  w.ffn_hidden = 4 * r.hidden;
+  w.precision = DType::kFp16;
+  w.grad_reduce_dtype = DType::kFp16;
+  w.micro_batch = r.micro_batch;
+  w.global_batch = r.global_batch;
+  w.recompute = Recompute::kFull;
+  w.attention = attention;
+  w.dropout = 0.1;
+  w.tp = r.tp;
+  w.pp = r.pp;
+  w.dp = r.dp;
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  std::string csv = src + "/../shared/data/vtrain-a100-gpt/ground_truth_single.csv";
+  std::string system = src + "/configs/systems/dgx_a100.json";
+  std::string out;
+  std::size_t max_rows = 0, worst = 10;
+  AttentionImpl attention = AttentionImpl::kUnfused;
+  double op_overhead = -1;
+  bool fit_host = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--csv") csv = v;
+    else if (a == "--system") system = v;
+    else if (a == "--rows") max_rows = std::stoul(v);
+    else if (a == "--out") out = v;
+    else if (a == "--worst") worst = std::stoul(v);
+    else if (a == "--host-op-overhead") op_overhead = std::stod(v);
+    else if (a == "--fit-host") fit_host = v == "1";
+    else if (a == "--attention") attention = v == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    std::vector<Row> rows = read_rows(csv);
+    if (max_rows > 0 && rows.size() > max_rows) rows.resize(max_rows);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<double> errors, predicted;
+    std::map<int, std::vector<double>> by_gpus, by_pp, by_tp;
+    auto predict_ms = [&](const Row& r, double overhead) {
+      JsonDocument doc = load_json_file(system);
+      apply_override(doc, "gpus_per_node", std::to_string(r.gpus));
+      SystemSpec sys = parse_system(doc);
+      if (overhead >= 0) sys.host.op_overhead = overhead;
+      return predict_transformer(std::move(sys), spec_of(r, attention), {}, 2)->timeline.iteration_time * 1e3;
+    };
+    if (fit_host) {
+      double best = -1, best_err = 1e30;
+      for (double us : {10, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 250, 300, 400}) {
+        std::vector<double> e;
+        for (const Row& r : rows)
+          if (r.gpus == 2) e.push_back(relative_error(predict_ms(r, us * 1e-6), r.measured_ms));
+        const double g = summarize_errors(e).geomean_abs;
+        std::printf("fit on 2-GPU rows: op_overhead %5.0f us -> geomean |e| %.2f%%\n", us, 100 * g);
+        if (g < best_err) best_err = g, best = us * 1e-6;
+      }
+      op_overhead = best;
+      std::printf("fitted op_overhead %.0f us on %s; the 2-GPU rows below are the training set, the 4- and 8-GPU rows held out\n\n",
+                  best * 1e6, "the 2-GPU rows");
+      std::vector<Row> held;
+      for (const Row& r : rows)
+        if (r.gpus != 2) held.push_back(r);
+      (void)held;
+    }
+    std::vector<double> held_out;
+    for (const Row& r : rows) {
+      const double ms = predict_ms(r, op_overhead);
+      predicted.push_back(ms);
+      const double e = relative_error(ms, r.measured_ms);
+      errors.push_back(e);
+      if (r.gpus != 2) held_out.push_back(e);
+      by_gpus[r.gpus].push_back(e);
+      by_pp[r.pp].push_back(e);
+      by_tp[r.tp].push_back(e);
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto line = [](const std::string& label, const std::vector<double>& e) {
+      const ErrorSummary s = summarize_errors(e);
+      std::printf("%-12s %6zu %10.2f%% %8.2f%% %8.2f%% %+9.2f%%\n", label.c_str(), s.count, 100 * s.geomean_abs, 100 * s.mape,
+                  100 * s.max_abs, 100 * s.mean_signed);
+    };
+    std::printf("vTrain A100 GPT rows (%s), %s attention, predicted on %s in %.1f s\n\n", csv.c_str(),
+                attention == AttentionImpl::kFlash ? "flash" : "unfused", system.c_str(), secs);
+    std::printf("%-12s %6s %11s %9s %9s %10s\n", "subset", "rows", "geomean|e|", "MAPE", "max|e|", "bias");
+    line("all", errors);
+    if (fit_host) line("held out", held_out);
+    for (const auto& [g, e] : by_gpus) line(fmt::format("{} GPUs", g), e);
+    for (const auto& [g, e] : by_tp) line(fmt::format("tp {}", g), e);
+    for (const auto& [g, e] : by_pp) line(fmt::format("pp {}", g), e);
+    std::vector<std::size_t> order(rows.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return std::fabs(errors[a]) > std::fabs(errors[b]); });
+    std::printf("\nworst rows (gpus gb mb h layers tp dp pp: measured -> predicted ms):\n");
+    for (std::size_t k = 0; k < std::min(worst, order.size()); ++k) {
+      const Row& r = rows[order[k]];
+      std::printf("  %d %3d %d %d %2d %d %d %d: %8.1f -> %8.1f  %+6.1f%%\n", r.gpus, r.global_batch, r.micro_batch, r.hidden,
+                  r.layers, r.tp, r.dp, r.pp, r.measured_ms, predicted[order[k]], 100 * errors[order[k]]);
+    }
+    if (!out.empty()) {
+      std::ofstream f(out);
+      f << "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,predicted_ms,error\n";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Row& r = rows[i];
+        f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.5f}\n", r.gpus, r.global_batch, r.micro_batch, r.hidden,
+                         r.heads, r.layers, r.seq, r.tp, r.dp, r.pp, r.measured_ms, predicted[i], errors[i]);
+      }
+    }
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "error: %s: %s: %s\n", e.file().c_str(), e.pointer().c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,25 @@
+#include "model/workload.hpp"
+
+namespace perfcast {
+
+Workload parse_any_workload(const JsonDocument& doc) {
+  const JsonObject root(doc);
+  const auto model = root.find("model");
+  if (model && model->is_string() && model->as_string() == "transformer") return parse_transformer(doc);
+  return parse_workload(doc);  // DLRM, or the DLRM parser's error naming the allowed models
+}
+
+const std::string& workload_name(const Workload& w) {
+  return std::visit([](const auto& s) -> const std::string& { return s.name; }, w);
+}
+
+const std::string& workload_file(const Workload& w) {
+  return std::visit([](const auto& s) -> const std::string& { return s.file; }, w);
+}
+
+std::int64_t workload_batch(const Workload& w) {
+  if (const auto* d = std::get_if<DlrmSpec>(&w)) return d->batch_size;
+  return std::get<TransformerSpec>(w).global_batch;
+}
+
+}  // namespace perfcast

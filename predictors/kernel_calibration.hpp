@@ -1,0 +1,65 @@
+#pragma once
+/// \file kernel_calibration.hpp
+/// Per-GPU kernel calibration fitted from measurement files (`perfcast calibrate kernels`).
+///
+/// GEMM, per dtype: time = overhead + max(compute_at_peak / e_compute, memory_at_peak / e_memory)
+/// with the wave- and tile-quantized work terms of gemm_work(): the spec model's shape
+/// with fitted efficiencies and launch overhead. Streaming kernels (elementwise, memcpy
+/// by direction): time = overhead + bytes / (bandwidth x e). Fitted by minimising squared
+/// relative error (alternating regime assignment and non-negative least squares, Eigen),
+/// on a deterministic 80% of the shapes; the other 20% give the held-out error.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "predictors/estimate.hpp"
+#include "predictors/kernel_desc.hpp"
+#include "predictors/measurement.hpp"
+#include "topology/gpu_spec.hpp"
+#include "topology/json_reader.hpp"
+
+namespace perfcast {
+
+struct FamilyFit {
+  std::string family;      ///< "gemm.fp32", "gemm.bf16", ..., "elementwise", "memcpy.h2d", ...
+  double compute_efficiency = 0;  ///< GEMM only: share of the tensor / FP32 peak
+  double memory_efficiency = 0;   ///< share of HBM (or PCIe for host copies) bandwidth
+  Seconds overhead = 0;           ///< fixed time per kernel
+  std::size_t train_samples = 0;
+  std::size_t heldout_samples = 0;
+  double heldout_geomean_abs_error = 0;
+  double train_geomean_abs_error = 0;
+};
+
+struct KernelCalibration {
+  std::string gpu;      ///< device name the measurements came from
+  std::string driver, cuda_runtime, cublas;
+  std::string date, commit;
+  std::vector<std::string> measurements;  ///< source files
+  std::vector<FamilyFit> fits;
+
+  [[nodiscard]] const FamilyFit* find(const std::string& family) const;
+};
+
+/// The calibration family of a kernel ("gemm.bf16", "elementwise", "memcpy.h2d"), or ""
+/// for kernels no calibrated model covers yet.
+[[nodiscard]] std::string calibration_family(const KernelDesc& k);
+
+/// Fits every family with at least 10 samples. `gpu` provides the peaks the work terms
+/// are measured against. Throws std::invalid_argument when nothing can be fitted.
+[[nodiscard]] KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& measurements, const GpuSpec& gpu);
+
+/// Predicts with the calibration where it covers the kernel's family, else with the
+/// spec-derived predictor (Estimate::calibrated says which).
+[[nodiscard]] Estimate predict_with_calibration(const KernelDesc& k, const GpuSpec& gpu, const KernelCalibration* cal);
+
+[[nodiscard]] std::string kernel_calibration_to_json(const KernelCalibration& c);
+[[nodiscard]] KernelCalibration parse_kernel_calibration(const JsonDocument& doc);
+
+/// File name used for a GPU's calibration: its name in lower case with non-alphanumerics
+/// as '_' plus ".json" ("NVIDIA H100 80GB HBM3" -> "nvidia_h100_80gb_hbm3.json").
+[[nodiscard]] std::string calibration_file_name(const std::string& gpu_name);
+
+}  // namespace perfcast

@@ -1,0 +1,230 @@
+#include "predictors/measurement.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+std::string secs(Seconds s) { return fmt::format("{:.6g}us", s * 1e6); }
+std::string hz(Hertz h) { return fmt::format("{:.6g}MHz", h / 1e6); }
+
+DType dtype_of(const JsonObject& o, std::string_view key) {
+  const JsonValue v = o.at(key);
+  const std::string s = v.as_enum({"fp32", "tf32", "fp16", "bf16", "fp8"});
+  return *dtype_from_name(s);
+}
+
+std::string copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::kHostToDevice: return "h2d";
+    case CopyKind::kDeviceToHost: return "d2h";
+    case CopyKind::kDeviceToDevice: return "d2d";
+  }
+  return "h2d";
+}
+
+nlohmann::json distribution_to_json(const IndexDistribution& d) {
+  switch (d.kind) {
+    case IndexDistribution::Kind::kUniform: return {{"kind", "uniform"}};
+    case IndexDistribution::Kind::kZipf: return {{"kind", "zipf"}, {"alpha", d.alpha}};
+    case IndexDistribution::Kind::kHotSet:
+      return {{"kind", "hot_set"}, {"hot_rows", d.hot_rows_fraction}, {"hot_accesses", d.hot_access_fraction}};
+    case IndexDistribution::Kind::kReuseHistogram: return {{"kind", "reuse_histogram"}, {"shares", d.reuse}};
+  }
+  return {{"kind", "uniform"}};
+}
+
+IndexDistribution distribution_from_json(const JsonObject& o) {
+  const std::string kind = o.at("kind").as_enum({"uniform", "zipf", "hot_set", "reuse_histogram"});
+  IndexDistribution d;
+  if (kind == "zipf") d = IndexDistribution::zipf(o.at("alpha").as_number_in(0.01, 10));
+  if (kind == "hot_set") d = IndexDistribution::hot_set(o.at("hot_rows").as_number_in(1e-9, 1), o.at("hot_accesses").as_number_in(0, 1));
+  if (kind == "reuse_histogram") {
+    const JsonArray a = o.array("shares");
+    a.require_size(kReuseBins, kReuseBins);
+    ReuseHistogram h{};
+    for (std::size_t i = 0; i < kReuseBins; ++i) h[i] = a[i].as_number_in(0, 1);
+    d = IndexDistribution::histogram(h);
+  }
+  o.finish();
+  return d;
+}
+
+}  // namespace
+
+TimingStats timing_stats(std::vector<Seconds> v, std::string timer) {
+  if (v.empty()) throw std::invalid_argument("timing_stats: no samples");
+  std::sort(v.begin(), v.end());
+  TimingStats t;
+  t.timer = std::move(timer);
+  t.repetitions = static_cast<int>(v.size());
+  auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  t.median = quantile(0.5);
+  t.p10 = quantile(0.1);
+  t.p90 = quantile(0.9);
+  t.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - t.mean) * (x - t.mean);
+  t.stddev = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
+  t.cv = t.mean > 0 ? t.stddev / t.mean : 0.0;
+  return t;
+}
+
+nlohmann::json kernel_to_json(const KernelDesc& k) {
+  if (const auto* g = std::get_if<GemmDesc>(&k)) {
+    return {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
+            {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
+  }
+  if (const auto* e = std::get_if<ElementwiseDesc>(&k)) {
+    return {{"family", "elementwise"}, {"op", e->op}, {"elements", e->elements},
+            {"flops_per_element", e->flops_per_element}, {"bytes_per_element", e->bytes_per_element}};
+  }
+  if (const auto* m = std::get_if<MemcpyDesc>(&k)) {
+    return {{"family", "memcpy"}, {"bytes", fmt::format("{:.0f}B", m->bytes)}, {"kind", copy_kind_name(m->kind)}};
+  }
+  if (const auto* e = std::get_if<EmbeddingDesc>(&k)) {
+    nlohmann::json tables = nlohmann::json::array();
+    for (const auto& t : e->tables) {
+      tables.push_back({{"rows", t.rows}, {"dim", t.dim}, {"pooling", t.pooling}, {"distribution", distribution_to_json(t.distribution)}});
+    }
+    return {{"family", e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward"},
+            {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
+            {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
+  }
+  const auto& m = std::get<MeasuredKernelDesc>(k);
+  return {{"family", "measured"}, {"name", m.name}};
+}
+
+KernelDesc kernel_from_json(const JsonObject& o) {
+  const std::string family =
+      o.at("family").as_enum({"gemm", "elementwise", "memcpy", "embedding_forward", "embedding_backward", "measured"});
+  KernelDesc out;
+  if (family == "gemm") {
+    GemmDesc g;
+    g.m = o.integer("m", 1, 1LL << 40);
+    g.n = o.integer("n", 1, 1LL << 40);
+    g.k = o.integer("k", 1, 1LL << 40);
+    g.batch = o.integer_or("batch", 1, 1LL << 40, 1);
+    g.dtype = dtype_of(o, "dtype");
+    g.bias_epilogue = o.bool_or("bias_epilogue", false);
+    out = g;
+  } else if (family == "elementwise") {
+    ElementwiseDesc e;
+    e.op = o.string("op");
+    e.elements = o.integer("elements", 0, 1LL << 50);
+    e.flops_per_element = o.at("flops_per_element").as_number_in(0, 1e6);
+    e.bytes_per_element = o.at("bytes_per_element").as_number_in(0, 1e6);
+    out = e;
+  } else if (family == "memcpy") {
+    MemcpyDesc m;
+    m.bytes = o.quantity("bytes", Dimension::kBytes);
+    const std::string kind = o.at("kind").as_enum({"h2d", "d2h", "d2d"});
+    m.kind = kind == "h2d" ? CopyKind::kHostToDevice : kind == "d2h" ? CopyKind::kDeviceToHost : CopyKind::kDeviceToDevice;
+    out = m;
+  } else if (family == "measured") {
+    out = MeasuredKernelDesc{o.string("name"), 0};
+  } else {
+    EmbeddingDesc e;
+    e.pass = family == "embedding_forward" ? EmbeddingPass::kForward : EmbeddingPass::kBackward;
+    e.batch = o.integer("batch", 1, 1LL << 40);
+    e.weight_dtype = dtype_of(o, "weight_dtype");
+    const std::string opt = o.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam"}, "sgd");
+    e.optimizer = opt == "sgd" ? EmbeddingOptimizer::kSgd : opt == "adam" ? EmbeddingOptimizer::kAdam : EmbeddingOptimizer::kRowwiseAdagrad;
+    e.index_bytes = static_cast<int>(o.integer_or("index_bytes", 4, 8, 8));
+    const JsonArray tables = o.array("tables");
+    tables.require_size(1, 1 << 20);
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      const JsonObject t = tables[i].as_object();
+      EmbeddingTableDesc d;
+      d.rows = t.integer("rows", 1, 1LL << 40);
+      d.dim = t.integer("dim", 1, 1 << 20);
+      d.pooling = t.at("pooling").as_number_in(0, 1e6);
+      d.distribution = distribution_from_json(t.object("distribution"));
+      t.finish();
+      e.tables.push_back(d);
+    }
+    out = e;
+  }
+  o.finish();
+  return out;
+}
+
+std::string measurement_to_jsonl(const Measurement& m) {
+  nlohmann::json j = {
+      {"schema", "perfcast.measurement"},
+      {"schema_version", "1.0"},
+      {"kernel", kernel_to_json(m.kernel)},
+      {"timing", {{"timer", m.timing.timer}, {"repetitions", m.timing.repetitions}, {"median", secs(m.timing.median)},
+                  {"mean", secs(m.timing.mean)}, {"p10", secs(m.timing.p10)}, {"p90", secs(m.timing.p90)},
+                  {"stddev", secs(m.timing.stddev)}, {"cv", m.timing.cv}}},
+      {"device", {{"name", m.device.name}, {"sm_count", m.device.sm_count}, {"sm_clock", hz(m.device.sm_clock)},
+                  {"memory_clock", hz(m.device.memory_clock)}, {"driver", m.device.driver},
+                  {"cuda_runtime", m.device.cuda_runtime}, {"cublas", m.device.cublas}}},
+      {"date", m.date},
+      {"commit", m.commit},
+  };
+  if (!m.kernel_name.empty()) j["kernel_name"] = m.kernel_name;
+  return j.dump() + "\n";
+}
+
+std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
+  std::vector<Measurement> out;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    JsonDocument doc;
+    doc.file = fmt::format("{} line {}", path.string(), lineno);
+    try {
+      doc.root = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      throw ConfigError(doc.file, "", "invalid JSON");
+    }
+    const JsonObject root(doc);
+    root.require_schema("perfcast.measurement", 1);
+    Measurement m;
+    m.kernel = kernel_from_json(root.object("kernel"));
+    m.kernel_name = root.string_or("kernel_name", "");
+    const JsonObject t = root.object("timing");
+    m.timing.timer = t.at("timer").as_enum({"cupti", "cuda_events"});
+    m.timing.repetitions = static_cast<int>(t.integer("repetitions", 1, 1 << 30));
+    m.timing.median = t.quantity("median", Dimension::kTime);
+    if (m.timing.median <= 0) t.fail("median", "must be positive");
+    m.timing.mean = t.quantity_or("mean", Dimension::kTime, m.timing.median);
+    m.timing.p10 = t.quantity_or("p10", Dimension::kTime, m.timing.median);
+    m.timing.p90 = t.quantity_or("p90", Dimension::kTime, m.timing.median);
+    m.timing.stddev = t.quantity_or("stddev", Dimension::kTime, 0);
+    m.timing.cv = t.number_or("cv", 0, 1e6, 0);
+    t.finish();
+    const JsonObject d = root.object("device");
+    m.device.name = d.string("name");
+    m.device.sm_count = static_cast<int>(d.integer_or("sm_count", 0, 100000, 0));
+    m.device.sm_clock = d.quantity_or("sm_clock", Dimension::kFrequency, 0);
+    m.device.memory_clock = d.quantity_or("memory_clock", Dimension::kFrequency, 0);
+    m.device.driver = d.string_or("driver", "");
+    m.device.cuda_runtime = d.string_or("cuda_runtime", "");
+    m.device.cublas = d.string_or("cublas", "");
+    d.finish();
+    m.date = root.string_or("date", "");
+    m.commit = root.string_or("commit", "");
+    root.finish();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace perfcast
