@@ -5,6 +5,7 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -102,8 +103,8 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
             {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
             {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
   }
-  const auto& m = std::get<MeasuredKernelDesc>(k);
-  return {{"family", "measured"}, {"name", m.name}};
+  if (const auto* m = std::get_if<MeasuredKernelDesc>(&k)) return {{"family", "measured"}, {"name", m->name}};
+  throw std::invalid_argument("kernel_to_json: no measurement format for " + kernel_family(k) + " kernels yet");
 }
 
 KernelDesc kernel_from_json(const JsonObject& o) {
