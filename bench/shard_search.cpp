@@ -1,17 +1,25 @@
 // Sharding search throughput: plans simulated per second and wall time to plan, on one
-// core: `taskset -c 0 build/bench/perfcast_bench_shard`.
+// core: `taskset -c 0 build/bench/perfcast_bench_shard` (`--scratch`: without incremental
+// evaluation; `--phases`: where a from-scratch evaluation's time goes).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include "model/dlrm_builder.hpp"
+#include "model/memory_estimate.hpp"
 #include "model/shard_search.hpp"
+#include "model/simulator.hpp"
 #include "topology/collective_calibration.hpp"
 
 using namespace perfcast;
 
 namespace {
+
+/// false (`--scratch`): every plan built and annotated from scratch, the evaluator before
+/// incremental rebuilds; the search and its results are the same.
+bool g_incremental = true;
 
 void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
   const auto comm = make_collective_model(s);
@@ -22,7 +30,7 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
     const auto e = ev.evaluate(b.plan);
     if (e.feasible) best_baseline = std::min(best_baseline, e.iteration_time);
   }
-  PlanEvaluator search_ev(s, w, *comm);
+  PlanEvaluator search_ev(s, w, *comm, 3, g_incremental);
   FixedPlansProposer fixed(baselines);
   LocalSearchProposer local(w, s, 1);
   SearchOptions opt;
@@ -31,6 +39,50 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   std::printf("%-44s tables %4zu ranks %3d  %6zu plans in %6.2f s = %7.0f plans/s  best %.3f ms vs best baseline %.3f ms (%+.1f%%)\n",
               label, w.tables.size(), s.world_size(), r.evaluations, r.wall_s, r.evaluations / r.wall_s,
               r.best_eval.iteration_time * 1e3, best_baseline * 1e3, (r.best_eval.iteration_time / best_baseline - 1) * 100);
+}
+
+/// Keeps every plan the search evaluates (proposes nothing).
+class Keep final : public Proposer {
+ public:
+  std::optional<Candidate> propose() override { return std::nullopt; }
+  void feedback(const Candidate& c, const PlanEvaluation&) override { plans.push_back(c.plan); }
+  std::vector<ShardingPlan> plans;
+};
+
+/// Where one plan evaluation's time goes: the pipeline's phases timed separately over the
+/// plans of a short search (graph build, annotation with a warm estimate cache, the
+/// simulation, the memory model), microseconds per plan.
+void phases(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  FixedPlansProposer fixed(baseline_plans(w, s, 1));
+  LocalSearchProposer local(w, s, 1);
+  Keep keep;
+  SearchOptions opt;
+  opt.max_evaluations = evaluations;
+  (void)run_search({&fixed, &local, &keep}, ev, opt);
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  Annotator annotator(s, *comm);
+  double t_build = 0, t_annotate = 0, t_sim = 0, t_mem = 0, sink = 0;
+  for (const auto& p : keep.plans) {
+    const auto a = Clock::now();
+    const ExecutionGraph g = build_dlrm_graph(w, p, s.world_size(), s.gpus_per_node);
+    const auto b = Clock::now();
+    const TimedGraph t = annotator.annotate(g);
+    const auto c = Clock::now();
+    sink += simulate(t, s.host).iteration_time;
+    const auto d = Clock::now();
+    sink += memory_verdict(estimate_memory(w, p, s)).size();
+    const auto e = Clock::now();
+    t_build += us(b - a);
+    t_annotate += us(c - b);
+    t_sim += us(d - c);
+    t_mem += us(e - d);
+  }
+  const double n = static_cast<double>(keep.plans.size());
+  std::printf("%-44s per plan: build %.1f us, annotate %.1f us, simulate %.1f us, memory %.1f us (%zu plans, %g)\n", label,
+              t_build / n, t_annotate / n, t_sim / n, t_mem / n, keep.plans.size(), sink > 0 ? 1.0 : 0.0);
 }
 
 /// 500 tables with rows log-uniform in 1e3..1e7, D 64, pooling 1..50, half Zipf.
@@ -52,10 +104,15 @@ DlrmSpec synthetic_500(const DlrmSpec& base) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const std::string src = PERFCAST_SOURCE_DIR;
   const SystemSpec dgx = load_system(src + "/configs/systems/dgx_h100.json");
   const DlrmSpec t64 = load_workload(src + "/bench/dlrm_64tables.json");
+  if (argc > 1 && std::string(argv[1]) == "--phases") {
+    phases("64-table DLRM on dgx_h100", dgx, t64, 2000);
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--scratch") g_incremental = false;
   run("64-table DLRM on dgx_h100", dgx, t64, 5000);
   run("dlrm_mlperf on dgx_h100", dgx, load_workload(src + "/configs/workloads/dlrm_mlperf.json"), 5000);
   JsonDocument doc = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");

@@ -90,10 +90,18 @@ Action add_shard(CLI::App& app) {
     text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s)\n\n", "best (search)",
                         format_time(r.best_eval.iteration_time), r.best_eval.feasible ? "yes" : "no", r.best->origin,
                         r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9));
-    int counts[4] = {0, 0, 0, 0};
+    int counts[kShardingTypeCount] = {};
     for (const auto& t : best.tables) counts[static_cast<int>(t.type)]++;
-    text += fmt::format("best plan: {} table_wise, {} column_wise, {} row_wise, {} data_parallel\n\n", counts[1], counts[3],
-                        counts[2], counts[0]);
+    std::string summary;
+    for (int k = 0; k < kShardingTypeCount; ++k) {
+      if (counts[k] == 0) continue;
+      summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", counts[k], sharding_type_name(static_cast<ShardingType>(k)));
+    }
+    text += fmt::format("best plan: {}\n\n", summary);
+    const std::string hint = r.best_eval.feasible ? "" : capacity_hint(w, s);
+    if (!r.best_eval.feasible) {
+      text += fmt::format("no feasible plan found: {}\n{}\n\n", r.best_eval.reason, hint.empty() ? "" : hint);
+    }
     ShardingPlan reported = best;
     reported.source = "search (" + r.best->origin + ")";
     const auto p = predict_parsed(s, w, reported, a->overrides);
@@ -106,7 +114,7 @@ Action add_shard(CLI::App& app) {
       nlohmann::json j = {
           {"context", nlohmann::json::parse(context_json(*p))},
           {"best", {{"iteration_time_s", r.best_eval.iteration_time}, {"feasible", r.best_eval.feasible},
-                    {"reason", r.best_eval.reason}, {"found_by", r.best->origin}, {"plan", nlohmann::json::parse(plan_text)}}},
+                    {"reason", r.best_eval.reason}, {"hint", hint}, {"found_by", r.best->origin}, {"plan", nlohmann::json::parse(plan_text)}}},
           {"baselines", base_json},
           {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", a->seed}}},
       };

@@ -17,8 +17,12 @@ Action add_comm(CLI::App& app);
 Action add_list(CLI::App& app);
 Action add_calibrate(CLI::App& app);
 Action add_trace_stats(CLI::App& app);
+Action add_index_stats(CLI::App& app);
 Action add_replay(CLI::App& app);
+Action add_import(CLI::App& app);
 Action add_shard(CLI::App& app);
 Action add_profile(CLI::App& app);
+Action add_run(CLI::App& app);
+Action add_validate(CLI::App& app);
 
 }  // namespace perfcast::cli

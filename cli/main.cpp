@@ -22,9 +22,13 @@ int main(int argc, char** argv) {
   actions["list"] = perfcast::cli::add_list(app);
   actions["calibrate"] = perfcast::cli::add_calibrate(app);
   actions["trace-stats"] = perfcast::cli::add_trace_stats(app);
+  actions["index-stats"] = perfcast::cli::add_index_stats(app);
   actions["replay"] = perfcast::cli::add_replay(app);
+  actions["import"] = perfcast::cli::add_import(app);
   actions["shard"] = perfcast::cli::add_shard(app);
   actions["profile"] = perfcast::cli::add_profile(app);
+  actions["run"] = perfcast::cli::add_run(app);
+  actions["validate"] = perfcast::cli::add_validate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -20,27 +20,66 @@ struct ShardRef {
   ShardingType type;
 };
 
-/// Collectives are identical on every rank: the first rank that issues one creates it,
-/// the others refer to it by name.
+/// Collectives are identical on every rank of their group: the first rank that issues one
+/// creates it, the others refer to it by key. Groups other than "all ranks" (group 0)
+/// are added when first used, so plans without node-local types keep one group.
+///
+/// Incremental rebuilds (DlrmGraphBuilder) keep the table: `begin_refresh()` makes the
+/// first request of each existing key in this build recompute its descriptor and record
+/// whether it changed; keys new to the table are appended, so existing indices stay.
 class CollectiveTable {
  public:
   explicit CollectiveTable(ExecutionGraph& g) : g_(g) {}
   template <class MakeDesc>
-  int get(const std::string& name, MakeDesc make) {
-    auto [it, fresh] = index_.try_emplace(name, static_cast<int>(g_.collectives.size()));
-    if (fresh) g_.collectives.push_back(GraphCollective{make(), 0});
+  int get(const std::string& key, MakeDesc make, int group = 0) {
+    auto [it, fresh] = index_.try_emplace(key, static_cast<int>(g_.collectives.size()));
+    const auto i = static_cast<std::size_t>(it->second);
+    if (fresh) {
+      g_.collectives.push_back(GraphCollective{make(), group});
+      refreshed_.push_back(1);
+      changed_.push_back(1);
+    } else if (!refreshed_[i]) {
+      CollectiveDesc d = make();
+      refreshed_[i] = 1;
+      if (!(d == g_.collectives[i].desc)) {
+        g_.collectives[i].desc = std::move(d);
+        changed_[i] = 1;
+      }
+    }
     return it->second;
+  }
+  /// Starts an incremental build: every collective counts as not yet refreshed, unchanged.
+  void begin_refresh() {
+    refreshed_.assign(g_.collectives.size(), 0);
+    changed_.assign(g_.collectives.size(), 0);
+  }
+  void clear() {
+    index_.clear();
+    refreshed_.clear();
+    changed_.clear();
+  }
+  [[nodiscard]] const std::vector<char>& changed() const { return changed_; }
+  /// Index of the group of exactly these ranks (in this order), added when new.
+  int group(const std::vector<int>& ranks) {
+    for (std::size_t i = 0; i < g_.groups.size(); ++i)
+      if (g_.groups[i].ranks == ranks) return static_cast<int>(i);
+    g_.groups.push_back(RankGroup{ranks});
+    return static_cast<int>(g_.groups.size()) - 1;
   }
 
  private:
   ExecutionGraph& g_;
   std::map<std::string, int> index_;
+  std::vector<char> refreshed_, changed_;  ///< per collective, this build
 };
 
 class RankBuilder {
  public:
-  RankBuilder(const DlrmSpec& w, const ShardingPlan& plan, int world, int rank, CollectiveTable& colls)
-      : w_(w), plan_(plan), n_(world), r_(rank), b_(w.batch_size / world), colls_(colls) {
+  /// `node_dims`: per node, the columns of its table_row_wise / grid blocks (node_dims()).
+  RankBuilder(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
+              const std::vector<double>& node_dims)
+      : w_(w), plan_(plan), n_(world), g_(gpus_per_node), r_(rank), b_(w.batch_size / world), colls_(colls),
+        node_dims_(node_dims) {
     for (std::size_t t = 0; t < plan.tables.size(); ++t) {
       for (const auto& sh : plan.tables[t].shards) {
         if (sh.rank == r_) local_.push_back({t, &sh, plan.tables[t].type});
@@ -81,7 +120,7 @@ class RankBuilder {
     }
     std::vector<int> emb_ready;
     int output_dist = -1, rw_rs = -1;
-    if (n_ > 1 && has_type(ShardingType::kTableWise, ShardingType::kColumnWise)) {
+    if (n_ > 1 && has_pooled_all_to_all()) {
       output_dist = add(collective_op("output_dist", Phase::kForward, [&] { return output_pairs(); }, deps_of(lookup)));
       emb_ready.push_back(output_dist);
     }
@@ -89,6 +128,21 @@ class RankBuilder {
       CollectiveDesc rs{CollectiveKind::kReduceScatter, rw_bytes(), {}};
       rw_rs = add(coll("output_dist.row_wise", Phase::kForward, rs, deps_of(lookup)));
       emb_ready.push_back(rw_rs);
+    }
+    // table_row_wise and grid: reduce-scatter of the node's partial sums inside the node,
+    // then the pooled all-to-all between the ranks of this local index on every node.
+    int node_rs = -1, cross_a2a = -1;
+    const bool node_comm = n_ > 1 && has_node_reduced();
+    const double my_node_dims = node_dims_[static_cast<std::size_t>(r_ / g_)];
+    if (node_comm && my_node_dims > 0) {
+      CollectiveDesc rs{CollectiveKind::kReduceScatter, double(w_.batch_size) * my_node_dims * 4.0, {}};
+      node_rs = add(coll("output_dist.table_row_wise", fmt::format("output_dist.table_row_wise.node{}", r_ / g_), Phase::kForward,
+                         rs, deps_of(lookup), node_group()));
+      emb_ready.push_back(node_rs);
+    }
+    if (node_comm && n_ / g_ > 1) {
+      cross_a2a = add(cross_node_op("output_dist.table_row_wise.cross_node", Phase::kForward, deps_of(node_rs >= 0 ? node_rs : lookup), false));
+      emb_ready.push_back(cross_a2a);
     }
     if (n_ == 1 && lookup >= 0) emb_ready.push_back(lookup);
     if (lookup_dp >= 0) emb_ready.push_back(lookup_dp);
@@ -148,6 +202,17 @@ class RankBuilder {
       CollectiveDesc ag{CollectiveKind::kAllGather, rw_bytes(), {}};
       emb_grad_ready.push_back(add(coll("output_dist.row_wise.backward", Phase::kBackward, ag, {inter_b})));
     }
+    int node_ready = inter_b;
+    if (cross_a2a >= 0) {
+      node_ready = add(cross_node_op("output_dist.table_row_wise.cross_node.backward", Phase::kBackward, {inter_b}, true));
+      emb_grad_ready.push_back(node_ready);
+    }
+    if (node_rs >= 0) {
+      CollectiveDesc ag{CollectiveKind::kAllGather, double(w_.batch_size) * my_node_dims * 4.0, {}};
+      emb_grad_ready.push_back(add(coll("output_dist.table_row_wise.backward",
+                                        fmt::format("output_dist.table_row_wise.backward.node{}", r_ / g_), Phase::kBackward, ag,
+                                        {node_ready}, node_group())));
+    }
     if (n_ == 1) emb_grad_ready.push_back(inter_b);
 
     prev = inter_b;
@@ -179,11 +244,13 @@ class RankBuilder {
   const DlrmSpec& w_;
   const ShardingPlan& plan_;
   int n_;
+  int g_;  ///< GPUs per node
   int r_;
   std::int64_t b_;
   CollectiveTable& colls_;
   std::vector<ShardRef> local_;
   RankProgram program_;
+  const std::vector<double>& node_dims_;  ///< per node: columns of its table_row_wise / grid blocks
   std::vector<int> allreduces_;
   double bucket_bytes_ = 0;
   int buckets_ = 0;
@@ -197,6 +264,41 @@ class RankBuilder {
 
   Op coll(std::string name, Phase phase, CollectiveDesc d, std::vector<int> deps) const {
     const int index = colls_.get(name, [&] { return std::move(d); });
+    return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+  }
+  /// A collective of `group` whose graph-wide identity is `key` (one per group).
+  Op coll(std::string name, const std::string& key, Phase phase, CollectiveDesc d, std::vector<int> deps, int group) const {
+    const int index = colls_.get(key, [&] { return std::move(d); }, group);
+    return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+  }
+
+  /// The ranks of this rank's node.
+  int node_group() const {
+    std::vector<int> ranks;
+    for (int l = 0; l < g_; ++l) ranks.push_back(r_ / g_ * g_ + l);
+    return colls_.group(ranks);
+  }
+
+  /// Pooled all-to-all of table_row_wise / grid outputs across nodes, between the ranks
+  /// of this rank's local index: after the intra-node reduce-scatter the member on node i
+  /// holds the reduced rows of the local batches of its peers, and sends node k's member
+  /// b x (node i's block columns) x 4 B. `transpose`: the backward (gradients back).
+  Op cross_node_op(std::string name, Phase phase, std::vector<int> deps, bool transpose) const {
+    const int nodes = n_ / g_, local = r_ % g_;
+    std::vector<int> ranks;
+    for (int k = 0; k < nodes; ++k) ranks.push_back(k * g_ + local);
+    const int group = colls_.group(ranks);
+    const int index = colls_.get(fmt::format("{}.local{}", name, local), [&] {
+      const auto un = static_cast<std::size_t>(nodes);
+      std::vector<double> pairs(un * un, 0.0);
+      for (std::size_t i = 0; i < un; ++i)
+        for (std::size_t k = 0; k < un; ++k) {
+          if (i == k) continue;
+          const double bytes = double(b_) * node_dims_[i] * 4.0;
+          (transpose ? pairs[k * un + i] : pairs[i * un + k]) = bytes;
+        }
+      return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
+    }, group);
     return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
   }
 
@@ -228,11 +330,21 @@ class RankBuilder {
       if (t.type == a || t.type == b) return true;
     return false;
   }
+  bool has_pooled_all_to_all() const {
+    for (const auto& t : plan_.tables)
+      if (pooled_all_to_all(t.type)) return true;
+    return false;
+  }
+  bool has_node_reduced() const {
+    for (const auto& t : plan_.tables)
+      if (node_reduced(t.type)) return true;
+    return false;
+  }
 
   /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
   double shard_pooling(std::size_t table, const Shard& sh) const {
     const auto& t = w_.tables[table];
-    if (plan_.tables[table].type == ShardingType::kRowWise) return t.pooling * double(sh.rows) / double(t.rows);
+    if (splits_rows(plan_.tables[table].type)) return t.pooling * double(sh.rows) / double(t.rows);
     return t.pooling;
   }
 
@@ -255,12 +367,12 @@ class RankBuilder {
   }
 
   /// Pooled all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
-  /// table- and column-wise shards i holds.
+  /// table-, column- and table-column-wise shards i holds.
   std::vector<double> output_pairs() const {
     const auto un = static_cast<std::size_t>(n_);
     std::vector<double> per_src(un, 0.0);
     for (const auto& t : plan_.tables) {
-      if (t.type != ShardingType::kTableWise && t.type != ShardingType::kColumnWise) continue;
+      if (!pooled_all_to_all(t.type)) continue;
       for (const auto& sh : t.shards) per_src[static_cast<std::size_t>(sh.rank)] += b_ * double(sh.cols) * 4.0;
     }
     std::vector<double> m(un * un, 0.0);
@@ -344,21 +456,90 @@ class RankBuilder {
   }
 };
 
+std::vector<double> node_dims(const ShardingPlan& plan, int nodes, int gpus_per_node) {
+  std::vector<double> out(static_cast<std::size_t>(nodes), 0.0);
+  for (const auto& t : plan.tables) {
+    if (!node_reduced(t.type)) continue;
+    // One column block per shard at row 0; a block's shards share one node.
+    for (const auto& sh : t.shards)
+      if (sh.row_offset == 0) out[static_cast<std::size_t>(sh.rank / gpus_per_node)] += static_cast<double>(sh.cols);
+  }
+  return out;
+}
+
 }  // namespace
 
-ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size) {
+struct DlrmGraphBuilder::State {
+  explicit State(ExecutionGraph& g) : colls(g) {}
+  CollectiveTable colls;
+};
+
+DlrmGraphBuilder::DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node)
+    : w_(&w), world_(world_size), gpus_per_node_(gpus_per_node <= 0 ? world_size : gpus_per_node) {
   if (world_size < 1) throw ConfigError(w.file, "", "the system has no GPUs");
+  if (world_ % gpus_per_node_ != 0) {
+    throw ConfigError(w.file, "", fmt::format("{} ranks do not form nodes of {} GPUs", world_, gpus_per_node_));
+  }
   if (w.batch_size % world_size != 0) {
     throw ConfigError(w.file, "/batch_size",
                       fmt::format("the global batch {} does not divide over the system's {} ranks", w.batch_size, world_size));
   }
-  ExecutionGraph g;
-  RankGroup all;
-  for (int r = 0; r < world_size; ++r) all.ranks.push_back(r);
-  g.groups.push_back(all);
-  CollectiveTable colls(g);
-  for (int r = 0; r < world_size; ++r) g.ranks.push_back(RankBuilder(w, plan, world_size, r, colls).build());
-  return g;
+  state_ = std::make_unique<State>(graph_);
+}
+
+DlrmGraphBuilder::~DlrmGraphBuilder() = default;
+
+const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphChanges* changes) {
+  const auto n = static_cast<std::size_t>(world_);
+  // What a rank's program depends on besides the plan-wide shape: its shards' tables,
+  // types and sizes, in table order.
+  std::vector<std::vector<RankKeyEntry>>& keys = next_keys_;  // reused: no allocation per plan
+  keys.resize(n);
+  for (auto& k : keys) k.clear();
+  Shape shape;
+  shape.node_dims = node_dims(plan, world_ / gpus_per_node_, gpus_per_node_);
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto type = plan.tables[t].type;
+    shape.sparse = shape.sparse || type != ShardingType::kDataParallel;
+    shape.pooled = shape.pooled || pooled_all_to_all(type);
+    shape.row_wise = shape.row_wise || type == ShardingType::kRowWise;
+    shape.node = shape.node || node_reduced(type);
+    for (const auto& sh : plan.tables[t].shards)
+      keys[static_cast<std::size_t>(sh.rank)].push_back(RankKeyEntry{t, static_cast<int>(type), sh.rows, sh.cols});
+  }
+  const bool full = !built_ || !(shape == shape_) || plan.tables.size() != w_->tables.size();
+  std::vector<char> rank_changed(n, 1);
+  if (full) {
+    graph_ = ExecutionGraph{};
+    state_ = std::make_unique<State>(graph_);
+    RankGroup all;
+    for (int r = 0; r < world_; ++r) all.ranks.push_back(r);
+    graph_.groups.push_back(all);
+    graph_.ranks.resize(n);
+  } else {
+    state_->colls.begin_refresh();
+    for (std::size_t r = 0; r < n; ++r) rank_changed[r] = keys[r] == keys_[r] ? 0 : 1;
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!rank_changed[r]) continue;
+    graph_.ranks[r] =
+        RankBuilder(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims).build();
+  }
+  if (changes) {
+    changes->all = full;
+    changes->ranks = rank_changed;
+    changes->collectives = state_->colls.changed();
+  }
+  std::swap(keys_, next_keys_);
+  shape_ = std::move(shape);
+  built_ = true;
+  return graph_;
+}
+
+ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node) {
+  DlrmGraphBuilder b(w, world_size, gpus_per_node);
+  b.build(plan);
+  return b.take();
 }
 
 }  // namespace perfcast

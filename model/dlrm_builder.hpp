@@ -10,13 +10,74 @@
 /// embedding backward with the fused optimizer; the dense optimizer step; and the host
 /// reading the loss (`sync_each_iteration`).
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "model/execution_graph.hpp"
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
 
 namespace perfcast {
 
-/// Throws ConfigError when the global batch does not divide over the ranks.
-[[nodiscard]] ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size);
+/// table_row_wise and grid blocks add, per node holding some, an intra-node reduce-scatter
+/// (forward) and all-gather (backward) of global batch x the node's block columns x 4 B,
+/// and on several nodes the pooled all-to-all across nodes between ranks of the same
+/// local index (docs/sharding-planners.md section 2.3, TWRW).
+///
+/// `gpus_per_node` 0: one node of `world_size` ranks. Throws ConfigError when the global
+/// batch does not divide over the ranks.
+[[nodiscard]] ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node = 0);
+
+/// What a DlrmGraphBuilder::build changed against the graph of the previous call.
+struct GraphChanges {
+  bool all = true;                ///< everything was rebuilt (first call, or the plan's shape changed)
+  std::vector<char> ranks;        ///< per rank: its program was rebuilt
+  std::vector<char> collectives;  ///< per collective: new, or its descriptor changed
+};
+
+/// Builds the graphs of many plans of one workload (the sharding search), rebuilding
+/// only what a plan changes: a rank's program is rebuilt when its shards (tables, types,
+/// sizes) differ from the previous plan's, collective descriptors are recomputed by the
+/// rebuilt ranks, and everything is rebuilt when the plan's shape changes (which
+/// collectives exist: sparse tables, pooled all-to-all, row-wise, table_row_wise / grid
+/// and their columns per node). The graph equals build_dlrm_graph's for the same plan
+/// up to the numbering of collectives.
+class DlrmGraphBuilder {
+ public:
+  /// Throws ConfigError as build_dlrm_graph does.
+  DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node = 0);
+  ~DlrmGraphBuilder();
+  DlrmGraphBuilder(const DlrmGraphBuilder&) = delete;
+  DlrmGraphBuilder& operator=(const DlrmGraphBuilder&) = delete;
+
+  /// The graph of `plan`; valid until the next build(). `changes` (optional) says what
+  /// differs from the previous call's graph.
+  const ExecutionGraph& build(const ShardingPlan& plan, GraphChanges* changes = nullptr);
+  /// Moves the last graph out (the builder must not be used afterwards).
+  [[nodiscard]] ExecutionGraph take() { return std::move(graph_); }
+
+ private:
+  struct RankKeyEntry {
+    std::size_t table;
+    int type;
+    std::int64_t rows, cols;
+    bool operator==(const RankKeyEntry&) const = default;
+  };
+  struct Shape {
+    bool sparse = false, pooled = false, row_wise = false, node = false;
+    std::vector<double> node_dims;
+    bool operator==(const Shape&) const = default;
+  };
+  struct State;
+  const DlrmSpec* w_;
+  int world_;
+  int gpus_per_node_;
+  ExecutionGraph graph_;
+  std::unique_ptr<State> state_;
+  std::vector<std::vector<RankKeyEntry>> keys_, next_keys_;  ///< per rank: the last plan's, scratch
+  Shape shape_;
+  bool built_ = false;
+};
 
 }  // namespace perfcast

@@ -381,6 +381,10 @@ KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name)
         op.tid = r.tid();
         op.input_dims = read_dims(r.args());
         op.input_types = read_types(r.args());
+        op.record_function_id = r.arg_int("Record function id", false).value_or(-1);
+        if (t.pid < 0 && cat == Category::kCpuOp) {
+          if (const auto pid = e.find("pid"); pid != e.end() && pid->is_number_integer()) t.pid = pid->get<std::int64_t>();
+        }
         t.ops.push_back(std::move(op));
         op_raw.push_back(span);
         break;

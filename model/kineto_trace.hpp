@@ -65,6 +65,8 @@ struct CpuOp {
   int parent = -1;                ///< enclosing CpuOp on the same thread; -1 at top level
   std::vector<std::vector<std::int64_t>> input_dims;  ///< args["Input Dims"]
   std::vector<std::string> input_types;               ///< args["Input type"]
+  /// args["Record function id"] (newer traces): the execution trace node's rf_id; -1 if absent.
+  std::int64_t record_function_id = -1;
   [[nodiscard]] Seconds end() const { return start + duration; }
 };
 
@@ -102,6 +104,7 @@ struct KinetoTrace {
   std::optional<int> rank;        ///< distributedInfo.rank
   std::optional<int> world_size;  ///< distributedInfo.world_size
   std::string backend;            ///< distributedInfo.backend, e.g. "nccl"
+  std::int64_t pid = -1;          ///< process id of the first cpu_op (pairs an execution trace's "pid"); -1 if none
   std::vector<TraceDevice> devices;
   int device = -1;                ///< the GPU this rank used (most GPU activities); -1: none
   /// By start time. A trace without `ProfilerStep#N` gets one step numbered -1 that spans

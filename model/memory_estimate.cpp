@@ -22,7 +22,8 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& spec = w.tables[t];
     const bool dp = plan.tables[t].type == ShardingType::kDataParallel;
-    const bool rw = plan.tables[t].type == ShardingType::kRowWise;
+    // Row-split shards (row_wise, table_row_wise, grid) see their share of the lookups.
+    const bool rw = splits_rows(plan.tables[t].type);
     pooled_dims += static_cast<double>(spec.dim);
     for (const auto& sh : plan.tables[t].shards) {
       auto& m = out[static_cast<std::size_t>(sh.rank)];

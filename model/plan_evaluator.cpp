@@ -1,30 +1,54 @@
 #include "model/plan_evaluator.hpp"
 
-#include "model/dlrm_builder.hpp"
 #include "model/simulator.hpp"
+#include "predictors/kernel_calibration.hpp"
 
 namespace perfcast {
 
-PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations)
-    : system_(&s), workload_(&w), annotator_(s, comm), iterations_(iterations) {}
+PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations,
+                             bool incremental)
+    : system_(&s), workload_(&w), comm_(&comm), iterations_(iterations), incremental_(incremental) {}
 
 PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   ++evaluations_;
-  PlanEvaluation e;
-  const ExecutionGraph g = build_dlrm_graph(*workload_, plan, system_->world_size());
-  const TimedGraph t = annotator_.annotate(g);
-  SimulationOptions opt;
-  opt.iterations = iterations_;
-  e.iteration_time = simulate(t, system_->host, opt).iteration_time;
-  e.rank_embedding_time.assign(g.ranks.size(), 0.0);
+  if (!builder_ || !incremental_) {
+    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node);
+  }
+  GraphChanges changes;
+  const ExecutionGraph& g = builder_->build(plan, &changes);
+  timed_.graph = &g;
+  timed_.ops.resize(g.ranks.size());
+  rank_embedding_time_.resize(g.ranks.size(), 0.0);
+  // Re-annotate the rebuilt ranks only (the same predictor call as Annotator, cached by
+  // descriptor), and sum their embedding kernel time.
   for (std::size_t r = 0; r < g.ranks.size(); ++r) {
-    for (std::size_t i = 0; i < g.ranks[r].ops.size(); ++i) {
-      const auto& op = g.ranks[r].ops[i];
-      for (std::size_t k = 0; k < op.kernels.size(); ++k) {
-        if (std::holds_alternative<EmbeddingDesc>(op.kernels[k])) e.rank_embedding_time[r] += t.ops[r][i].kernels[k].time;
+    if (!changes.all && !changes.ranks[r]) continue;
+    ++ranks_rebuilt_;
+    const auto& ops = g.ranks[r].ops;
+    auto& timings = timed_.ops[r];
+    timings.assign(ops.size(), OpTiming{});
+    Seconds embedding = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      timings[i].kernels.reserve(ops[i].kernels.size());
+      for (const auto& k : ops[i].kernels) {
+        auto it = estimates_.find(k);
+        if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, nullptr)).first;
+        timings[i].kernels.push_back(it->second);
+        if (std::holds_alternative<EmbeddingDesc>(k)) embedding += it->second.time;
       }
     }
+    rank_embedding_time_[r] = embedding;
   }
+  timed_.collectives.resize(g.collectives.size());
+  for (std::size_t c = 0; c < g.collectives.size(); ++c) {
+    if (!changes.all && !changes.collectives[c]) continue;
+    timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, g.groups[static_cast<std::size_t>(g.collectives[c].group)]);
+  }
+  PlanEvaluation e;
+  SimulationOptions opt;
+  opt.iterations = iterations_;
+  e.iteration_time = simulate(timed_, system_->host, opt).iteration_time;
+  e.rank_embedding_time = rank_embedding_time_;
   const auto memory = estimate_memory(*workload_, plan, *system_);
   for (const auto& m : memory) e.rank_memory.push_back(m.total());
   e.reason = memory_verdict(memory);

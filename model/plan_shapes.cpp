@@ -39,6 +39,35 @@ TableSharding row_wise(const EmbeddingTableSpec& t, const std::vector<int>& rank
   return s;
 }
 
+TableSharding table_row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks) {
+  TableSharding s = row_wise(t, ranks);
+  s.type = ShardingType::kTableRowWise;
+  return s;
+}
+
+TableSharding table_column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks) {
+  TableSharding s = column_wise(t, ranks);
+  s.type = ShardingType::kTableColumnWise;
+  return s;
+}
+
+TableSharding grid(const EmbeddingTableSpec& t, const std::vector<std::vector<int>>& blocks) {
+  TableSharding s{ShardingType::kGrid, {}, {}};
+  const auto widths = even_parts(t.dim, blocks.size());
+  std::int64_t col = 0;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const auto rows = even_parts(t.rows, blocks[b].size());
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < blocks[b].size(); ++i) {
+      s.shards.push_back(Shard{row, rows[i], col, widths[b], blocks[b][i]});
+      s.ranks.push_back(blocks[b][i]);
+      row += rows[i];
+    }
+    col += widths[b];
+  }
+  return s;
+}
+
 TableSharding data_parallel(const EmbeddingTableSpec& t, int world) {
   TableSharding s{ShardingType::kDataParallel, {}, {}};
   for (int r = 0; r < world; ++r) {

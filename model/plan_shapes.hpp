@@ -16,6 +16,13 @@ namespace perfcast {
 [[nodiscard]] TableSharding column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
 /// Row-wise over `ranks`, rows split evenly.
 [[nodiscard]] TableSharding row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
+/// Table-row-wise: rows split evenly over `ranks`, which must be ranks of one node.
+[[nodiscard]] TableSharding table_row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
+/// Table-column-wise: columns split evenly over `ranks`, which must be ranks of one node.
+[[nodiscard]] TableSharding table_column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
+/// Grid: columns split evenly into `blocks.size()` blocks; block i's rows split evenly
+/// over `blocks[i]` (ranks of one node).
+[[nodiscard]] TableSharding grid(const EmbeddingTableSpec& t, const std::vector<std::vector<int>>& blocks);
 /// A full copy on each of `world` ranks.
 [[nodiscard]] TableSharding data_parallel(const EmbeddingTableSpec& t, int world);
 

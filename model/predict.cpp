@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/dlrm_builder.hpp"
+#include "model/trace_predict.hpp"
 #include "model/transformer_builder.hpp"
 #include "topology/collective_calibration.hpp"
 
@@ -43,9 +44,13 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
     return predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations);
   }
+  if (auto* tw = std::get_if<TraceWorkload>(&any)) {
+    if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
+    return predict_trace(std::move(system), std::move(*tw), req.overrides, req.iterations);
+  }
   DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
   const int world = system.world_size();
-  ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world) : default_plan(workload, world);
+  ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
   return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
 }
 
@@ -57,7 +62,7 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->workload = std::move(workload);
   p->plan = std::move(plan);
   const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
-  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size());
+  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node);
   const auto comm = make_collective_model(p->system);
   p->collective_model = std::string(comm->name());
   if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";

@@ -23,6 +23,10 @@ nlohmann::json workload_json(const Workload& any) {
   if (const auto* d = std::get_if<DlrmSpec>(&any)) {
     return {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
   }
+  if (const auto* t = std::get_if<TraceWorkload>(&any)) {
+    return {{"name", t->name}, {"file", t->file}, {"model", "trace"}, {"batch", t->batch},
+            {"traced_ranks", t->graph.ranks.size()}, {"collectives", t->graph.collectives.size()}};
+  }
   const auto& w = std::get<TransformerSpec>(any);
   return {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
           {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},

@@ -13,6 +13,11 @@ std::string render_text(const Prediction& p, int top_ops) {
                      p.system.nodes, p.system.gpus_per_node, p.system.world_size(), p.system.world_size() > 1 ? "s" : "");
   if (const auto* d = std::get_if<DlrmSpec>(&p.workload)) {
     out += fmt::format("  global batch {}, {} embedding tables, plan: {}\n", d->batch_size, d->tables.size(), p.plan.source);
+  } else if (const auto* tw = std::get_if<TraceWorkload>(&p.workload)) {
+    std::size_t ops = 0;
+    for (const auto& r : tw->graph.ranks) ops += r.ops.size();
+    out += fmt::format("  imported trace: {} traced rank{}, {} ops, {} collectives\n", tw->graph.ranks.size(),
+                       tw->graph.ranks.size() > 1 ? "s" : "", ops, tw->graph.collectives.size());
   } else {
     const auto& w = std::get<TransformerSpec>(p.workload);
     out += fmt::format("  global batch {} x {} tokens, tp {} pp {} dp {}, {} micro-batches of {} per pipeline\n", w.global_batch,

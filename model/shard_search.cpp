@@ -57,6 +57,43 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (c.empty()) return std::nullopt;
     return c[pick(c.size())];
   };
+  // Several nodes: one move in five makes a table node-local (table_row_wise,
+  // table_column_wise or grid). One node draws nothing here, so its sequence is unchanged.
+  const int g = s_->gpus_per_node, nodes = n / std::max(g, 1);
+  if (nodes > 1 && rng_() % 5 == 0) {
+    auto t = tw_table(rng_() % 2 == 0);
+    if (!t) t = tw_table(false);
+    if (!t) return "";
+    const auto& spec = w_->tables[*t];
+    const int home = p.tables[*t].ranks[0];
+    auto node_ranks = [&](int node) {
+      std::vector<int> r;
+      for (int l = 0; l < g; ++l) r.push_back(node * g + l);
+      return r;
+    };
+    const int other_node = rng_() % 2 ? idlest_rank() / g : random_rank() / g;
+    switch (rng_() % 3) {
+      case 0:  // rows over the GPUs of the idlest (or a random) node
+        if (spec.rows < g) return "";
+        p.tables[*t] = table_row_wise(spec, node_ranks(other_node));
+        return "table_row_wise";
+      case 1: {  // columns over 2 or 4 GPUs of the table's node
+        const int k = rng_() % 2 ? 2 : 4;
+        if (spec.dim < 4 * k || k > g) return "";
+        std::vector<int> ranks{home};
+        while (static_cast<int>(ranks.size()) < k) {
+          const int r = home / g * g + static_cast<int>(rng_() % static_cast<std::uint64_t>(g));
+          if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+        }
+        p.tables[*t] = table_column_wise(spec, ranks);
+        return "table_column_wise";
+      }
+      default:  // two column blocks, each row-split over one node
+        if (spec.dim < 8 || spec.rows < g) return "";
+        p.tables[*t] = grid(spec, {node_ranks(home / g), node_ranks(other_node)});
+        return "grid";
+    }
+  }
   const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
   if (u < 0.40) {  // move
     auto t = tw_table(rng_() % 3 != 0);
@@ -117,7 +154,8 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
 std::optional<Candidate> LocalSearchProposer::propose() {
   if (!current_) return std::nullopt;
   for (int attempt = 0; attempt < 64; ++attempt) {
-    ShardingPlan p = *current_;
+    ShardingPlan& p = scratch_;
+    p = *current_;
     // After many proposals without progress, kick harder: several moves at once.
     const int moves = stale_ > 200 ? 3 : 1;
     std::string name;
@@ -169,6 +207,7 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
         result.best_eval = e;
       }
       for (Proposer* other : proposers) other->feedback(*c, e);
+      prop->recycle(std::move(*c));
       if (options.progress && result.evaluations % 256 == 0) options.progress(result.evaluations, result.best_eval.iteration_time);
     }
   }

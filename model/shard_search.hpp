@@ -33,6 +33,9 @@ class Proposer {
   /// The evaluation of a plan. Every proposer is told every evaluation (its own and the
   /// others'), so a local search can start from the best baseline.
   virtual void feedback(const Candidate& c, const PlanEvaluation& e) = 0;
+  /// Hands one of this proposer's candidates back after every proposer had its feedback,
+  /// so its buffers can be reused for the next proposal (plans are copied per proposal).
+  virtual void recycle(Candidate&& /*c*/) {}
 };
 
 /// Proposes a fixed list of plans once each (the baselines).
@@ -50,13 +53,16 @@ class FixedPlansProposer final : public Proposer {
 /// Local search from the best plan it has been told about: move a table off the rank with
 /// the most embedding time, swap two tables, split a table column-wise over two ranks,
 /// merge a column-wise table, make a small table data-parallel or a table with heavy
-/// pooling row-wise, and back. Accepts a neighbour when it is better (feasible first,
+/// pooling row-wise, and back. On several nodes also: a table row-wise over one node
+/// (table_row_wise), column-wise over ranks of its node (table_column_wise), or two
+/// column blocks each row-wise over a node (grid). Accepts a neighbour when it is better (feasible first,
 /// then faster).
 class LocalSearchProposer final : public Proposer {
  public:
   LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed);
   std::optional<Candidate> propose() override;
   void feedback(const Candidate& c, const PlanEvaluation& e) override;
+  void recycle(Candidate&& c) override { scratch_ = std::move(c.plan); }
 
  private:
   const DlrmSpec* w_;
@@ -64,6 +70,7 @@ class LocalSearchProposer final : public Proposer {
   std::mt19937_64 rng_;
   Bytes budget_;  ///< embedding bytes a rank can hold (embedding_budget), computed once
   std::optional<ShardingPlan> current_;
+  ShardingPlan scratch_;  ///< the next proposal, built by copy-assignment (reuses capacity)
   PlanEvaluation current_eval_;
   int stale_ = 0;
   /// Applies one random move to `p`; returns its name, or "" when the move did not apply.

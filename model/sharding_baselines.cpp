@@ -5,6 +5,8 @@
 #include <numeric>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "model/memory_estimate.hpp"
 #include "model/plan_shapes.hpp"
 
@@ -129,6 +131,26 @@ Bytes embedding_budget(const DlrmSpec& w, const SystemSpec& s) {
   empty.tables.resize(w.tables.size());
   const auto m = estimate_memory(w, empty, s);
   return m.front().capacity - m.front().total();
+}
+
+std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s) {
+  double need = 0;
+  for (const auto& t : w.tables) need += table_bytes(w, t);
+  const Bytes per_rank = embedding_budget(w, s);
+  const int n = s.world_size();
+  if (per_rank > 0 && need <= per_rank * n) return "";
+  std::string hint = fmt::format(
+      "no plan can fit: the {} tables need {} (weights and optimizer state), {} rank{} hold{} at most {} for embeddings "
+      "({} each after the {:.0f}% reserve, dense model, I/O buffers and activations)",
+      w.tables.size(), format_bytes(need), n, n == 1 ? "" : "s", n == 1 ? "s" : "", format_bytes(std::max(per_rank, 0.0) * n), format_bytes(std::max(per_rank, 0.0)),
+      MemoryOptions{}.reserved_share * 100);
+  if (per_rank > 0) {
+    const auto gpus = static_cast<long long>(std::ceil(need / per_rank));
+    hint += fmt::format("; at least {} such GPUs are needed (a system with more GPUs, or --set system.nodes=N where the "
+                        "system has a network)", gpus);
+  }
+  hint += "; host-memory (UVM) embedding tiers are not modelled";
+  return hint;
 }
 
 std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed) {

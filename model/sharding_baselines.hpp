@@ -32,6 +32,13 @@ struct NamedPlan {
 /// Weights + optimizer state of a whole table, bytes.
 [[nodiscard]] Bytes table_bytes(const DlrmSpec& w, const EmbeddingTableSpec& t);
 
+/// Why no plan can fit, when the tables' weights and optimizer state exceed what all ranks
+/// together can hold for embeddings (n x embedding_budget): the bytes needed and
+/// available, and the GPU count that would hold them. "" when they could fit (a plan may
+/// still be infeasible through its placement). Host-memory tiers (TorchRec's
+/// fused_uvm / fused_uvm_caching kernels) are not modelled.
+[[nodiscard]] std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s);
+
 /// All baselines, in a stable order. `seed` drives the random sharder.
 [[nodiscard]] std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed);
 

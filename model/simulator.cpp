@@ -4,9 +4,14 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <unordered_map>
+#include <variant>
 
 #include <fmt/format.h>
+
+#include "model/link_contention.hpp"
 
 namespace perfcast {
 namespace {
@@ -37,8 +42,10 @@ struct RankState {
 
 class Engine {
  public:
-  Engine(const TimedGraph& tg, const HostSpec& host, int iterations)
-      : tg_(tg), g_(*tg.graph), host_(host), iterations_(iterations) {
+  /// `durations`: per event index, a duration that replaces the model's (contention
+  /// passes); NaN or absent: the model's.
+  Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations = nullptr)
+      : tg_(tg), g_(*tg.graph), host_(host), iterations_(iterations), durations_(durations) {
     const std::size_t world = g_.ranks.size();
     states_.resize(world);
     for (std::size_t r = 0; r < world; ++r) {
@@ -79,10 +86,17 @@ class Engine {
   const ExecutionGraph& g_;
   HostSpec host_;
   int iterations_;
+  const std::vector<Seconds>* durations_;
   std::vector<RankState> states_;
   std::vector<int> group_size_;
   std::vector<TimelineEvent> events_;
   std::unordered_map<std::uint64_t, Arrival> arrivals_;
+
+  /// Duration of event `e`: the contention pass's if it set one, else `model`.
+  [[nodiscard]] Seconds duration_of(std::size_t e, Seconds model) const {
+    if (durations_ == nullptr || e >= durations_->size() || std::isnan((*durations_)[e])) return model;
+    return (*durations_)[e];
+  }
 
   [[nodiscard]] bool resolved(int e) const { return e < 0 || !std::isnan(events_[static_cast<std::size_t>(e)].end); }
   [[nodiscard]] Seconds end_of(int e) const { return e < 0 ? 0.0 : events_[static_cast<std::size_t>(e)].end; }
@@ -190,7 +204,7 @@ class Engine {
         ev.kernel = static_cast<int>(k);
         ev.lane = lane_of(op.stream);
         place(ev, st.host, seg_idx, st.stream_last[s], k == 0 ? deps_end : 0.0, k == 0 ? dep_event : -1);
-        ev.end = ev.start + est.time;
+        ev.end = ev.start + duration_of(events_.size(), est.time);
         last = push(ev);
         st.stream_last[s] = last;
       }
@@ -250,7 +264,12 @@ class Engine {
       a.max_event = event;
     }
     if (a.arrived < group_size_[grp]) return;
-    const Seconds duration = tg_.collectives[static_cast<std::size_t>(collective)].time;
+    Seconds duration = tg_.collectives[static_cast<std::size_t>(collective)].time;
+    if (durations_ != nullptr) {
+      // Every member event of a contended instance carries the same stretched duration.
+      const Seconds model = duration;
+      for (int e : a.events) duration = std::max(duration, duration_of(static_cast<std::size_t>(e), model));
+    }
     for (int e : a.events) {
       TimelineEvent& ev = events_[static_cast<std::size_t>(e)];
       if (e != a.max_event) {
@@ -307,10 +326,84 @@ std::string_view lane_name(Lane l) {
   return "?";
 }
 
+namespace {
+
+/// Resources of one rank: its NIC share and the two directions of its PCIe link.
+enum LinkResource { kNic = 0, kPcieToDevice = 1, kPcieToHost = 2 };
+constexpr int kResourcesPerRank = 3;
+
+/// The transfers of a timeline as contention flows, and the events each one drives.
+struct FlowSet {
+  std::vector<ContentionFlow> flows;
+  std::vector<std::vector<int>> events;  ///< per flow
+};
+
+FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& events) {
+  const ExecutionGraph& g = *tg.graph;
+  FlowSet fs;
+  // Collective instances: member events share collective, iteration and start.
+  std::map<std::tuple<int, int, Seconds>, std::size_t> instance;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& ev = events[i];
+    if (ev.lane == Lane::kHost) continue;
+    const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
+    if (ev.kernel >= 0) {
+      const auto* copy = std::get_if<MemcpyDesc>(&op.kernels[static_cast<std::size_t>(ev.kernel)]);
+      if (copy == nullptr || copy->kind == CopyKind::kDeviceToDevice) continue;
+      const Estimate& est =
+          tg.ops[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)].kernels[static_cast<std::size_t>(ev.kernel)];
+      // A host<->device copy runs at the PCIe link's achievable rate: it fills it.
+      const int res = ev.rank * kResourcesPerRank + (copy->kind == CopyKind::kHostToDevice ? kPcieToDevice : kPcieToHost);
+      fs.flows.push_back(ContentionFlow{ev.start, est.time, {{res, 1.0}}});
+      fs.events.push_back({static_cast<int>(i)});
+    } else if (op.collective) {
+      const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
+      if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
+      const auto key = std::make_tuple(*op.collective, ev.iteration, ev.start);
+      auto [it, fresh] = instance.try_emplace(key, fs.flows.size());
+      if (fresh) {
+        fs.flows.push_back(ContentionFlow{ev.start, est.time, {}});
+        fs.events.emplace_back();
+      }
+      ContentionFlow& f = fs.flows[it->second];
+      const double nic = std::min(1.0, est.nic_busy / est.time);
+      const double pcie = std::min(1.0, est.pcie_busy / est.time);
+      const int base = ev.rank * kResourcesPerRank;
+      if (nic > 0) f.uses.push_back({base + kNic, nic});
+      if (pcie > 0) {
+        f.uses.push_back({base + kPcieToDevice, pcie});
+        f.uses.push_back({base + kPcieToHost, pcie});
+      }
+      fs.events[it->second].push_back(static_cast<int>(i));
+    }
+  }
+  return fs;
+}
+
+}  // namespace
+
 Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options) {
   if (options.iterations < 2) throw std::invalid_argument("simulate: at least 2 iterations are needed for a steady-state period");
-  Engine engine(graph, host, options.iterations);
-  return engine.run();
+  Timeline t = Engine(graph, host, options.iterations).run();
+  if (!options.contention) return t;
+  std::vector<Seconds> durations;
+  for (int pass = 0; pass < options.contention_passes; ++pass) {
+    const FlowSet fs = transfer_flows(graph, t.events);
+    if (pass == 0 && !any_overlap(fs.flows)) return t;  // nothing shares a link: solo speeds hold
+    const std::vector<Seconds> finish = fluid_finish_times(fs.flows);
+    std::vector<Seconds> next(t.events.size(), std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t f = 0; f < fs.flows.size(); ++f)
+      for (int e : fs.events[f]) next[static_cast<std::size_t>(e)] = finish[f] - fs.flows[f].start;
+    bool same = durations.size() == next.size();
+    for (std::size_t e = 0; same && e < next.size(); ++e) {
+      const bool a = std::isnan(next[e]), b = std::isnan(durations[e]);
+      same = a == b && (a || std::abs(next[e] - durations[e]) <= 1e-12 + 1e-9 * std::abs(next[e]));
+    }
+    if (same) break;  // a fixed point: the durations reproduce the starts that made them
+    durations = std::move(next);
+    t = Engine(graph, host, options.iterations, &durations).run();
+  }
+  return t;
 }
 
 }  // namespace perfcast

@@ -18,6 +18,14 @@
 /// event once, in dependency order (a max-plus evaluation of the event graph). Each
 /// event records which constraint set its start (`binding`, `cause`), which yields the
 /// critical path afterwards.
+///
+/// Contention (SimulationOptions::contention, model/link_contention.hpp): transfers that
+/// overlap in time on the same PCIe link (host<->device copies, network traffic of
+/// collectives through GPUDirect RDMA) or the same NIC share its bandwidth max-min fairly.
+/// After a pass, a fluid simulation of those transfers from the pass's start times gives
+/// their stretched durations; the pass is re-run with them until the durations repeat
+/// (at most `contention_passes` passes). The order of events never depends on times, so
+/// each pass yields the same events and only their times move.
 
 #include <stdexcept>
 #include <vector>
@@ -67,6 +75,10 @@ struct Timeline {
 
 struct SimulationOptions {
   int iterations = 3;  ///< >= 2; the last period is reported
+  /// Share PCIe links and NICs between overlapping transfers; false: each runs at its solo
+  /// speed (the collective and copy models' times, unchanged).
+  bool contention = true;
+  int contention_passes = 8;  ///< >= 1: at most this many re-simulations
 };
 
 /// A graph that cannot run: collectives issued in different orders on different ranks.

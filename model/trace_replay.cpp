@@ -8,11 +8,14 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "model/execution_trace.hpp"
 #include "model/trace_stats.hpp"
 #include "predictors/registry.hpp"
+#include "topology/collective_calibration.hpp"
 #include "topology/json_reader.hpp"
 
 namespace perfcast {
@@ -114,8 +117,11 @@ struct ThreadState {
 /// Builds one rank's program.
 class RankBuilder {
  public:
-  RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, bool infer_waits, ReplayRankInfo& info)
-      : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)) {
+  /// `shapes` and `gpu`: predicted kernels (both set) or measured ones (both null).
+  RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, bool infer_waits, ReplayRankInfo& info,
+              const std::vector<TraceKernelShape>* shapes = nullptr, const GpuSpec* gpu = nullptr)
+      : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)),
+        shapes_(shapes), gpu_(gpu) {
     has_nccl_.assign(t.ops.size(), 0);
     for (const auto& a : t.gpu) {
       if (!a.is_nccl() || a.launch < 0) continue;
@@ -163,11 +169,15 @@ class RankBuilder {
   bool infer_waits_;
   ReplayRankInfo& info_;
   LaneMap lanes_;
+  const std::vector<TraceKernelShape>* shapes_;
+  const GpuSpec* gpu_;
+  std::unordered_map<int, std::size_t> sample_of_lead_;  ///< lead activity -> info_.samples index
   std::vector<char> has_nccl_;
   std::vector<Seconds> measured_start_, measured_end_;  ///< per op; NaN for markers and syncs
   std::array<std::vector<int>, kStreamCount> history_;  ///< ops per lane in issue order
   std::unordered_map<std::int64_t, ThreadState> threads_;
   std::unordered_map<std::int64_t, int> stream_last_;  ///< last op per trace stream
+  int current_activity_ = -1;  ///< GPU activity of the op being pushed
   Seconds cursor_ = 0;  ///< host time (trace clock) up to which host time is accounted
   Seconds launch_time_ = 0;
   int launch_calls_ = 0;
@@ -181,6 +191,7 @@ class RankBuilder {
     timing.push_back(std::move(tm));
     measured_start_.push_back(measured_start);
     measured_end_.push_back(measured_end);
+    info_.activity.push_back(std::exchange(current_activity_, -1));
     return static_cast<int>(program.ops.size()) - 1;
   }
 
@@ -225,6 +236,36 @@ class RankBuilder {
       op.deps.push_back(best);
       info_.inferred++;
     }
+  }
+
+  /// The kernel of activity `ai`: measured, or (predicted kernels) the lead's descriptor,
+  /// a zero-length member of a predicted group, or measured when unrecognized.
+  KernelDesc kernel_of(int ai, const GpuActivity& a) {
+    if (!shapes_) return MeasuredKernelDesc{a.name, a.duration};
+    const TraceKernelShape& sh = (*shapes_)[static_cast<std::size_t>(ai)];
+    if (sh.recognized() && sh.family != TraceKernelFamily::kCollective) {
+      if (sh.desc) {
+        sample_of_lead_[ai] = info_.samples.size();
+        KernelSample sample;
+        sample.family = sh.family;
+        sample.label = kernel_label(*sh.desc);
+        sample.measured = a.duration;
+        sample.kernels = 1;
+        info_.samples.push_back(std::move(sample));
+        info_.predicted_kernels++;
+        return *sh.desc;
+      }
+      if (const auto it = sample_of_lead_.find(sh.lead); it != sample_of_lead_.end()) {
+        KernelSample& sample = info_.samples[it->second];
+        sample.measured += a.duration;
+        sample.kernels++;
+        info_.predicted_kernels++;
+        return MeasuredKernelDesc{a.name, 0.0};  // predicted with its lead
+      }
+    }
+    info_.unrecognized++;
+    info_.unrecognized_time += a.duration;
+    return MeasuredKernelDesc{a.name, a.duration};
   }
 
   static Seconds clamp_wait(Seconds gpu_end, const RuntimeCall& c) {
@@ -282,8 +323,10 @@ class RankBuilder {
         info_.collectives++;
       } else {
         op.name = op_label(t_, ci);
-        const KernelDesc k = MeasuredKernelDesc{a.name, a.duration};
-        kernels.push_back(predict_kernel(k, GpuSpec{}));
+        const KernelDesc k = kernel_of(ai, a);
+        kernels.push_back(predict_kernel(k, gpu_ && !std::holds_alternative<MeasuredKernelDesc>(k) ? *gpu_ : GpuSpec{}));
+        if (const auto it = sample_of_lead_.find(ai); it != sample_of_lead_.end() && shapes_->at(static_cast<std::size_t>(ai)).desc)
+          info_.samples[it->second].predicted = kernels.back().time;
         op.kernels.push_back(k);
         info_.gpu_ops++;
       }
@@ -292,6 +335,7 @@ class RankBuilder {
       op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
       const Stream lane = op.stream;
       stream_last_[a.stream] = static_cast<int>(program.ops.size());
+      current_activity_ = ai;
       const int idx = push(std::move(op), host, a.start, a.end(), std::move(kernels));
       if (a.is_nccl()) {
         nccl.push_back(&a);
@@ -365,10 +409,21 @@ std::vector<std::pair<int, const KinetoTrace*>> by_rank(const std::vector<Kineto
 
 std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& input, const ReplayOptions& options) {
   if (input.empty()) throw ConfigError("--kineto", "", "no trace given");
+  const bool predicted = options.kernels == ReplayKernels::kPredicted;
+  if (predicted && !options.system)
+    throw ConfigError("--system", "", "predicted kernels need a system file (--system configs/systems/...)");
+  if (!options.execution_traces.empty() && options.execution_traces.size() != input.size())
+    throw ConfigError("--et", "", fmt::format("{} execution traces for {} Kineto traces; give one per rank",
+                                              options.execution_traces.size(), input.size()));
   const auto ranked = by_rank(input);
   std::vector<KinetoTrace> traces;  // in rank order, for alignment
+  std::vector<const ExecutionTrace*> ets;  // in rank order
   traces.reserve(ranked.size());
-  for (const auto& [_, t] : ranked) traces.push_back(*t);
+  for (const auto& [_, t] : ranked) {
+    traces.push_back(*t);
+    const auto input_index = static_cast<std::size_t>(t - input.data());
+    ets.push_back(options.execution_traces.empty() ? nullptr : options.execution_traces[input_index]);
+  }
 
   // Steps every trace has, as a contiguous range in each.
   std::set<std::int64_t> common;
@@ -410,7 +465,10 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     info.rank = ranked[r].first;
     info.file = traces[r].file;
     info.start_offset = start[r] - earliest;
-    RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info);
+    std::vector<TraceKernelShape> shapes;
+    if (predicted) shapes = trace_kernel_shapes(traces[r], ets[r]);
+    RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info,
+                  predicted ? &shapes : nullptr, predicted ? &options.system->gpu : nullptr);
     b.build();
     out->graph.ranks.push_back(std::move(b.program));
     out->timed.ops.push_back(std::move(b.timing));
@@ -437,16 +495,39 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
   RankGroup all;
   for (std::size_t r = 0; r < traces.size(); ++r) all.ranks.push_back(static_cast<int>(r));
   out->graph.groups.push_back(all);
+  std::unique_ptr<CollectiveModel> comm;
+  if (predicted) comm = make_collective_model(*options.system);
   for (std::size_t k = 0; k < nccl[0].size(); ++k) {
+    const TraceCollective& tc = *nccl[0][k]->collective;
     GraphCollective c;
-    c.desc.kind = nccl[0][k]->collective->kind;
-    c.desc.bytes = nccl[0][k]->collective->bytes;
+    c.desc.kind = tc.kind == CollectiveKind::kAllToAllV ? CollectiveKind::kAllToAll : tc.kind;
+    c.desc.bytes = tc.bytes;
     c.group = 0;
     out->graph.collectives.push_back(c);
     CollectiveEstimate e;
     e.time = std::numeric_limits<double>::infinity();
     for (std::size_t r = 0; r < traces.size(); ++r) e.time = std::min(e.time, nccl[r][k]->duration);
     e.algorithm = "measured";
+    if (predicted && tc.bytes > 0) {
+      // The communicator's size: the trace's, else the world size, else the traced ranks.
+      const int n = tc.group_size > 0 ? tc.group_size : traces[0].world_size.value_or(static_cast<int>(traces.size()));
+      if (n > options.system->world_size())
+        throw ConfigError(options.system->file, "/gpus_per_node",
+                          fmt::format("the traced collectives run on {} ranks, the system has {} GPUs", n,
+                                      options.system->world_size()));
+      RankGroup g;
+      for (int i = 0; i < n; ++i) g.ranks.push_back(i);
+      KernelSample sample;
+      sample.family = TraceKernelFamily::kCollective;
+      sample.label = fmt::format("{} {} B on {} ranks", collective_name(c.desc.kind), tc.bytes, n);
+      sample.measured = e.time;
+      sample.kernels = static_cast<int>(traces.size());
+      e = comm->estimate(c.desc, g);
+      sample.predicted = e.time;
+      out->collective_samples.push_back(std::move(sample));
+    } else if (predicted) {
+      out->unrecognized_collectives++;
+    }
     out->timed.collectives.push_back(e);
   }
 
@@ -466,6 +547,28 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     }
   }
   out->timed.graph = &out->graph;
+  return out;
+}
+
+std::vector<FamilyError> family_errors(const std::vector<const KernelSample*>& samples) {
+  std::vector<FamilyError> out;
+  for (int f = 0; f < kTraceKernelFamilies; ++f) {
+    const auto fam = static_cast<TraceKernelFamily>(f);
+    FamilyError e;
+    e.name = std::string(trace_family_name(fam));
+    double log_sum = 0;
+    for (const KernelSample* s : samples) {
+      if (s->family != fam || s->measured <= 0) continue;
+      e.count++;
+      e.measured += s->measured;
+      e.predicted += s->predicted;
+      log_sum += std::log(std::max(std::fabs(s->predicted / s->measured - 1), 1e-6));
+    }
+    if (e.count == 0) continue;
+    e.geomean_abs_error = std::exp(log_sum / e.count);
+    e.bias = e.measured > 0 ? e.predicted / e.measured - 1 : 0;
+    out.push_back(std::move(e));
+  }
   return out;
 }
 
@@ -519,6 +622,19 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
   }
   res.geomean_abs_error = res.ranks.empty() ? 0 : std::exp(log_sum / static_cast<double>(res.ranks.size()));
   res.step_geomean_abs_error = res.step_count == 0 ? 0 : std::exp(step_log_sum / res.step_count);
+  if (options.kernels == ReplayKernels::kPredicted) {
+    res.system = fmt::format("{} ({})", options.system->name, options.system->file);
+    std::vector<const KernelSample*> all;
+    for (const auto& info : rg.ranks) {
+      for (const auto& s : info.samples) all.push_back(&s);
+      res.unrecognized += info.unrecognized;
+      res.unrecognized_time += info.unrecognized_time;
+      res.predicted_kernels += info.predicted_kernels;
+    }
+    for (const auto& s : rg.collective_samples) all.push_back(&s);
+    res.unrecognized += rg.unrecognized_collectives * static_cast<int>(rg.ranks.size());
+    res.families = family_errors(all);
+  }
   return res;
 }
 

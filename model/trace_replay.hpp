@@ -33,6 +33,16 @@
 ///
 /// Measured step time: start-to-start of ProfilerStep#N (the last step: its own span);
 /// simulated: the same boundaries on the simulated host clock.
+///
+/// Predicted kernels (ReplayKernels::kPredicted): every GPU activity whose shape the trace
+/// gives (trace_kernels.hpp) gets our predictor's duration on the given system's GPU
+/// (spec-derived: kernel calibrations are not applied here), and every NCCL kernel with a
+/// message size the collective model's time for its group size on that system; the rest
+/// keep their measured durations and are counted as unrecognized. Host times stay
+/// measured. Each predicted op (kernels of one CPU op together) is compared with the sum
+/// of its measured kernels; a collective with the minimum over the traced ranks of its
+/// measured NCCL kernel (the kernel includes waiting for the slowest peer; with one
+/// traced rank that wait stays in the measurement).
 
 #include <cstdint>
 #include <memory>
@@ -43,8 +53,18 @@
 #include "model/execution_graph.hpp"
 #include "model/kineto_trace.hpp"
 #include "model/simulator.hpp"
+#include "model/trace_kernels.hpp"
+#include "topology/system_spec.hpp"
 
 namespace perfcast {
+
+struct ExecutionTrace;
+
+/// Where kernel durations come from.
+enum class ReplayKernels {
+  kMeasured,   ///< the trace's (default)
+  kPredicted,  ///< our predictors where the trace gives the shape (see file comment)
+};
 
 /// How each op's host time is taken.
 enum class ReplayHostModel {
@@ -60,6 +80,21 @@ struct ReplayOptions {
   /// contention (a kernel waiting for SMs a long kernel holds) and waits the rules miss;
   /// off by default, because it fits the replay to the measurement it is compared with.
   bool infer_waits = false;
+  ReplayKernels kernels = ReplayKernels::kMeasured;
+  /// The system that predicts kernels and collectives; required for kPredicted.
+  const SystemSpec* system = nullptr;
+  /// Execution traces linked to the Kineto traces, one per input trace in input order
+  /// (nullptr entries allowed), or empty: more shapes (e.g. embedding output widths).
+  std::vector<const ExecutionTrace*> execution_traces;
+};
+
+/// One predicted op (or collective) against its measurement.
+struct KernelSample {
+  TraceKernelFamily family = TraceKernelFamily::kOther;
+  std::string label;       ///< kernel_label of the descriptor, or the collective
+  Seconds measured = 0;    ///< sum of the op's measured kernels (collectives: min over ranks)
+  Seconds predicted = 0;
+  int kernels = 0;         ///< measured kernels in the op
 };
 
 /// What the graph builder found in one rank's trace.
@@ -83,6 +118,14 @@ struct ReplayRankInfo {
   /// Per op: measured GPU start and end on the simulated clock (the rank's first step
   /// starts at `start_offset`); NaN for markers and host syncs. For diagnostics.
   std::vector<Seconds> measured_start, measured_end;
+  /// Per op: the KinetoTrace::gpu index it replays; -1 for markers and host syncs.
+  std::vector<int> activity;
+  /// ReplayKernels::kPredicted: predicted ops of this rank (collectives are in
+  /// ReplayGraph::collective_samples), and the kernels that kept their measured time.
+  std::vector<KernelSample> samples;
+  int unrecognized = 0;
+  Seconds unrecognized_time = 0;  ///< their measured GPU time
+  int predicted_kernels = 0;      ///< kernels whose time came from a predictor (group members included)
 };
 
 /// A replay graph with its timing; not copyable (`timed` points into `graph`).
@@ -92,6 +135,8 @@ struct ReplayGraph {
   std::vector<ReplayRankInfo> ranks;
   std::string gpu;               ///< device name of the first trace
   std::vector<std::string> inputs;
+  std::vector<KernelSample> collective_samples;  ///< kPredicted: one per collective
+  int unrecognized_collectives = 0;               ///< kPredicted: NCCL kernels without a size
 
   ReplayGraph() = default;
   ReplayGraph(const ReplayGraph&) = delete;
@@ -119,6 +164,15 @@ struct ReplayRankResult {
   [[nodiscard]] double error() const { return measured > 0 ? simulated / measured - 1 : 0; }
 };
 
+/// Per kernel family over all ranks (kPredicted).
+struct FamilyError {
+  std::string name;             ///< trace_family_name
+  int count = 0;                ///< predicted ops (collectives: one per collective)
+  double geomean_abs_error = 0; ///< geometric mean of |predicted / measured - 1|, each floored at 1e-6
+  double bias = 0;              ///< predicted total / measured total - 1
+  Seconds measured = 0, predicted = 0;
+};
+
 struct ReplayResult {
   std::unique_ptr<ReplayGraph> replay;
   Timeline timeline;
@@ -129,7 +183,15 @@ struct ReplayResult {
   /// The same over every (rank, step).
   double step_geomean_abs_error = 0, step_max_abs_error = 0;
   int step_count = 0;
+  std::vector<FamilyError> families;  ///< kPredicted only; families with at least one op
+  std::string system;                 ///< kPredicted: system name and file
+  int unrecognized = 0;               ///< kPredicted: kernels (all ranks) that kept their measured time
+  Seconds unrecognized_time = 0;
+  int predicted_kernels = 0;
 };
+
+/// Per-family errors of predicted ops (samples with a measured time > 0).
+[[nodiscard]] std::vector<FamilyError> family_errors(const std::vector<const KernelSample*>& samples);
 
 /// Builds, simulates (2 iterations of the traced window; the first is reported) and
 /// compares. Throws ConfigError for bad traces, SimulationError if the graph cannot run.

@@ -143,8 +143,11 @@ std::string render_replay_text(const ReplayResult& r) {
                                               step_name(first.step_numbers.back()));
   out += fmt::format("perfcast replay: {} rank{}, step{} {}, {}\n", g.ranks.size(), g.ranks.size() > 1 ? "s" : "",
                      first.step_numbers.size() > 1 ? "s" : "", steps, g.gpu);
-  out += fmt::format("  kernels: measured durations; collectives: {}; host: {}{}\n\n",
-                     g.ranks.size() > 1 ? "own duration = min over ranks" : "measured (one rank: includes peer waits)",
+  const bool predicted = r.options.kernels == ReplayKernels::kPredicted;
+  out += fmt::format("  kernels: {}; collectives: {}; host: {}{}\n\n",
+                     predicted ? "predicted (spec-derived) on " + r.system + " where the trace gives the shape" : "measured durations",
+                     predicted ? "collective model where the size is known"
+                     : g.ranks.size() > 1 ? "own duration = min over ranks" : "measured (one rank: includes peer waits)",
                      r.options.host == ReplayHostModel::kMeasured ? "measured per op" : "mean per op",
                      r.options.infer_waits ? "; waits inferred from the measurement" : "");
   out += fmt::format("{:>5} {:>8} {:>12} {:>12} {:>9}\n", "rank", "step", "measured", "simulated", "error");
@@ -170,6 +173,15 @@ std::string render_replay_text(const ReplayResult& r) {
                        i.collectives, i.host_syncs, i.joins, i.stepped_back, i.inferred, format_time(i.start_offset),
                        format_time(i.launch_call_mean), format_time(i.blocked), lanes);
   }
+  if (predicted) {
+    out += fmt::format("\npredicted kernels against the trace ({} kernels predicted; {} kept their measured time: {})\n",
+                       r.predicted_kernels, r.unrecognized, format_time(r.unrecognized_time));
+    out += fmt::format("{:<12} {:>6} {:>16} {:>12} {:>12} {:>9}\n", "family", "ops", "geomean |error|", "measured",
+                       "predicted", "bias");
+    for (const auto& f : r.families)
+      out += fmt::format("{:<12} {:>6} {:>15.2f}% {:>12} {:>12} {:>9}\n", f.name, f.count, 100 * f.geomean_abs_error,
+                         format_time(f.measured), format_time(f.predicted), percent(f.bias));
+  }
   return out;
 }
 
@@ -178,7 +190,9 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
   json j;
   j["context"] = context("replay", inputs);
   j["context"]["gpu"] = g.gpu;
-  j["context"]["kernels"] = "measured";
+  const bool predicted = r.options.kernels == ReplayKernels::kPredicted;
+  j["context"]["kernels"] = predicted ? "predicted" : "measured";
+  if (predicted) j["context"]["system"] = r.system;
   j["context"]["host_model"] = r.options.host == ReplayHostModel::kMeasured ? "measured" : "mean";
   j["context"]["collective_duration"] = g.ranks.size() > 1 ? "min over ranks" : "measured";
   j["context"]["infer_waits"] = r.options.infer_waits;
@@ -209,7 +223,20 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
                        {"lanes", info.lanes}}}});
   }
   j["ranks"] = ranks;
-  j["families"] = json::array();
+  json families = json::array();
+  for (const auto& f : r.families)
+    families.push_back({{"name", f.name},
+                        {"count", f.count},
+                        {"geomean_abs_error", f.geomean_abs_error},
+                        {"bias", f.bias},
+                        {"measured_s", f.measured},
+                        {"predicted_s", f.predicted}});
+  j["families"] = families;
+  if (predicted) {
+    j["predicted_kernels"] = r.predicted_kernels;
+    j["unrecognized_kernels"] = r.unrecognized;
+    j["unrecognized_time_s"] = r.unrecognized_time;
+  }
   j["geomean_abs_error"] = r.geomean_abs_error;
   j["max_abs_error"] = r.max_abs_error;
   j["step_geomean_abs_error"] = r.step_geomean_abs_error;

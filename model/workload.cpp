@@ -6,6 +6,7 @@ Workload parse_any_workload(const JsonDocument& doc) {
   const JsonObject root(doc);
   const auto model = root.find("model");
   if (model && model->is_string() && model->as_string() == "transformer") return parse_transformer(doc);
+  if (model && model->is_string() && model->as_string() == "trace") return parse_trace_workload(doc);
   return parse_workload(doc);  // DLRM, or the DLRM parser's error naming the allowed models
 }
 
@@ -19,6 +20,7 @@ const std::string& workload_file(const Workload& w) {
 
 std::int64_t workload_batch(const Workload& w) {
   if (const auto* d = std::get_if<DlrmSpec>(&w)) return d->batch_size;
+  if (const auto* t = std::get_if<TraceWorkload>(&w)) return t->batch;
   return std::get<TransformerSpec>(w).global_batch;
 }
 

@@ -7,14 +7,15 @@
 #include <string>
 #include <variant>
 
+#include "model/trace_workload.hpp"
 #include "model/transformer_spec.hpp"
 #include "model/workload_spec.hpp"
 
 namespace perfcast {
 
-using Workload = std::variant<DlrmSpec, TransformerSpec>;
+using Workload = std::variant<DlrmSpec, TransformerSpec, TraceWorkload>;
 
-/// Reads a workload file of any model ("dlrm" or "transformer"). Throws ConfigError.
+/// Reads a workload file of any model ("dlrm", "transformer" or "trace"). Throws ConfigError.
 [[nodiscard]] Workload parse_any_workload(const JsonDocument& doc);
 
 [[nodiscard]] const std::string& workload_name(const Workload& w);

@@ -84,19 +84,57 @@ std::string IndexDistribution::describe() const {
   return "?";
 }
 
+double reuse_bin_count(std::size_t bin) {
+  // Counts are whole numbers, so (0,1] holds 1 and (2^(i-1), 2^i] the integers
+  // 2^(i-1)+1 .. 2^i, mean 0.75 * 2^i + 0.5; the open last bin takes 1.5 * 2^15.
+  if (bin >= kReuseBins - 1) return 1.5 * std::ldexp(1.0, 15);
+  if (bin == 0) return 1.0;
+  return 0.75 * std::ldexp(1.0, static_cast<int>(bin)) + 0.5;
+}
+
+std::size_t reuse_bin(std::int64_t count) {
+  std::size_t bin = 0;
+  std::int64_t upper = 1;  // bin `bin` holds counts in (upper / 2, upper]
+  while (count > upper && bin < kReuseBins - 1) {
+    upper *= 2;
+    ++bin;
+  }
+  return bin;
+}
+
 double mean_reuse(const ReuseHistogram& shares) {
-  // Representative count per bin: counts are whole numbers, so (0,1] holds 1 and
-  // (2^(i-1), 2^i] the integers 2^(i-1)+1 .. 2^i, mean 0.75 * 2^i + 0.5; the open last
-  // bin takes 1.5 * 2^15.
   double total = 0, mass = 0;
   for (std::size_t i = 0; i < kReuseBins; ++i) {
-    double rep = 1.0;
-    if (i == kReuseBins - 1) rep = 1.5 * std::ldexp(1.0, 15);
-    else if (i > 0) rep = 0.75 * std::ldexp(1.0, static_cast<int>(i)) + 0.5;
-    total += shares[i] * rep;
+    total += shares[i] * reuse_bin_count(i);
     mass += shares[i];
   }
   return mass > 0 ? total / mass : 1.0;
+}
+
+ReuseHistogram unique_shares_from_access_shares(const ReuseHistogram& access_shares) {
+  ReuseHistogram u{};
+  double sum = 0;
+  for (std::size_t i = 0; i < kReuseBins; ++i) {
+    u[i] = std::max(0.0, access_shares[i]) / reuse_bin_count(i);
+    sum += u[i];
+  }
+  if (sum > 0)
+    for (double& v : u) v /= sum;
+  return u;
+}
+
+double fit_zipf_alpha(double rows, double accesses, double unique) {
+  constexpr double kLo = 0.01, kHi = 8.0;
+  const auto unique_at = [&](double a) { return expected_unique_rows(IndexDistribution::zipf(a), rows, accesses); };
+  if (unique >= expected_unique_rows(IndexDistribution::uniform(), rows, accesses) || unique >= unique_at(kLo)) return 0.0;
+  if (unique <= unique_at(kHi)) return kHi;
+  // Unique rows fall as alpha grows: bisect on the bracket [lo, hi].
+  double lo = kLo, hi = kHi;
+  while (hi - lo > 1e-4 * lo) {
+    const double mid = 0.5 * (lo + hi);
+    (unique_at(mid) > unique ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
 }
 
 double expected_unique_rows(const IndexDistribution& d, double rows, double accesses) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace perfcast {
@@ -41,5 +42,25 @@ struct IndexDistribution {
 
 /// Mean number of accesses per unique index implied by a reuse histogram (bin midpoints).
 [[nodiscard]] double mean_reuse(const ReuseHistogram& shares);
+
+/// Bin of the reuse histogram for an index seen `count` times in a batch (count >= 1):
+/// 1 -> 0, (2^(i-1), 2^i] -> i for i = 1..15, > 2^15 -> 16.
+[[nodiscard]] std::size_t reuse_bin(std::int64_t count);
+
+/// Representative reuse count of a bin, the one mean_reuse() uses: 1 for bin 0, the mean
+/// 0.75 x 2^i + 0.5 of the integers in (2^(i-1), 2^i], 1.5 x 2^15 for the open last bin.
+[[nodiscard]] double reuse_bin_count(std::size_t bin);
+
+/// Unique-index shares from access shares: a bin holding a share a_i of all accesses
+/// holds a_i / reuse_bin_count(i) unique indices per access, renormalized to sum 1.
+/// Used where the unique shares were rounded away (published 3-decimal histograms give
+/// 0.000 for the heavy bins that hold 5% of the accesses each). All-zero input gives zeros.
+[[nodiscard]] ReuseHistogram unique_shares_from_access_shares(const ReuseHistogram& access_shares);
+
+/// The Zipf exponent whose expected_unique_rows(zipf(alpha), rows, accesses) equals
+/// `unique` (bisection on alpha in [0.01, 8], relative tolerance 1e-4). Returns 0 when
+/// `unique` is at or above the uniform expectation (no skew to fit) and 8 when it is at or
+/// below the alpha = 8 expectation. Requires rows >= 1, accesses >= 1, unique >= 1.
+[[nodiscard]] double fit_zipf_alpha(double rows, double accesses, double unique);
 
 }  // namespace perfcast

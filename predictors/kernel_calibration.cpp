@@ -1,6 +1,7 @@
 #include "predictors/kernel_calibration.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <functional>
@@ -114,6 +115,96 @@ FamilyFit fit_family(const std::string& family, const std::vector<Sample>& train
   return f;
 }
 
+/// Embedding work terms at 100% efficiency: the max-terms {dram, l2, row_rounds} and the
+/// additive sort term (seconds, seconds, rounds, seconds).
+struct EmbeddingSample {
+  std::array<double, 3> max_terms{};
+  double sort = 0;
+  double time = 0;
+};
+
+EmbeddingSample embedding_terms(const EmbeddingDesc& d, const GpuSpec& gpu) {
+  const EmbeddingWork w = embedding_work(d, gpu);
+  EmbeddingSample s;
+  s.max_terms = {w.dram_bytes / gpu.memory_bandwidth, w.l2_at_peak, w.row_rounds};
+  s.sort = w.sort_at_peak;
+  return s;
+}
+
+double embedding_model_time(const FamilyFit& f, const EmbeddingSample& s) {
+  double t = 0;
+  if (f.memory_efficiency > 0) t = std::max(t, s.max_terms[0] / f.memory_efficiency);
+  if (f.l2_efficiency > 0) t = std::max(t, s.max_terms[1] / f.l2_efficiency);
+  t = std::max(t, s.max_terms[2] * f.row_round_time);
+  if (f.sort_efficiency > 0) t += s.sort / f.sort_efficiency;
+  return f.overhead + t;
+}
+
+/// Fits overhead + max(k0 dram, k1 l2, k2 rounds) + k3 sort by minimising squared relative
+/// error: alternate between assigning each sample to its largest max-term and a
+/// non-negative least-squares solve of all coefficients (a regime no sample falls in keeps
+/// its coefficient). Starts from spec-like values: 85% of HBM, 70% of L2, 0.1 us a round.
+FamilyFit fit_embedding_family(const std::string& family, const std::vector<EmbeddingSample>& train) {
+  const bool backward = family == "embedding_backward";
+  std::array<double, 3> k = {1.0 / 0.85, 1.0 / 0.7, 1e-7};
+  double sort_k = backward ? 1.0 / 0.85 : 0.0, t0 = 3e-6;
+  const Eigen::Index cols = backward ? 5 : 4;
+  for (int iter = 0; iter < 100; ++iter) {
+    Eigen::MatrixXd A = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(train.size()), cols);
+    const Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(train.size()));
+    std::array<bool, 3> used{};
+    for (std::size_t i = 0; i < train.size(); ++i) {
+      const auto& s = train[i];
+      std::size_t r = 0;
+      for (std::size_t j = 1; j < 3; ++j)
+        if (s.max_terms[j] * k[j] > s.max_terms[r] * k[r]) r = j;
+      used[r] = true;
+      const double w = 1.0 / s.time;  // relative error
+      const auto row = static_cast<Eigen::Index>(i);
+      A(row, 0) = w;
+      A(row, static_cast<Eigen::Index>(1 + r)) = s.max_terms[r] * w;
+      if (backward) A(row, 4) = s.sort * w;
+    }
+    const Eigen::VectorXd c = nnls(A, y);
+    bool done = std::fabs(c[0] - t0) < 1e-12;
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double nk = used[j] && c[static_cast<Eigen::Index>(1 + j)] > 0 ? c[static_cast<Eigen::Index>(1 + j)] : k[j];
+      done = done && std::fabs(nk - k[j]) < 1e-9 * std::fabs(k[j] + 1e-9);
+      k[j] = nk;
+    }
+    if (backward) {
+      const double ns = c[4];  // 0 when the sort adds nothing measurable
+      done = done && std::fabs(ns - sort_k) < 1e-9 * std::fabs(sort_k + 1e-9);
+      sort_k = ns;
+    }
+    t0 = c[0];
+    if (done) break;
+  }
+  FamilyFit f;
+  f.family = family;
+  f.memory_efficiency = 1.0 / k[0];
+  f.l2_efficiency = 1.0 / k[1];
+  f.row_round_time = k[2];
+  f.sort_efficiency = sort_k > 0 ? 1.0 / sort_k : 0.0;
+  f.overhead = t0;
+  return f;
+}
+
+void fit_embedding(const std::string& fam, const std::vector<std::pair<EmbeddingSample, bool>>& samples, KernelCalibration& cal) {
+  std::vector<EmbeddingSample> train, test;
+  for (const auto& [s, out] : samples) (out ? test : train).push_back(s);
+  if (train.size() < 10) return;
+  FamilyFit f = fit_embedding_family(fam, train);
+  std::vector<double> tr, te;
+  for (const auto& s : train) tr.push_back(embedding_model_time(f, s) / s.time - 1);
+  for (const auto& s : test) te.push_back(embedding_model_time(f, s) / s.time - 1);
+  f.train_samples = train.size();
+  f.heldout_samples = test.size();
+  f.train_geomean_abs_error = geomean_abs(tr);
+  f.heldout_geomean_abs_error = geomean_abs(te);
+  cal.fits.push_back(f);
+}
+
 }  // namespace
 
 const FamilyFit* KernelCalibration::find(const std::string& family) const {
@@ -128,17 +219,27 @@ std::string calibration_family(const KernelDesc& k) {
   if (const auto* m = std::get_if<MemcpyDesc>(&k)) {
     return m->kind == CopyKind::kHostToDevice ? "memcpy.h2d" : m->kind == CopyKind::kDeviceToHost ? "memcpy.d2h" : "memcpy.d2d";
   }
+  if (const auto* e = std::get_if<EmbeddingDesc>(&k)) {
+    return e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward";
+  }
   return "";
 }
 
 KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, const GpuSpec& gpu) {
   KernelCalibration cal;
   std::map<std::string, std::vector<std::pair<Sample, bool>>> by_family;
+  std::map<std::string, std::vector<std::pair<EmbeddingSample, bool>>> embedding;
   for (const auto& m : ms) {
     const std::string fam = calibration_family(m.kernel);
     if (fam.empty()) continue;
-    const auto [c, mem] = work_terms(m.kernel, gpu);
-    by_family[fam].push_back({Sample{c, mem, m.timing.median}, held_out(m.kernel)});
+    if (const auto* e = std::get_if<EmbeddingDesc>(&m.kernel)) {
+      EmbeddingSample s = embedding_terms(*e, gpu);
+      s.time = m.timing.median;
+      embedding[fam].push_back({s, held_out(m.kernel)});
+    } else {
+      const auto [c, mem] = work_terms(m.kernel, gpu);
+      by_family[fam].push_back({Sample{c, mem, m.timing.median}, held_out(m.kernel)});
+    }
     if (cal.gpu.empty()) {
       cal.gpu = m.device.name;
       cal.driver = m.device.driver;
@@ -160,6 +261,7 @@ KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, con
     f.heldout_geomean_abs_error = geomean_abs(te);
     cal.fits.push_back(f);
   }
+  for (const auto& [fam, samples] : embedding) fit_embedding(fam, samples, cal);
   if (cal.fits.empty()) throw std::invalid_argument("no kernel family has the 10 measurements a fit needs");
   return cal;
 }
@@ -169,6 +271,20 @@ Estimate predict_with_calibration(const KernelDesc& k, const GpuSpec& gpu, const
   if (!cal) return e;
   const FamilyFit* f = cal->find(calibration_family(k));
   if (!f) return e;
+  if (const auto* d = std::get_if<EmbeddingDesc>(&k)) {
+    if (d->tables.empty() || d->batch <= 0) return e;
+    const EmbeddingSample s = embedding_terms(*d, gpu);
+    e.time = embedding_model_time(*f, s);
+    // The backward's extra sub-kernels (sort, run-length encode) are inside the fitted
+    // overhead and sort term; launches stay as the spec model counts them.
+    e.calibrated = true;
+    e.predictor = d->pass == EmbeddingPass::kForward ? "embedding_forward.calibrated" : "embedding_backward.calibrated";
+    const double dram = f->memory_efficiency > 0 ? s.max_terms[0] / f->memory_efficiency : 0.0;
+    const double l2 = f->l2_efficiency > 0 ? s.max_terms[1] / f->l2_efficiency : 0.0;
+    const double rounds = s.max_terms[2] * f->row_round_time;
+    e.bound = rounds > std::max(dram, l2) ? "latency" : l2 > dram ? "l2" : "memory";
+    return e;
+  }
   const auto [c, m] = work_terms(k, gpu);
   e.time = model_time(*f, c, m);
   e.calibrated = true;
@@ -192,6 +308,9 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
                         {"train_geomean_abs_error", f.train_geomean_abs_error},
                         {"heldout_geomean_abs_error", f.heldout_geomean_abs_error}};
     if (f.compute_efficiency > 0) j["compute_efficiency"] = f.compute_efficiency;
+    if (f.l2_efficiency > 0) j["l2_efficiency"] = f.l2_efficiency;
+    if (f.row_round_time > 0) j["row_round_time"] = fmt::format("{:.6f}us", f.row_round_time * 1e6);
+    if (f.sort_efficiency > 0) j["sort_efficiency"] = f.sort_efficiency;
     fits.push_back(j);
   }
   nlohmann::json j = {{"schema", "perfcast.kernel_calibration"}, {"schema_version", "1.0"}, {"gpu", c.gpu},
@@ -222,6 +341,9 @@ KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {
     f.compute_efficiency = o.number_or("compute_efficiency", 0, 10, 0);
     f.memory_efficiency = o.at("memory_efficiency").as_number_in(0, 10);
     f.overhead = o.quantity("overhead", Dimension::kTime);
+    f.l2_efficiency = o.number_or("l2_efficiency", 0, 10, 0);
+    f.row_round_time = o.quantity_or("row_round_time", Dimension::kTime, 0);
+    f.sort_efficiency = o.number_or("sort_efficiency", 0, 10, 0);
     f.train_samples = static_cast<std::size_t>(o.integer_or("train_samples", 0, 1LL << 40, 0));
     f.heldout_samples = static_cast<std::size_t>(o.integer_or("heldout_samples", 0, 1LL << 40, 0));
     f.train_geomean_abs_error = o.number_or("train_geomean_abs_error", 0, 1e6, 0);

@@ -8,6 +8,14 @@
 /// by direction): time = overhead + bytes / (bandwidth x e). Fitted by minimising squared
 /// relative error (alternating regime assignment and non-negative least squares, Eigen),
 /// on a deterministic 80% of the shapes; the other 20% give the held-out error.
+///
+/// Embedding lookups ("embedding_forward", "embedding_backward": one batched multi-table
+/// kernel each, with embedding_work()'s terms of all tables together):
+///   time = overhead + max(dram / e_memory, l2 / e_l2, row_rounds x row_round_time)
+///          + sort / e_sort (backward: the duplicate-grouping sort)
+/// where dram and sort are bytes at the HBM peak (without the spec model's f(D): small rows
+/// are left to the fitted per-round latency), l2 the bytes at the L2 peak, and row_rounds
+/// the dependent row fetches of one warp slot (bag waves x mean pooling: occupancy and tail).
 
 #include <filesystem>
 #include <optional>
@@ -23,10 +31,13 @@
 namespace perfcast {
 
 struct FamilyFit {
-  std::string family;      ///< "gemm.fp32", "gemm.bf16", ..., "elementwise", "memcpy.h2d", ...
+  std::string family;      ///< "gemm.fp32", ..., "elementwise", "memcpy.h2d", ..., "embedding_forward", "embedding_backward"
   double compute_efficiency = 0;  ///< GEMM only: share of the tensor / FP32 peak
   double memory_efficiency = 0;   ///< share of HBM (or PCIe for host copies) bandwidth
   Seconds overhead = 0;           ///< fixed time per kernel
+  double l2_efficiency = 0;       ///< embedding only: share of the L2 peak
+  Seconds row_round_time = 0;     ///< embedding only: time per dependent row fetch of a warp slot
+  double sort_efficiency = 0;     ///< embedding backward only: share of HBM the index sort reaches
   std::size_t train_samples = 0;
   std::size_t heldout_samples = 0;
   double heldout_geomean_abs_error = 0;
@@ -43,7 +54,8 @@ struct KernelCalibration {
   [[nodiscard]] const FamilyFit* find(const std::string& family) const;
 };
 
-/// The calibration family of a kernel ("gemm.bf16", "elementwise", "memcpy.h2d"), or ""
+/// The calibration family of a kernel ("gemm.bf16", "elementwise", "memcpy.h2d",
+/// "embedding_forward", "embedding_backward"), or ""
 /// for kernels no calibrated model covers yet.
 [[nodiscard]] std::string calibration_family(const KernelDesc& k);
 

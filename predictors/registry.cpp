@@ -15,6 +15,12 @@ const std::vector<RegistryEntry>& builtin_registry() {
       {"embedding_backward.spec_l2", "embedding_backward",
        "index sort + per-unique-row read-modify-write of weights and optimizer state",
        "same as forward; sort cost 96 B/index assumed (4 radix passes of 12-byte pairs)"},
+      {"embedding_forward.calibrated", "embedding_forward",
+       "overhead + max(HBM bytes / e_memory, L2 bytes / e_l2, bag waves x pooling x round time), one kernel for all tables",
+       "fitted per GPU by `perfcast calibrate kernels` (configs/calibration/<gpu>.json) from configs/sweeps/embedding.json"},
+      {"embedding_backward.calibrated", "embedding_backward",
+       "the forward's terms for the backward's bytes + index-sort bytes / e_sort",
+       "fitted per GPU by `perfcast calibrate kernels` (configs/calibration/<gpu>.json) from configs/sweeps/embedding.json"},
       {"elementwise.spec_roofline", "elementwise", "max(FLOPs / FP32 peak, bytes / HBM bandwidth)",
        "memory efficiency 0.89 (A100 measured 1391/1555 GB/s), concat/copy 0.79 (reference concat model)"},
       {"memcpy.spec", "memcpy", "PCIe copies at 0.76 of the link rate; device copies read + write HBM",
@@ -27,8 +33,8 @@ const std::vector<RegistryEntry>& builtin_registry() {
       {"attention_backward.spec_flash", "attention_backward",
        "fused attention backward: 2.5x the forward FLOPs (scores recomputed), Q/K/V/O/dO read, dQ/dK/dV written",
        "tensor-core share 0.45 assumed from FlashAttention-2 (Dao 2023) A100 backward 40-63%"},
-      {"alpha-beta-v1", "collective",
-       "NCCL-structured ring (LL/LL128/Simple) and pairwise all-to-all(v), slowest link class bounds",
+      {"nccl-alpha-beta-v2", "collective",
+       "NCCL-structured: ring, tree, NVLS, NVLS-tree, hierarchical (x LL/LL128/Simple), pairwise all-to-all(v); per-pair paths; min over eligible",
        "NCCL tuning constants (docs/collectives.md s.1.3-1.4); ring efficiency 0.82 NVLink, 0.76 PCIe, 0.92 network"},
   };
   return entries;

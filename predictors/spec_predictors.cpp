@@ -78,22 +78,18 @@ Estimate predict_gemm(const GemmDesc& g, const GpuSpec& gpu) {
   return e;
 }
 
-Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
-  Estimate e;
+EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
+  EmbeddingWork w;
   const bool fwd = d.pass == EmbeddingPass::kForward;
-  e.predictor = fwd ? "embedding_forward.spec_l2" : "embedding_backward.spec_l2";
   const double elem = dtype_bytes(d.weight_dtype);
   const double batch = static_cast<double>(d.batch);
   const double n_tables = static_cast<double>(d.tables.size());
-  if (d.tables.empty() || d.batch <= 0) {
-    e.time = gpu.efficiency.min_kernel_time;
-    e.bound = "latency";
-    return e;
-  }
+  if (d.tables.empty() || d.batch <= 0) return w;
   // Tables processed at the same time: bags in flight over bags per table.
-  const double concurrent = std::clamp(std::ceil(gpu.sm_count * kEmbeddingWarpsPerSm / batch), 1.0, n_tables);
+  const double slots = gpu.sm_count * kEmbeddingWarpsPerSm;
+  const double concurrent = std::clamp(std::ceil(slots / batch), 1.0, n_tables);
 
-  double unique_ws_sum = 0, dim_sum = 0;
+  double unique_ws_sum = 0, dim_sum = 0, accesses_sum = 0;
   std::vector<double> unique(d.tables.size()), accesses(d.tables.size()), row_bytes(d.tables.size());
   for (std::size_t i = 0; i < d.tables.size(); ++i) {
     const auto& t = d.tables[i];
@@ -102,20 +98,22 @@ Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
     row_bytes[i] = round_up(t.dim * elem, kSectorBytes);
     unique_ws_sum += unique[i] * row_bytes[i];
     dim_sum += static_cast<double>(t.dim);
+    accesses_sum += accesses[i];
   }
   const double ws_concurrent = unique_ws_sum / n_tables * concurrent;
-  const double hit = ws_concurrent > 0 ? std::min(1.0, kEmbeddingL2Share * gpu.l2_cache / ws_concurrent) : 1.0;
+  w.l2_hit = ws_concurrent > 0 ? std::min(1.0, kEmbeddingL2Share * gpu.l2_cache / ws_concurrent) : 1.0;
 
-  double dram = 0, l2 = 0;
   for (std::size_t i = 0; i < d.tables.size(); ++i) {
     const auto& t = d.tables[i];
     const double repeats = accesses[i] - unique[i];
     const double idx = accesses[i] * d.index_bytes + (batch + 1) * d.index_bytes;  // indices + offsets
     const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
+    w.accesses += accesses[i];
+    w.unique_rows += unique[i];
     if (fwd) {
-      dram += idx + unique[i] * row_bytes[i] + repeats * (1 - hit) * row_bytes[i] + grad_or_out;
-      l2 += accesses[i] * row_bytes[i];  // every row request passes through L2, hit or miss
-      e.flops += accesses[i] * t.dim;
+      w.dram_bytes += idx + unique[i] * row_bytes[i] + repeats * (1 - w.l2_hit) * row_bytes[i] + grad_or_out;
+      w.l2_bytes += accesses[i] * row_bytes[i];  // every row request passes through L2, hit or miss
+      w.flops += accesses[i] * t.dim;
     } else {
       double state = 0;  // optimizer state bytes per unique row, read and written
       switch (d.optimizer) {
@@ -123,15 +121,41 @@ Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
         case EmbeddingOptimizer::kRowwiseAdagrad: state = 2 * 4.0; break;
         case EmbeddingOptimizer::kAdam: state = 2 * 2 * t.dim * 4.0; break;
       }
-      dram += idx + accesses[i] * kSortBytesPerIndex + grad_or_out + unique[i] * (2 * row_bytes[i] + state);
-      l2 += accesses[i] * t.dim * 4.0;  // gradient rows gathered per access, mostly from L2
-      e.flops += accesses[i] * t.dim * 2;
+      w.dram_bytes += idx + grad_or_out + unique[i] * (2 * row_bytes[i] + state);
+      w.sort_bytes += accesses[i] * kSortBytesPerIndex;
+      w.l2_bytes += accesses[i] * t.dim * 4.0;  // gradient rows gathered per access, mostly from L2
+      w.flops += accesses[i] * t.dim * 2;
     }
   }
-  const double dram_time = dram / (gpu.memory_bandwidth * gpu.efficiency.memory) * small_dim_factor(dim_sum / n_tables);
-  const double l2_time = l2 / gpu.l2_bandwidth;
-  e.dram_bytes = dram;
-  e.l2_bytes = l2;
+  w.dim_factor = small_dim_factor(dim_sum / n_tables);
+  w.dram_at_peak = w.dram_bytes / gpu.memory_bandwidth * w.dim_factor;
+  w.sort_at_peak = w.sort_bytes / gpu.memory_bandwidth;
+  w.l2_at_peak = w.l2_bytes / gpu.l2_bandwidth;
+  // One warp slot per bag: the kernel runs ceil(bags / slots) waves of bags, each as long
+  // as a bag's dependent row fetches (mean pooling); the last wave may be partly empty.
+  const double bags = batch * n_tables;
+  w.bag_waves = std::ceil(bags / slots);
+  w.row_rounds = w.bag_waves * accesses_sum / bags;
+  return w;
+}
+
+Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
+  Estimate e;
+  const bool fwd = d.pass == EmbeddingPass::kForward;
+  e.predictor = fwd ? "embedding_forward.spec_l2" : "embedding_backward.spec_l2";
+  if (d.tables.empty() || d.batch <= 0) {
+    e.time = gpu.efficiency.min_kernel_time;
+    e.bound = "latency";
+    return e;
+  }
+  const EmbeddingWork w = embedding_work(d, gpu);
+  // The sort traffic is HBM traffic of the same kernel sequence (and takes the same
+  // small-dimension factor, as it did before the terms were split for calibration).
+  const double dram_time = (w.dram_at_peak + w.sort_at_peak * w.dim_factor) / gpu.efficiency.memory;
+  const double l2_time = w.l2_at_peak;
+  e.flops = w.flops;
+  e.dram_bytes = w.dram_bytes + w.sort_bytes;
+  e.l2_bytes = w.l2_bytes;
   e.bound = dram_time >= l2_time ? "memory" : "l2";
   e.time = std::max(dram_time, l2_time) + gpu.efficiency.min_kernel_time;
   if (!fwd) {

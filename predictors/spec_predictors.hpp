@@ -38,6 +38,27 @@ struct GemmWork {
 /// state. time = max(HBM bytes / bw, L2 bytes / L2 bw) + fixed kernel costs.
 [[nodiscard]] Estimate predict_embedding(const EmbeddingDesc& e, const GpuSpec& gpu);
 
+/// The embedding model's work terms at 100% efficiency, shared by the spec-derived and
+/// the calibrated predictor (kernel_calibration.hpp). The whole multi-table op is one
+/// kernel: the terms are of all tables together, not a sum of per-table kernels.
+struct EmbeddingWork {
+  Bytes dram_bytes = 0;  ///< HBM: unique rows, L2-missed repeats, indices, offsets, outputs
+                         ///< (backward: gradients, weight and optimizer-state read-modify-write)
+  Bytes sort_bytes = 0;  ///< backward only: radix sort of the indices (duplicates grouped)
+  Bytes l2_bytes = 0;    ///< L2: every row request (forward), every gradient row gathered (backward)
+  double flops = 0;
+  double accesses = 0;     ///< row lookups, all tables
+  double unique_rows = 0;  ///< expected distinct rows, all tables
+  double l2_hit = 1;       ///< share of repeated row requests served by L2
+  double dim_factor = 1;   ///< the reference's small-dimension slowdown f(mean D)
+  Seconds dram_at_peak = 0;  ///< dram_bytes / HBM peak x dim_factor
+  Seconds sort_at_peak = 0;  ///< sort_bytes / HBM peak
+  Seconds l2_at_peak = 0;    ///< l2_bytes / L2 peak
+  double bag_waves = 0;      ///< ceil(bags / warp slots): occupancy and tail quantization
+  double row_rounds = 0;     ///< bag_waves x mean pooling: dependent row fetches of one warp slot
+};
+[[nodiscard]] EmbeddingWork embedding_work(const EmbeddingDesc& e, const GpuSpec& gpu);
+
 /// Streaming kernel: max(FLOPs / FP32 peak, bytes / (HBM x memory efficiency)) + min kernel time.
 [[nodiscard]] Estimate predict_elementwise(const ElementwiseDesc& e, const GpuSpec& gpu);
 

@@ -41,6 +41,13 @@ struct CollectiveEstimate {
   std::string protocol;          ///< "LL", "LL128", "Simple"
   BytesPerSecond bus_bandwidth = 0;  ///< achieved busBw (nccl-tests definition)
   std::string bottleneck;        ///< link class that bounds it: "nvlink", "pcie", "network"
+  /// Time the most loaded rank's NIC share is busy at its achievable rate (bytes it moves
+  /// over the network in one direction / network_bandwidth_per_gpu), s; 0 inside a node.
+  /// The simulator uses it to share NICs between overlapping transfers.
+  Seconds nic_busy = 0;
+  /// Time the same rank's PCIe link is busy with that network traffic (GPUDirect RDMA
+  /// crosses it), s; 0 inside a node.
+  Seconds pcie_busy = 0;
 };
 
 /// A collective cost model. Contract: time is never negative, never decreases as bytes
@@ -52,15 +59,27 @@ class CollectiveModel {
   [[nodiscard]] virtual std::string_view name() const = 0;
 };
 
-/// v1 latency-bandwidth model following NCCL's structure (docs/collectives.md sections
-/// 0-1): time = launch + min over protocols (LL, LL128, Simple) of ring latency + bytes x
-/// factor / busBw, with busBw taken from the slowest link class the group crosses.
-/// All-to-all(v) is bound by the most loaded rank on each link class.
+/// Latency-bandwidth model following NCCL's structure (docs/collectives.md sections 0-1):
+/// time = launch + min over eligible (algorithm, protocol) of latency + bytes / bandwidth.
+/// Algorithms (topology/collective.cpp has the eligibility rules and constants):
+///  - ring (every collective; LL / LL128 / Simple), busBw from the slowest link class;
+///  - tree (all-reduce across >= 2 nodes: chain inside nodes, double binary tree across);
+///  - nvls (NVSwitch in-switch reduction, one node, Simple; all-reduce, all-gather,
+///    reduce-scatter) and nvls_tree (all-reduce, >= 2 nodes);
+///  - hierarchical (all-reduce, all-gather, reduce-scatter across >= 2 nodes with the same
+///    ranks per node: intra-node reduce-scatter, inter-node ring per rail, intra-node
+///    all-gather);
+///  - pairwise all-to-all(v), bound by the most loaded rank on each link class.
+/// Every candidate is affine in bytes with a non-negative slope, so time is continuous and
+/// never decreases with size.
 class AlphaBetaCollectiveModel final : public CollectiveModel {
  public:
   explicit AlphaBetaCollectiveModel(const SystemSpec& system);
   [[nodiscard]] CollectiveEstimate estimate(const CollectiveDesc& desc, const RankGroup& group) const override;
-  [[nodiscard]] std::string_view name() const override { return "alpha-beta-v1"; }
+  [[nodiscard]] std::string_view name() const override { return "nccl-alpha-beta-v2"; }
+  /// Every eligible algorithm with its best protocol, launch overhead included, in a fixed
+  /// order (ring first); estimate() returns the fastest. Empty for one rank.
+  [[nodiscard]] std::vector<CollectiveEstimate> candidates(const CollectiveDesc& desc, const RankGroup& group) const;
 
   /// Ring busBw (Simple protocol) between the ranks of `group`, bytes/s.
   [[nodiscard]] BytesPerSecond ring_bus_bandwidth(const RankGroup& group, std::string* bottleneck = nullptr) const;
@@ -71,6 +90,10 @@ class AlphaBetaCollectiveModel final : public CollectiveModel {
  private:
   const SystemSpec* system_;
   CollectiveEstimate ring(const CollectiveDesc& desc, const RankGroup& group) const;
+  CollectiveEstimate tree(const CollectiveDesc& desc, const RankGroup& group) const;
+  CollectiveEstimate nvls(const CollectiveDesc& desc, const RankGroup& group) const;
+  CollectiveEstimate nvls_tree(const CollectiveDesc& desc, const RankGroup& group) const;
+  CollectiveEstimate hierarchical(const CollectiveDesc& desc, const RankGroup& group) const;
   CollectiveEstimate all_to_all(const CollectiveDesc& desc, const RankGroup& group) const;
 };
 

@@ -89,6 +89,12 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, std::
   fit.min_bytes = fit.max_bytes = samples.front().bytes;
   for (const auto& s : samples) {
     if (s.kind != fit.kind) throw std::invalid_argument("fit_collective: samples of different collectives");
+    // The calibrated model covers one node (multi-node groups use the spec-derived model):
+    // mixing in multi-node runs would bend the one-node fit.
+    if (s.nodes > 1) {
+      throw std::invalid_argument("fit_collective: " + s.source + " spans " + std::to_string(s.nodes) +
+                                  " nodes; only single-node runs are fitted (multi-node collectives use the spec-derived model)");
+    }
     fit.min_ranks = std::min(fit.min_ranks, s.ranks);
     fit.max_ranks = std::max(fit.max_ranks, s.ranks);
     fit.min_bytes = std::min(fit.min_bytes, s.bytes);

@@ -88,7 +88,7 @@ class CalibratedCollectiveModel final : public CollectiveModel {
  public:
   CalibratedCollectiveModel(const SystemSpec& system, CommsCalibration calibration);
   [[nodiscard]] CollectiveEstimate estimate(const CollectiveDesc& desc, const RankGroup& group) const override;
-  [[nodiscard]] std::string_view name() const override { return "calibrated-ring+alpha-beta-v1"; }
+  [[nodiscard]] std::string_view name() const override { return "calibrated-ring+nccl-alpha-beta-v2"; }
 
  private:
   const SystemSpec* system_;

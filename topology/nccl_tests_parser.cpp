@@ -4,6 +4,7 @@
 #include <cctype>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -109,6 +110,10 @@ CollectiveLog parse_nccl_tests(const std::string& text, const std::string& name,
   const std::regex test_re("Collective test starting: (\\w+)");
   const std::regex rank_re("^#\\s+Rank\\s+\\d+.*device\\s+\\d+\\s+\\[[^\\]]*\\]\\s+(.*)$");
   const std::regex nccl_re("(?:NCCL version|nccl-library=)\\s*([0-9.+a-z]+)");
+  // "#  Rank  0 Group  0 Pid  1234 on  host-a device  0 [0x1b] NVIDIA H100": the host names
+  // tell how many nodes the run spanned.
+  const std::regex host_re("\\bon\\s+(\\S+)\\s+device\\s+\\d+");
+  std::set<std::string> hosts;
   std::vector<std::pair<int, std::vector<std::string>>> rows;
   while (std::getline(in, line)) {
     ++lineno;
@@ -117,6 +122,7 @@ CollectiveLog parse_nccl_tests(const std::string& text, const std::string& name,
     if (std::regex_search(line, m, rank_re)) {
       ++rank_lines;
       if (log.gpu.empty()) log.gpu = m[1].str();
+      if (std::smatch h; std::regex_search(line, h, host_re)) hosts.insert(h[1].str());
       continue;
     }
     if (log.nccl_version.empty() && std::regex_search(line, m, nccl_re)) log.nccl_version = m[1].str();
@@ -134,6 +140,7 @@ CollectiveLog parse_nccl_tests(const std::string& text, const std::string& name,
   if (!kind) fail(name, 0, "cannot tell the collective: no \"Collective test starting\" line; pass --collective");
   const int ranks = hints.ranks ? *hints.ranks : rank_lines;
   if (ranks < 1) fail(name, 0, "no \"#  Rank\" device lines; pass --ranks");
+  const int nodes = hosts.size() > 1 ? static_cast<int>(hosts.size()) : hints.nodes;
   if (header.empty()) fail(name, 0, "no nccl-tests header line \"#  size  count  type ...\"");
   const auto time_it = std::find(header.begin(), header.end(), "time");
   if (time_it == header.end()) fail(name, 0, "the header has no \"time\" column");
@@ -143,7 +150,7 @@ CollectiveLog parse_nccl_tests(const std::string& text, const std::string& name,
     if (tok.size() <= time_col || !parse_double(tok[0], bytes) || !parse_double(tok[time_col], t) || t <= 0) {
       fail(name, ln, fmt::format("expected a row with a time in column {} (\"{}\")", time_col + 1, fmt::join(tok, " ")));
     }
-    log.samples.push_back(CollectiveSample{*kind, ranks, hints.nodes, bytes, t * 1e-6, name});
+    log.samples.push_back(CollectiveSample{*kind, ranks, nodes, bytes, t * 1e-6, name});
   }
   if (log.samples.empty()) fail(name, 0, "no data rows");
   return log;

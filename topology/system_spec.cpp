@@ -76,10 +76,17 @@ int SystemSpec::socket_of(int rank) const {
   return local / per_socket;
 }
 
+int SystemSpec::mesh_links(int a, int b) const {
+  if (fabric != IntraFabric::kNvlinkMesh || node_of(a) != node_of(b)) return 0;
+  const auto g = static_cast<std::size_t>(gpus_per_node);
+  return nvlink_mesh[static_cast<std::size_t>(a % gpus_per_node) * g + static_cast<std::size_t>(b % gpus_per_node)];
+}
+
 std::string_view fabric_name(IntraFabric f) {
   switch (f) {
     case IntraFabric::kNvSwitch: return "nvswitch";
     case IntraFabric::kPcie: return "pcie";
+    case IntraFabric::kNvlinkMesh: return "nvlink_mesh";
     case IntraFabric::kNone: return "none";
   }
   return "none";
@@ -97,16 +104,50 @@ SystemSpec parse_system(const JsonDocument& doc) {
 
   if (auto intra = root.find("intra_node")) {
     const JsonObject o = intra->as_object();
-    const std::string fabric = o.at("fabric").as_enum({"nvswitch", "pcie"});
-    s.fabric = fabric == "nvswitch" ? IntraFabric::kNvSwitch : IntraFabric::kPcie;
-    if (s.fabric == IntraFabric::kNvSwitch) {
-      if (s.gpu.nvlink_bandwidth <= 0) o.fail("fabric", "an NVSwitch fabric needs a GPU with \"nvlink\"");
+    const std::string fabric = o.at("fabric").as_enum({"nvswitch", "pcie", "nvlink_mesh"});
+    s.fabric = fabric == "nvswitch" ? IntraFabric::kNvSwitch
+               : fabric == "pcie"   ? IntraFabric::kPcie
+                                    : IntraFabric::kNvlinkMesh;
+    if (s.fabric != IntraFabric::kPcie) {
+      if (s.gpu.nvlink_bandwidth <= 0) o.fail("fabric", fmt::format("an {} fabric needs a GPU with \"nvlink\"", fabric));
+      if (s.fabric == IntraFabric::kNvlinkMesh && s.gpu.nvlink_links <= 0) {
+        o.fail("fabric", "an nvlink_mesh fabric needs the GPU's NVLink count (\"nvlink\": {\"links\": ...})");
+      }
       s.fabric_bandwidth = s.gpu.nvlink_bandwidth;
     } else {
       s.fabric_bandwidth = s.gpu.pcie_bandwidth;
     }
     s.fabric_hop_latency = o.quantity("hop_latency", Dimension::kTime);
     s.nvls = o.bool_or("nvls", false);
+    if (auto links = o.find("links")) {
+      if (s.fabric != IntraFabric::kNvlinkMesh) links->fail("\"links\" belongs to an \"nvlink_mesh\" fabric");
+      const JsonArray rows = links->as_array();
+      const auto g = static_cast<std::size_t>(s.gpus_per_node);
+      rows.require_size(g, g);
+      s.nvlink_mesh.assign(g * g, 0);
+      for (std::size_t i = 0; i < g; ++i) {
+        const JsonArray row = rows[i].as_array();
+        row.require_size(g, g);
+        int total = 0;
+        for (std::size_t j = 0; j < g; ++j) {
+          const int n = static_cast<int>(row[j].as_integer(0, s.gpu.nvlink_links));
+          if (i == j && n != 0) row[j].fail("a GPU has no NVLink to itself: expected 0");
+          s.nvlink_mesh[i * g + j] = n;
+          total += n;
+        }
+        if (total > s.gpu.nvlink_links) {
+          row.fail(fmt::format("GPU {} uses {} NVLinks, more than its {}", i, total, s.gpu.nvlink_links));
+        }
+      }
+      for (std::size_t i = 0; i < g; ++i)
+        for (std::size_t j = 0; j < i; ++j)
+          if (s.nvlink_mesh[i * g + j] != s.nvlink_mesh[j * g + i]) {
+            rows[i].as_array()[j].fail(fmt::format("links must be symmetric: GPU {} to {} has {}, {} to {} has {}", i, j,
+                                                   s.nvlink_mesh[i * g + j], j, i, s.nvlink_mesh[j * g + i]));
+          }
+    } else if (s.fabric == IntraFabric::kNvlinkMesh) {
+      o.fail("links", "missing required key (an nvlink_mesh fabric needs the NVLink count of every GPU pair)");
+    }
     if (auto p = o.find("pcie")) {
       const JsonObject po = p->as_object();
       s.pcie.switches = static_cast<int>(po.integer("switches", 1, 64));
@@ -128,6 +169,9 @@ SystemSpec parse_system(const JsonDocument& doc) {
     if (s.network.nic_bandwidth <= 0) o.fail("nic_bandwidth", "must be positive");
     s.network.latency = o.quantity("latency", Dimension::kTime);
     s.network.oversubscription = o.number_or("oversubscription", 1.0, 64.0, 1.0);
+    s.network.rail_optimized = o.bool_or("rail_optimized", true);
+    s.network.switch_latency = o.quantity_or("switch_latency", Dimension::kTime, 0.0);
+    if (s.network.switch_latency < 0) o.fail("switch_latency", "must not be negative");
     o.finish();
   } else if (s.nodes > 1) {
     root.fail("network", fmt::format("missing required key (needed when nodes is {})", s.nodes));

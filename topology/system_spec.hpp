@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "topology/gpu_spec.hpp"
 #include "topology/json_reader.hpp"
@@ -16,6 +17,9 @@ namespace perfcast {
 enum class IntraFabric {
   kNvSwitch,  ///< every GPU reaches every other through NVSwitch at its full NVLink rate
   kPcie,      ///< through PCIe switches, and through the CPUs between switch groups
+  /// NVLink wired GPU to GPU without a switch (DGX-1 hybrid cube mesh): per-pair link
+  /// counts in SystemSpec::nvlink_mesh; pairs without a link relay through a third GPU.
+  kNvlinkMesh,
   kNone,      ///< single GPU
 };
 
@@ -32,6 +36,14 @@ struct NetworkSpec {
   BytesPerSecond nic_bandwidth = 0;  ///< one NIC, one direction
   Seconds latency = 0;             ///< one network hop, end to end
   double oversubscription = 1.0;   ///< fabric oversubscription (1 = full bisection)
+  /// Rail-optimized fabric (DGX SuperPOD style): NIC k of every node sits on leaf switch
+  /// ("rail") k, so traffic between GPUs of the same local index stays on one rail; other
+  /// pairs take one extra NVLink hop to the GPU that owns the target rail (NCCL PXN).
+  /// false: one leaf switch per node, every pair crosses the spine.
+  bool rail_optimized = true;
+  /// One leaf/spine switch traversal, s; a non-rail-aligned or non-rail fabric pays 2 more
+  /// (leaf-spine-leaf). 0: included in `latency`.
+  Seconds switch_latency = 0;
 };
 
 /// CPU costs of the training loop's host thread. Defaults and sources:
@@ -60,6 +72,9 @@ struct SystemSpec {
   Seconds fabric_hop_latency = 0;  ///< one hop through the intra-node fabric
   bool nvls = false;               ///< NVSwitch in-switch reduction (SHARP) available
   PcieTopology pcie;
+  /// kNvlinkMesh only: gpus_per_node x gpus_per_node row-major NVLink counts between the
+  /// GPUs of a node (symmetric, zero diagonal).
+  std::vector<int> nvlink_mesh;
   NetworkSpec network;
   HostSpec host;
   /// Calibration file of the collective models ("collective_calibration", relative to the
@@ -70,6 +85,8 @@ struct SystemSpec {
   [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node; }
   /// CPU socket of a rank inside its node (PCIe systems), 0-based.
   [[nodiscard]] int socket_of(int rank) const;
+  /// NVLinks between two ranks of one node on a mesh fabric (0 elsewhere).
+  [[nodiscard]] int mesh_links(int a, int b) const;
 };
 
 /// Reads a system file (schema "perfcast.system" 1.x). `doc` may carry --set edits.

@@ -80,6 +80,14 @@ if ! command -v nvidia-smi > /dev/null 2>&1; then
   [ ! -e "$tmp/profile_out.jsonl" ] && echo "ok   profile wrote nothing" || { echo "FAIL profile wrote a file without a GPU"; fails=$((fails + 1)); }
 fi
 
+# perfcast run: inputs are validated first (exit 2); without CUDA ("this build has no CUDA") or
+# without a device ("no CUDA device visible") it is exit 1 with one line naming what is missing.
+expect "run missing workload" 2 'cannot open the file' -- "$perfcast" run --system "$src/configs/systems/h100_sxm.json" --workload "$tmp/nope.json" --json "$tmp/out.json"
+if ! command -v nvidia-smi > /dev/null 2>&1; then
+  expect "run without a GPU" 1 "error: perfcast run needs a CUDA GPU: " -- "$perfcast" run --system "$src/configs/systems/h100_sxm.json" --workload "$wl" --json "$tmp/out.json"
+  [ ! -e "$tmp/out.json" ] && echo "ok   run wrote nothing" || { echo "FAIL run wrote a file without a GPU"; fails=$((fails + 1)); }
+fi
+
 # trace-stats and replay on the hand-written Kineto fixtures (tests/data/kineto_*.json).
 k0=$src/tests/data/kineto_rank0.json
 k1=$src/tests/data/kineto_rank1.json
@@ -92,6 +100,73 @@ printf '{"traceEvents": [' > "$tmp/broken_trace.json"
 expect "replay broken trace" 2 'broken_trace.json: /: invalid JSON at byte' -- "$perfcast" replay --kineto "$tmp/broken_trace.json" --json "$tmp/out.json"
 expect "replay duplicate rank" 2 '/distributedInfo/rank: rank 0 is also the rank of' -- "$perfcast" replay --kineto "$k0" "$k0" --json "$tmp/out.json"
 expect "trace-stats missing file" 2 'cannot open the file' -- "$perfcast" trace-stats "$tmp/nope.json" --json "$tmp/out.json"
+# replay --kernels predicted, execution traces and import (tests/data/kineto_shapes.json, et_shapes.json).
+ks=$src/tests/data/kineto_shapes.json
+v100=$src/configs/systems/dgx1_v100.json
+expect "replay predicted" 0 '"name": "embedding"' -- "$perfcast" replay --kineto "$ks" --et "$src/tests/data/et_shapes.json" --kernels predicted --system "$v100" --json -
+expect "replay predicted needs a system" 2 '--kernels predicted needs --system' -- "$perfcast" replay --kineto "$ks" --kernels predicted --json "$tmp/out.json"
+expect "replay et count" 2 '2 execution traces for 1 Kineto traces' -- "$perfcast" replay --kineto "$ks" --et "$src/tests/data/et_shapes.json" "$src/tests/data/et_shapes.json" --json "$tmp/out.json"
+expect "import" 0 'not recognized (keep their measured duration): 1 ops' -- "$perfcast" import --kineto "$ks" --out "$tmp/imported.json"
+expect "predict imported" 0 'imported trace: 1 traced rank' -- "$perfcast" predict --system "$v100" --workload "$tmp/imported.json"
+expect "import bad et" 2 'broken.json' -- "$perfcast" import --kineto "$ks" --et "$src/tests/data/broken.json" --out "$tmp/out.json"
+
+# index-stats on hand-built raw arrays (int32 little-endian): T=2 tables, B=3 bags.
+i32() { for v in "$@"; do printf "\\x$(printf %02x $((v & 255)))\\x$(printf %02x $(((v >> 8) & 255)))\\x00\\x00"; done; }
+i32 5 5 7 5 0 1 1 1 1 1 2 > "$tmp/idx.bin"
+i32 0 3 4 4 6 10 11 > "$tmp/off.bin"
+i32 0 3 2 4 6 10 11 > "$tmp/off_bad.bin"
+i32 0 3 4 4 6 > "$tmp/off_short.bin"
+ix=(index-stats --indices "$tmp/idx.bin" --tables 2 --batch 3 --dtype int32)
+expect "index-stats" 0 "reuse_histogram(mean_reuse=" -- "$perfcast" "${ix[@]}" --offsets "$tmp/off.bin"
+expect "index-stats as distribution" 0 '"kind": "zipf"' -- "$perfcast" "${ix[@]}" --offsets "$tmp/off.bin" --rows 8 --as-distribution --json -
+expect "index-stats offsets decrease" 2 'off_bad.bin: entry 2: offsets must not decrease' -- "$perfcast" "${ix[@]}" --offsets "$tmp/off_bad.bin" --json "$tmp/out.json"
+expect "index-stats offsets size" 2 'off_short.bin: /: 5 offsets do not fit 2 tables x batch 3' -- "$perfcast" "${ix[@]}" --offsets "$tmp/off_short.bin" --json "$tmp/out.json"
+expect "index-stats index beyond rows" 2 'idx.bin: entry 2: index 7 of table 0 (batch 0) is outside [0, 6)' -- "$perfcast" "${ix[@]}" --offsets "$tmp/off.bin" --rows 6 --json "$tmp/out.json"
+expect "index-stats int64 misread" 2 'idx.bin: /: 44 bytes is not a whole number of 8-byte (int64) values' -- "$perfcast" index-stats --indices "$tmp/idx.bin" --offsets "$tmp/off.bin" --tables 2 --batch 3 --json "$tmp/out.json"
+expect "index-stats needs offsets" 2 'needs --offsets FILE or --lengths FILE' -- "$perfcast" "${ix[@]}" --json "$tmp/out.json"
+printf 'table,rows,batch,accesses\nx,1,1,1\n' > "$tmp/stats.csv"
+expect "index-stats bad csv" 2 'stats.csv: line 1: the header lacks column "unique_rows"' -- "$perfcast" index-stats --stats "$tmp/stats.csv" --json "$tmp/out.json"
+loc=$src/../shared/data/dlrm-datasets-locality/locality_stats_2022_t788_bs131072.txt
+if [ -e "$loc" ]; then
+  expect "index-stats locality" 0 "fbgemm_t788_bs131072_0.pt" -- "$perfcast" index-stats --locality "$loc" --dim 128 --system "$src/configs/systems/h100_sxm.json" --json "$tmp/loc_stats.json"
+  expect "index-stats reads its json" 0 "reuse_histogram(mean_reuse=13.01)" -- "$perfcast" index-stats --stats "$tmp/loc_stats.json"
+fi
+
+# perfcast validate: the dry run needs no GPU; bad input is exit 2 and writes nothing; without
+# a GPU (or without CUDA) a measuring run is exit 1 before writing anything; --summarize and
+# --compare on hand-written fixtures (tests/data/validation_results_small.jsonl: errors
+# +10%, -5%, +2% and a failed line -> geomean (0.1 x 0.05 x 0.02)^(1/3) = 4.64%).
+h1=$src/configs/systems/h100_sxm.json
+expect "validate dry run" 0 "#1   light" -- "$perfcast" validate --system "$h1" --configs 2 --seed 3 --dry-run --out-dir "$tmp/results"
+[ ! -e "$tmp/results" ] && echo "ok   validate dry run wrote no results" || { echo "FAIL validate dry run wrote results"; fails=$((fails + 1)); }
+"$perfcast" validate --system "$h1" --configs 2 --seed 3 --dry-run > "$tmp/dry2" 2>&1
+cmp -s "$tmp/stdout" "$tmp/dry2" && echo "ok   validate dry run is deterministic" || { echo "FAIL validate dry run differs between runs"; fails=$((fails + 1)); }
+expect "validate dry run json" 0 '"predicted_s"' -- "$perfcast" validate --system "$h1" --configs 1 --dry-run --json -
+expect "validate bad system" 2 'wrong_unit.json: /network/nic_bandwidth' -- "$perfcast" validate --system "$tmp/wrong_unit.json" --configs 2 --out-dir "$tmp/results" --json "$tmp/out.json"
+[ ! -e "$tmp/results" ] && echo "ok   validate wrote nothing on bad input" || { echo "FAIL validate wrote results on bad input"; fails=$((fails + 1)); }
+expect "validate without --system" 2 "--system is required" -- "$perfcast" validate --configs 2 --dry-run
+expect "validate bad --configs" 2 "configs" -- "$perfcast" validate --system "$h1" --configs 0 --dry-run
+if ! command -v nvidia-smi > /dev/null 2>&1; then
+  expect "validate without a GPU" 1 "needs the reference executor" -- "$perfcast" validate --system "$h1" --configs 2 --out-dir "$tmp/results"
+  [ ! -e "$tmp/results" ] && echo "ok   validate wrote nothing without a GPU" || { echo "FAIL validate wrote results without a GPU"; fails=$((fails + 1)); }
+fi
+vr=$src/tests/data/validation_results_small.jsonl
+expect "validate summarize" 0 "4.64% geomean |error|, MAPE 5.67%, max 10.00%, bias +2.33% (3 configs) on NVIDIA H100 80GB HBM3, 1 failed" -- "$perfcast" validate --summarize "$vr"
+expect "validate summarize json" 0 '"geomean_abs_error": 0.0464' -- "$perfcast" validate --summarize "$vr" --json -
+printf '{"schema": "perfcast.validation_result", "schema_version": "1.0", "measured_s": 0.001}\n' > "$tmp/bad_results.jsonl"
+expect "validate summarize bad line" 2 'bad_results.jsonl line 1: /predicted_s: missing required key' -- "$perfcast" validate --summarize "$tmp/bad_results.jsonl" --json "$tmp/out.json"
+expect "validate compare" 0 "(transformer)" -- "$perfcast" validate --compare "$src/tests/data/pytorch_results_small.jsonl" --system "$h1"
+expect "validate compare needs one GPU" 2 '/gpus_per_node: the PyTorch benchmarks run on one GPU' -- "$perfcast" validate --compare "$src/tests/data/pytorch_results_small.jsonl" --system "$sys" --json "$tmp/out.json"
+
+# Sharding: a searched two-node plan is read back by predict --plan; node-local types are checked.
+c2=$src/configs/systems/cluster_4x_dgx_h100.json
+expect "shard two nodes" 0 "best (search)" -- "$perfcast" shard --system "$c2" --set system.nodes=2 --workload "$wl" --evaluations 40 --out "$tmp/plan.json"
+expect "predict searched plan" 0 "predicted iteration time" -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --plan "$tmp/plan.json"
+{ printf '{"schema": "perfcast.plan", "schema_version": "1.0", "tables": {"table_0": {"sharding_type": "table_row_wise", "ranks": [7, 8]}'
+  for t in 1 2 3 4 5 6 7; do printf ', "table_%s": {"sharding_type": "table_wise", "ranks": [%s]}' $t $t; done
+  printf '}}\n'; } > "$tmp/twrw_plan.json"
+expect "table_row_wise across nodes" 2 '/tables/table_0/ranks: table_row_wise shards must be on the ranks of one node' -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --plan "$tmp/twrw_plan.json" --json "$tmp/out.json"
+expect "shard infeasible explains" 1 "at least 2 such GPUs are needed" -- "$perfcast" shard --system "$src/configs/systems/h100_sxm.json" --workload "$src/configs/workloads/dlrm_mlperf.json" --evaluations 10
 
 if [ "$fails" -gt 0 ]; then echo "$fails CLI test(s) failed"; exit 1; fi
 echo "all CLI tests passed"

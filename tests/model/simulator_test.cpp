@@ -41,7 +41,14 @@ struct Scenario {
     durations[rank].push_back({});
     return static_cast<int>(ops.size()) - 1;
   }
-  Timeline run(HostSpec host, int iterations = 2) {
+  /// A host-to-device copy op on the copy stream (it fills the rank's PCIe link).
+  int copy(int rank, const std::string& name, double dur, std::vector<int> deps = {}) {
+    auto& ops = g.ranks[static_cast<std::size_t>(rank)].ops;
+    ops.push_back(Op{name, Phase::kForward, Stream::kCopy, {MemcpyDesc{1e6, CopyKind::kHostToDevice}}, {}, std::move(deps), false});
+    durations[rank].push_back({dur});
+    return static_cast<int>(ops.size()) - 1;
+  }
+  Timeline run(HostSpec host, int iterations = 2, bool contention = true) {
     t.graph = &g;
     t.ops.clear();
     for (std::size_t r = 0; r < g.ranks.size(); ++r) {
@@ -58,16 +65,20 @@ struct Scenario {
       t.ops.push_back(ops);
     }
     t.collectives.clear();
-    for (double c : coll_times) {
+    for (std::size_t i = 0; i < coll_times.size(); ++i) {
       CollectiveEstimate e;
-      e.time = c;
+      e.time = coll_times[i];
+      if (i < nic_busy.size()) e.nic_busy = nic_busy[i];
+      if (i < pcie_busy.size()) e.pcie_busy = pcie_busy[i];
       t.collectives.push_back(e);
     }
     SimulationOptions opt;
     opt.iterations = iterations;
+    opt.contention = contention;
     return simulate(t, host, opt);
   }
   std::map<int, std::vector<std::vector<double>>> durations;
+  std::vector<double> nic_busy, pcie_busy;  ///< per collective (contention cases)
 };
 
 HostSpec host(double op, double launch) {
@@ -210,4 +221,61 @@ TEST_CASE("a rank outside a collective's group is reported", "[simulator]") {
   s.collective(2, "pair", 0, 10 * us);
   s.collective(1, "pair", 0, 10 * us);
   CHECK_THROWS_WITH(s.run(host(0, 0)), Catch::Contains("not a member"));
+}
+
+TEST_CASE("contention: a copy and a collective sharing one PCIe link take twice as long", "[simulator][contention]") {
+  // Rank 0 copies 100 us host-to-device while a 2-rank collective whose network traffic
+  // keeps rank 0's PCIe link busy its whole 100 us (pcie_busy = time) starts at the same
+  // moment. Max-min fair share: each gets half the link, so both end at 200 us.
+  auto build = [](Scenario& s) {
+    s.copy(0, "h2d", 100 * us);
+    s.collective(0, "a2a", 0, 100 * us);
+    s.collective(1, "a2a", 0, 100 * us);
+    s.nic_busy = {50 * us};
+    s.pcie_busy = {100 * us};
+  };
+  Scenario s(2);
+  build(s);
+  const Timeline t = s.run(host(0, 0), 2);
+  for (const auto& e : t.events) {
+    if (e.lane == Lane::kHost) continue;
+    INFO("rank " << e.rank << " op " << e.op << " iteration " << e.iteration);
+    // Iteration 0: 0-200 us; iteration 1 (streams free at 200): 200-400 us.
+    CHECK(e.start == Approx(e.iteration * 200 * us).margin(1e-12));
+    CHECK(e.end - e.start == Approx(200 * us));
+  }
+  CHECK(t.iteration_time == Approx(200 * us));
+
+  Scenario off(2);
+  build(off);
+  CHECK(off.run(host(0, 0), 2, false).iteration_time == Approx(100 * us));  // opted out: solo speeds
+}
+
+TEST_CASE("contention: transfers on different links or at different times keep their durations", "[simulator][contention]") {
+  // The copy is on rank 1, the collective's PCIe traffic on both ranks: rank 1 shares.
+  // But when the copy only starts after the collective (it depends on it), nothing overlaps.
+  Scenario s(2);
+  const int c0 = s.collective(0, "a2a", 0, 100 * us);
+  s.collective(1, "a2a", 0, 100 * us);
+  s.copy(0, "h2d", 100 * us, {c0});
+  s.g.ranks[0].ops.back().host_waits = true;  // the next iteration's collective comes after it
+  s.pcie_busy = {100 * us};
+  const Timeline t = s.run(host(0, 0), 2);
+  for (const auto& e : t.events) {
+    if (e.lane != Lane::kHost) CHECK(e.end - e.start == Approx(100 * us));
+  }
+  // A collective that uses a quarter of the link beside a copy that fills it: max-min gives
+  // the collective its quarter (full speed) and the copy the other three quarters until the
+  // collective ends at 100 us (75 us of copy work done), then the copy's last 25 us alone.
+  Scenario q(2);
+  q.collective(0, "a2a", 0, 100 * us);
+  q.copy(0, "h2d", 100 * us);
+  q.g.ranks[0].ops.back().host_waits = true;  // keeps iteration 1 off iteration 0's transfers
+  q.collective(1, "a2a", 0, 100 * us);
+  q.pcie_busy = {25 * us};
+  const Timeline u = q.run(host(0, 0), 2);
+  for (const auto& e : u.events) {
+    if (e.iteration != 0 || e.lane == Lane::kHost) continue;
+    CHECK(e.end == Approx(e.lane == Lane::kCopy ? 125 * us : 100 * us));
+  }
 }

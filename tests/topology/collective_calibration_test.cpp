@@ -123,3 +123,27 @@ TEST_CASE("leave-one-out on the measured A100 all-reduce tables", "[calibration]
   INFO("leave-one-out geomean |error| " << geomean);
   CHECK(geomean < 0.05);  // the issue's goal
 }
+
+TEST_CASE("nccl-tests output across nodes: node count from the host names; not fitted", "[nccl-tests][calibration]") {
+  // Hand-written, in nccl-tests' layout (numbers are not a measurement): 4 ranks on 2 hosts.
+  std::string text =
+      "# Collective test starting: all_reduce_perf\n"
+      "#  Rank  0 Group  0 Pid  41153 on     node01 device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  41154 on     node01 device  1 [0x2a] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  2 Group  0 Pid  52001 on     node02 device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  3 Group  0 Pid  52002 on     node02 device  1 [0x2a] NVIDIA H100 80GB HBM3\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  for (int k = 0; k < 8; ++k) {
+    const double bytes = kMiB * (1 << k);
+    text += std::to_string(static_cast<long long>(bytes)) + " 1 float sum -1 " + std::to_string(40.0 + 0.01 * (1 << k)) +
+            " 1 1 0 40 1 1 0\n";
+  }
+  const CollectiveLog log = parse_collective_log_text(text, "all_reduce_2nodes.txt");
+  REQUIRE(log.samples.size() == 8);
+  CHECK(log.samples[0].ranks == 4);
+  CHECK(log.samples[0].nodes == 2);
+  // The calibrated model covers one node: a multi-node run is refused, not mixed in.
+  CHECK_THROWS_WITH(fit_collective(log.samples, {{"Simple", 0, 0, 1e-11, 0}}), Catch::Contains("spans 2 nodes"));
+  // One host: one node.
+  CHECK(parse_collective_log(src("tests/data/handwritten_all_reduce_perf.txt")).samples[0].nodes == 1);
+}

@@ -1,0 +1,80 @@
+// The incremental plan evaluator gives exactly the objective of building, annotating and
+// simulating every plan from scratch.
+#include <catch2/catch.hpp>
+
+#include "model/annotate.hpp"
+#include "model/dlrm_builder.hpp"
+#include "model/shard_search.hpp"
+#include "model/simulator.hpp"
+#include "topology/collective_calibration.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(PERFCAST_SOURCE_DIR) + "/" + rel; }
+
+/// Keeps every plan the search evaluates, in order (proposes nothing).
+class Keep final : public Proposer {
+ public:
+  std::optional<Candidate> propose() override { return std::nullopt; }
+  void feedback(const Candidate& c, const PlanEvaluation&) override { plans.push_back(c.plan); }
+  std::vector<ShardingPlan> plans;
+};
+
+/// The plans a short search visits (baselines, then local moves).
+std::vector<ShardingPlan> visited(const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  FixedPlansProposer fixed(baseline_plans(w, s, 5));
+  LocalSearchProposer local(w, s, 5);
+  Keep keep;
+  SearchOptions opt;
+  opt.max_evaluations = evaluations;
+  (void)run_search({&fixed, &local, &keep}, ev, opt);
+  return keep.plans;
+}
+
+void check_equal(const SystemSpec& s, const DlrmSpec& w, const std::vector<ShardingPlan>& plans) {
+  const auto comm = make_collective_model(s);
+  PlanEvaluator incremental(s, w, *comm);
+  PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
+  Annotator annotator(s, *comm);
+  std::size_t i = 0;
+  for (const auto& p : plans) {
+    INFO("plan " << i);
+    const PlanEvaluation a = incremental.evaluate(p);
+    const PlanEvaluation b = scratch.evaluate(p);
+    CHECK(a.iteration_time == b.iteration_time);
+    CHECK(a.rank_embedding_time == b.rank_embedding_time);
+    CHECK(a.feasible == b.feasible);
+    CHECK(a.reason == b.reason);
+    // And the predict pipeline (build_dlrm_graph, Annotator, simulate), every 8th plan.
+    if (i++ % 8 == 0) {
+      const ExecutionGraph g = build_dlrm_graph(w, p, s.world_size(), s.gpus_per_node);
+      CHECK(simulate(annotator.annotate(g), s.host).iteration_time == a.iteration_time);
+    }
+  }
+  // Local moves touch few ranks: far fewer ranks were rebuilt than evaluated.
+  CHECK(incremental.ranks_rebuilt() < scratch.ranks_rebuilt());
+}
+
+}  // namespace
+
+TEST_CASE("incremental evaluation equals evaluation from scratch: one node", "[shard][evaluator]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  const auto plans = visited(s, w, 120);
+  REQUIRE(plans.size() >= 120);
+  check_equal(s, w, plans);
+}
+
+TEST_CASE("incremental evaluation equals evaluation from scratch: two nodes, node-local types", "[shard][evaluator]") {
+  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
+  apply_override(doc, "nodes", "2");
+  const SystemSpec s = parse_system(doc);
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  const auto plans = visited(s, w, 80);
+  REQUIRE(plans.size() >= 80);
+  check_equal(s, w, plans);
+}

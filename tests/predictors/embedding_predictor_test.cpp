@@ -1,0 +1,153 @@
+#include <cmath>
+#include <random>
+
+#include <catch2/catch.hpp>
+
+#include "predictors/kernel_calibration.hpp"
+#include "predictors/spec_predictors.hpp"
+#include "topology/system_spec.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+GpuSpec h100() { return load_system(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/h100_sxm.json").gpu; }
+
+EmbeddingDesc lookup(std::int64_t batch, int tables, std::int64_t rows, std::int64_t dim, double pooling,
+                     IndexDistribution d, EmbeddingPass pass) {
+  EmbeddingDesc e;
+  e.batch = batch;
+  e.pass = pass;
+  e.optimizer = EmbeddingOptimizer::kRowwiseAdagrad;
+  for (int t = 0; t < tables; ++t) e.tables.push_back(EmbeddingTableDesc{rows, dim, pooling, d});
+  return e;
+}
+
+Measurement measured(const KernelDesc& k, double t) {
+  Measurement m;
+  m.kernel = k;
+  m.timing = timing_stats({t, t, t}, "cupti");
+  m.device.name = "synthetic GPU";
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("embedding predictor: monotone in batch, pooling and dimension", "[embedding][rule]") {
+  const GpuSpec g = h100();
+  for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
+    for (const auto& dist : {IndexDistribution::uniform(), IndexDistribution::zipf(1.05)}) {
+      INFO((pass == EmbeddingPass::kForward ? "forward " : "backward ") << dist.describe());
+      double prev = 0;
+      for (std::int64_t b = 64; b <= 262144; b *= 2) {
+        const double t = predict_embedding(lookup(b, 8, 5'000'000, 128, 20, dist, pass), g).time;
+        CHECK(t >= prev * (1 - 1e-12));
+        prev = t;
+      }
+      prev = 0;
+      for (double l = 1; l <= 512; l *= 2) {
+        const double t = predict_embedding(lookup(4096, 8, 5'000'000, 128, l, dist, pass), g).time;
+        CHECK(t >= prev * (1 - 1e-12));
+        prev = t;
+      }
+      prev = 0;
+      for (std::int64_t dim = 8; dim <= 1024; dim *= 2) {
+        const double t = predict_embedding(lookup(4096, 8, 5'000'000, dim, 20, dist, pass), g).time;
+        CHECK(t >= prev * (1 - 1e-12));
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST_CASE("embedding predictor: never faster than HBM for the unique rows beyond L2", "[embedding][rule]") {
+  const GpuSpec g = h100();
+  for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
+    for (std::int64_t batch : {2048, 16384, 131072}) {
+      const EmbeddingDesc d = lookup(batch, 16, 20'000'000, 128, 30, IndexDistribution::zipf(0.9), pass);
+      const EmbeddingWork w = embedding_work(d, g);
+      const double unique_bytes = w.unique_rows * 128 * 4;
+      REQUIRE(unique_bytes > g.l2_cache);
+      // Forward reads each unique row once; backward reads and writes it.
+      const double floor = (pass == EmbeddingPass::kForward ? 1 : 2) * unique_bytes / g.memory_bandwidth;
+      CHECK(predict_embedding(d, g).time >= floor);
+    }
+  }
+}
+
+TEST_CASE("embedding predictor: Zipf is faster than uniform at equal size", "[embedding][rule]") {
+  const GpuSpec g = h100();
+  for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
+    for (double alpha : {0.8, 1.05, 1.2}) {
+      const double u = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::uniform(), pass), g).time;
+      const double z = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::zipf(alpha), pass), g).time;
+      CHECK(z < u);
+    }
+  }
+  // A multi-table op is one kernel: one minimum kernel time, not one per table.
+  const auto one = predict_embedding(lookup(16, 1, 1000, 16, 1, IndexDistribution::uniform(), EmbeddingPass::kForward), g);
+  const auto many = predict_embedding(lookup(16, 64, 1000, 16, 1, IndexDistribution::uniform(), EmbeddingPass::kForward), g);
+  CHECK(many.time < 2 * one.time);
+}
+
+TEST_CASE("embedding work terms: hand values of the waves and the sort", "[embedding]") {
+  const GpuSpec g = h100();  // 132 SMs: 132 x 45 = 5940 warp slots
+  const EmbeddingDesc d = lookup(1000, 12, 1'000'000, 64, 10, IndexDistribution::uniform(), EmbeddingPass::kBackward);
+  const EmbeddingWork w = embedding_work(d, g);
+  CHECK(w.bag_waves == 3);     // ceil(12000 / 5940)
+  CHECK(w.row_rounds == 30);   // 3 waves x 10 rows
+  CHECK(w.accesses == 120000);
+  CHECK(w.sort_bytes == Approx(120000 * 96.0));  // 4 radix passes x (read + write) x 12-byte pairs
+}
+
+TEST_CASE("embedding calibration recovers known efficiencies, latency and sort cost", "[calibration][embedding]") {
+  const GpuSpec g = h100();
+  // Synthetic GPU: 80% of HBM, 60% of L2, 0.2 us per dependent row round, the sort at 50%
+  // of HBM, 6 us fixed; 1% noise. Shapes drawn like configs/sweeps/embedding.json.
+  const double e_mem = 0.8, e_l2 = 0.6, round = 0.2e-6, e_sort = 0.5, t0 = 6e-6;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 0.01);
+  std::uniform_real_distribution<double> u01(0, 1);
+  const auto log_uniform = [&](double lo, double hi) { return std::exp(std::log(lo) + u01(rng) * (std::log(hi) - std::log(lo))); };
+  const std::int64_t dims[] = {16, 32, 64, 128, 256};
+  std::vector<Measurement> ms;
+  for (int i = 0; i < 500; ++i) {
+    for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
+      EmbeddingDesc d;
+      d.pass = pass;
+      d.batch = std::int64_t{1} << static_cast<int>(std::lround(std::log2(log_uniform(64, 65536))));
+      const int tables = 1 + static_cast<int>(u01(rng) * 32);
+      const IndexDistribution dist = u01(rng) < 0.5 ? IndexDistribution::uniform() : IndexDistribution::zipf(0.6 + 0.6 * u01(rng));
+      for (int t = 0; t < tables; ++t)
+        d.tables.push_back({static_cast<std::int64_t>(log_uniform(1e3, 1e8)), dims[static_cast<int>(u01(rng) * 5)],
+                            std::round(log_uniform(1, 128)), dist});
+      const EmbeddingWork w = embedding_work(d, g);
+      double t = t0 + std::max({w.dram_bytes / g.memory_bandwidth / e_mem, w.l2_at_peak / e_l2, w.row_rounds * round});
+      if (pass == EmbeddingPass::kBackward) t += w.sort_at_peak / e_sort;
+      ms.push_back(measured(d, t * (1 + noise(rng))));
+    }
+  }
+  const KernelCalibration cal = fit_kernel_calibration(ms, g);
+  for (const char* fam : {"embedding_forward", "embedding_backward"}) {
+    INFO(fam);
+    const FamilyFit* f = cal.find(fam);
+    REQUIRE(f);
+    CHECK(f->memory_efficiency == Approx(e_mem).epsilon(0.03));
+    CHECK(f->row_round_time == Approx(round).epsilon(0.05));
+    CHECK(f->overhead == Approx(t0).epsilon(0.15));
+    CHECK(f->heldout_samples > 50);
+    CHECK(f->heldout_geomean_abs_error < 0.02);  // the noise level
+  }
+  CHECK(cal.find("embedding_backward")->sort_efficiency == Approx(e_sort).epsilon(0.1));
+  // The calibrated predictor uses the fit by family and says so; JSON round trip keeps it.
+  const EmbeddingDesc big = lookup(65536, 26, 10'000'000, 128, 30, IndexDistribution::uniform(), EmbeddingPass::kBackward);
+  const Estimate est = predict_with_calibration(big, g, &cal);
+  CHECK(est.calibrated);
+  CHECK(est.predictor == "embedding_backward.calibrated");
+  const KernelCalibration back =
+      parse_kernel_calibration(JsonDocument{nlohmann::json::parse(kernel_calibration_to_json(cal)), "round-trip"});
+  const FamilyFit* fb = back.find("embedding_backward");
+  REQUIRE(fb);
+  CHECK(fb->row_round_time == Approx(cal.find("embedding_backward")->row_round_time).epsilon(1e-4));
+  CHECK(predict_with_calibration(big, g, &back).time == Approx(est.time).epsilon(1e-4));
+}

@@ -1,0 +1,211 @@
+#include "validation/multi_gpu_layout.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "topology/json_reader.hpp"
+
+namespace perfcast::validation {
+
+std::int64_t RankLayout::pooled_send_cols() const {
+  std::int64_t c = 0;
+  for (const auto& b : pooled_send) c += b.cols;
+  return c;
+}
+
+std::vector<std::int64_t> MultiGpuLayout::pooled_backward_bytes() const {
+  const auto n = static_cast<std::size_t>(world);
+  std::vector<std::int64_t> t(pooled_bytes.size(), 0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) t[j * n + i] = pooled_bytes[i * n + j];
+  return t;
+}
+
+RankInput split_batch(const MultiGpuLayout& L, const DlrmSpec& w, const DlrmBatch& g, int rank) {
+  const std::int64_t B = L.global_batch, b = L.local_batch, F = w.dense_features();
+  const auto T = static_cast<std::int64_t>(w.tables.size());
+  if (rank < 0 || rank >= L.world) throw std::invalid_argument("split_batch: no such rank");
+  if (g.dense.size() != static_cast<std::size_t>(B * F) || g.labels.size() != static_cast<std::size_t>(B) ||
+      g.offsets.size() != static_cast<std::size_t>(T * B + 1) || g.offsets.back() != static_cast<std::int64_t>(g.indices.size())) {
+    throw std::invalid_argument("split_batch: the batch does not match the workload's sizes");
+  }
+  const auto bag = [&](std::int64_t t, std::int64_t s) {
+    const auto i = static_cast<std::size_t>(t * B + s);
+    return std::pair{g.offsets[i], g.offsets[i + 1]};
+  };
+  RankInput in;
+  const std::int64_t first = static_cast<std::int64_t>(rank) * b;
+  const auto uf = static_cast<std::size_t>(F);
+  in.local.dense.assign(g.dense.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first) * uf),
+                        g.dense.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + b) * uf));
+  in.local.labels.assign(g.labels.begin() + first, g.labels.begin() + first + b);
+  in.local.offsets.push_back(0);
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (std::int64_t s = first; s < first + b; ++s) {
+      const auto [lo, hi] = bag(t, s);
+      in.local.indices.insert(in.local.indices.end(), g.indices.begin() + lo, g.indices.begin() + hi);
+      in.local.offsets.push_back(static_cast<std::int64_t>(in.local.indices.size()));
+    }
+  }
+  const auto& R = L.ranks[static_cast<std::size_t>(rank)];
+  const auto fill = [&](const std::vector<std::size_t>& group, GroupInput& out, bool global) {
+    out.bags = global ? B : b;
+    out.offsets.assign(1, 0);
+    for (const std::size_t k : group) {
+      const LocalShard& ls = R.shards[k];
+      const std::int64_t r0 = ls.shard.row_offset, r1 = ls.shard.row_offset + ls.shard.rows;
+      const auto t = static_cast<std::int64_t>(ls.table);
+      for (std::int64_t s = global ? 0 : first; s < (global ? B : first + b); ++s) {
+        const auto [lo, hi] = bag(t, s);
+        for (std::int64_t i = lo; i < hi; ++i) {
+          const std::int64_t row = g.indices[static_cast<std::size_t>(i)];
+          if (row >= r0 && row < r1) out.indices.push_back(row - r0);
+        }
+        out.offsets.push_back(static_cast<std::int64_t>(out.indices.size()));
+      }
+    }
+  };
+  fill(R.pooled_group, in.pooled, true);
+  fill(R.row_wise_group, in.row_wise, true);
+  fill(R.data_parallel_group, in.data_parallel, false);
+  return in;
+}
+
+std::vector<GradientBucket> ddp_buckets(const DlrmSpec& w) {
+  struct Layer {
+    std::int64_t offset = 0, elems = 0;
+  };
+  std::vector<Layer> layers;  // flat buffer order: bottom, then top
+  std::int64_t off = 0;
+  const auto push = [&](std::int64_t in, std::int64_t out) {
+    layers.push_back({off, in * out + out});
+    off += in * out + out;
+  };
+  for (std::size_t i = 1; i < w.bottom_mlp.size(); ++i) push(w.bottom_mlp[i - 1], w.bottom_mlp[i]);
+  std::int64_t in = w.interaction_width();
+  for (const auto out : w.top_mlp) {
+    push(in, out);
+    in = out;
+  }
+  std::vector<GradientBucket> out;
+  GradientBucket open;
+  for (std::size_t l = layers.size(); l-- > 0;) {  // autograd order: last layer first
+    open.layers.push_back(static_cast<int>(l));
+    open.first_elem = layers[l].offset;
+    open.elems += layers[l].elems;
+    const double cap = out.empty() ? w.first_bucket : w.gradient_bucket;
+    if (static_cast<double>(open.bytes()) >= cap) {
+      out.push_back(std::move(open));
+      open = GradientBucket{};
+    }
+  }
+  if (open.elems > 0) out.push_back(std::move(open));
+  return out;
+}
+
+MultiGpuLayout multi_gpu_layout(const DlrmSpec& w, const ShardingPlan& plan, int world) {
+  if (world < 1) throw ConfigError(plan.source, "", fmt::format("world size {} (must be >= 1)", world));
+  if (plan.tables.size() != w.tables.size()) {
+    throw ConfigError(plan.source, "/tables",
+                      fmt::format("the plan shards {} tables, the workload has {}", plan.tables.size(), w.tables.size()));
+  }
+  if (w.batch_size <= 0 || w.batch_size % world != 0) {
+    throw ConfigError(w.file, "/batch_size", fmt::format("{} is not divisible by the {} GPUs", w.batch_size, world));
+  }
+  MultiGpuLayout L;
+  L.world = world;
+  L.global_batch = w.batch_size;
+  L.local_batch = w.batch_size / world;
+  L.ranks.resize(static_cast<std::size_t>(world));
+  std::vector<std::int64_t> table_col(w.tables.size(), 0), rw_col(w.tables.size(), 0);
+  for (std::size_t t = 0; t < w.tables.size(); ++t) {
+    table_col[t] = L.total_dim;
+    L.total_dim += w.tables[t].dim;
+    const ShardingType type = plan.tables[t].type;
+    const std::string where = "/tables/" + w.tables[t].name;
+    switch (type) {
+      case ShardingType::kTableWise:
+      case ShardingType::kColumnWise:
+      case ShardingType::kDataParallel:
+        break;
+      case ShardingType::kRowWise:
+        rw_col[t] = L.row_wise_dims;
+        L.row_wise_dims += w.tables[t].dim;
+        break;
+      default:
+        throw ConfigError(plan.source, where + "/sharding_type",
+                          fmt::format("table '{}' is sharded {}: the executor implements table_wise, row_wise, "
+                                      "column_wise and data_parallel",
+                                      w.tables[t].name, sharding_type_name(type)));
+    }
+    for (const auto& sh : plan.tables[t].shards) {
+      if (sh.rank < 0 || sh.rank >= world) {
+        throw ConfigError(plan.source, where + "/ranks",
+                          fmt::format("table '{}' has a shard on rank {}, the run has {} GPUs", w.tables[t].name,
+                                      sh.rank, world));
+      }
+      if (type == ShardingType::kRowWise && (sh.col_offset != 0 || sh.cols != w.tables[t].dim)) {
+        throw ConfigError(plan.source, where + "/sharding_spec",
+                          fmt::format("row_wise table '{}' has a shard of {} of its {} columns", w.tables[t].name,
+                                      sh.cols, w.tables[t].dim));
+      }
+      LocalShard ls;
+      ls.table = t;
+      ls.type = type;
+      ls.shard = sh;
+      ls.pooled_col = table_col[t] + sh.col_offset;
+      ls.row_wise_col = rw_col[t];
+      auto& rank = L.ranks[static_cast<std::size_t>(sh.rank)];
+      rank.shards.push_back(ls);
+      if (pooled_all_to_all(type)) {
+        rank.pooled_send.push_back({t, ls.pooled_col, sh.cols});
+        rank.pooled_group.push_back(rank.shards.size() - 1);
+      } else if (type == ShardingType::kRowWise) {
+        rank.row_wise_group.push_back(rank.shards.size() - 1);
+      } else {
+        rank.data_parallel_group.push_back(rank.shards.size() - 1);
+      }
+    }
+    if (type == ShardingType::kRowWise) {
+      // The partial sums are reduce-scattered over all ranks: every rank holds exactly one
+      // row range of every row_wise table (TorchRec's row_wise shards over all ranks).
+      std::vector<int> per_rank(static_cast<std::size_t>(world), 0);
+      for (const auto& sh : plan.tables[t].shards) ++per_rank[static_cast<std::size_t>(sh.rank)];
+      for (int r = 0; r < world; ++r) {
+        if (per_rank[static_cast<std::size_t>(r)] != 1) {
+          throw ConfigError(plan.source, where + "/ranks",
+                            fmt::format("row_wise table '{}' has {} shards on rank {}: the executor needs exactly one "
+                                        "row range on every rank",
+                                        w.tables[t].name, per_rank[static_cast<std::size_t>(r)], r));
+        }
+      }
+    }
+    if (type == ShardingType::kDataParallel) {
+      // Every rank must hold the full table (parse_plan gives one full shard per rank).
+      for (int r = 0; r < world; ++r) {
+        bool full = false;
+        for (const auto& sh : plan.tables[t].shards) {
+          full = full || (sh.rank == r && sh.rows == w.tables[t].rows && sh.cols == w.tables[t].dim);
+        }
+        if (!full) {
+          throw ConfigError(plan.source, where + "/ranks",
+                            fmt::format("data_parallel table '{}' has no full copy on rank {}", w.tables[t].name, r));
+        }
+      }
+      L.data_parallel_bytes += w.tables[t].rows * w.tables[t].dim * 4;
+    }
+  }
+  const auto n = static_cast<std::size_t>(world);
+  L.pooled_bytes.assign(n * n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t bytes = L.local_batch * L.ranks[i].pooled_send_cols() * 4;
+    for (std::size_t j = 0; j < n; ++j) L.pooled_bytes[i * n + j] = bytes;
+  }
+  L.row_wise_bytes = L.global_batch * L.row_wise_dims * 4;
+  L.buckets = ddp_buckets(w);
+  return L;
+}
+
+}  // namespace perfcast::validation
