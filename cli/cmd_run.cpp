@@ -21,6 +21,7 @@
 #include "topology/json_reader.hpp"
 #include "topology/system_spec.hpp"
 #include "validation/executor.hpp"
+#include "topology/utc_time.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -30,15 +31,6 @@ struct RunArgs {
   int iterations = 20, warmup = 5, devices = 0;
   std::uint64_t seed = 1;
 };
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string us(double s) { return fmt::format("{:.1f} us", s * 1e6); }
 
@@ -69,7 +61,7 @@ int run(const RunArgs& a) {
       {"context",
        {{"perfcast_version", build_info::kVersion},
         {"git_commit", build_info::kGitCommit},
-        {"date", utc_now()},
+        {"date", utc_now_iso8601()},
         {"system", {{"name", system.name}, {"file", system.file}, {"gpu", system.gpu.name}, {"nodes", system.nodes},
                     {"gpus_per_node", system.gpus_per_node}}},
         {"workload", {{"name", workload.name}, {"file", workload.file}, {"batch_size", workload.batch_size},

@@ -24,6 +24,7 @@
 #include "topology/json_reader.hpp"
 #include "validation/executor.hpp"
 #include "validation/validate_harness.hpp"
+#include "topology/utc_time.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -39,15 +40,6 @@ struct ValidateArgs {
   std::uint64_t seed = 1;
   bool dry_run = false;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 /// 12080 -> "12.8" (the CUDA runtime's and driver's 1000 * major + 10 * minor).
 std::string cuda_version_text(int v) { return v > 0 ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : ""; }
@@ -130,7 +122,7 @@ int run_validate(const ValidateArgs& a) {
   options.generator.interaction = a.interaction == "dot" ? Interaction::kDot : Interaction::kCat;
 
   validation::Provenance prov;
-  prov.date = utc_now();
+  prov.date = utc_now_iso8601();
   prov.commit = build_info::kGitCommit;
   prov.version = build_info::kVersion;
   prov.gpu = system.gpu.name;  // the system file's GPU until a device is queried

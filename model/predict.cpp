@@ -54,6 +54,20 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
 }
 
+PredictionModels load_prediction_models(Prediction& p) {
+  PredictionModels m;
+  m.comm = make_collective_model(p.system);
+  p.collective_model = std::string(m.comm->name());
+  if (!p.system.comms_calibration.empty()) p.collective_model += " (" + p.system.comms_calibration.string() + ")";
+  const auto path = std::filesystem::path(p.system.file).parent_path() / ".." / "calibration" /
+                    calibration_file_name(p.system.gpu.name);
+  if (std::filesystem::exists(path)) {
+    m.calibration = parse_kernel_calibration(load_json_file(path));
+    p.kernel_calibration = path.lexically_normal().string();
+  }
+  return m;
+}
+
 std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
                                            std::vector<std::string> overrides, int iterations) {
   auto p = std::make_unique<Prediction>();
@@ -63,20 +77,9 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->plan = std::move(plan);
   const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
   p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node);
-  const auto comm = make_collective_model(p->system);
-  p->collective_model = std::string(comm->name());
-  if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
-  Annotator annotator(p->system, *comm);
-  // Kernel calibration of this GPU, found by name beside the system files
-  // (configs/calibration/<gpu>.json); spec-derived predictors otherwise.
-  std::optional<KernelCalibration> calibration;
-  const auto cal_path = std::filesystem::path(p->system.file).parent_path() / ".." / "calibration" /
-                        calibration_file_name(p->system.gpu.name);
-  if (std::filesystem::exists(cal_path)) {
-    calibration = parse_kernel_calibration(load_json_file(cal_path));
-    p->kernel_calibration = cal_path.lexically_normal().string();
-    annotator.set_calibration(&*calibration);
-  }
+  const PredictionModels models = load_prediction_models(*p);
+  Annotator annotator(p->system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
   p->timed = annotator.annotate(p->graph);
   SimulationOptions opts;
   opts.iterations = iterations;
@@ -103,20 +106,9 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   p->graph = build_transformer_graph(workload, p->system.world_size());
   p->memory = estimate_transformer_memory(workload, p->system);
   p->workload = std::move(workload);
-  const auto comm = make_collective_model(p->system);
-  p->collective_model = std::string(comm->name());
-  if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
-  Annotator annotator(p->system, *comm);
-  // Kernel calibration of this GPU, found by name beside the system files
-  // (configs/calibration/<gpu>.json); spec-derived predictors otherwise.
-  std::optional<KernelCalibration> calibration;
-  const auto cal_path = std::filesystem::path(p->system.file).parent_path() / ".." / "calibration" /
-                        calibration_file_name(p->system.gpu.name);
-  if (std::filesystem::exists(cal_path)) {
-    calibration = parse_kernel_calibration(load_json_file(cal_path));
-    p->kernel_calibration = cal_path.lexically_normal().string();
-    annotator.set_calibration(&*calibration);
-  }
+  const PredictionModels models = load_prediction_models(*p);
+  Annotator annotator(p->system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
   p->timed = annotator.annotate(p->graph);
   SimulationOptions opts;
   opts.iterations = iterations;

@@ -64,6 +64,19 @@ struct Prediction {
 [[nodiscard]] std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload,
                                                               std::vector<std::string> overrides = {}, int iterations = 3);
 
+/// The models a prediction annotates with: the system's collective model (calibrated when
+/// the system names a collective calibration) and the kernel calibration of its GPU, found
+/// by name beside the system files (configs/calibration/<gpu>.json), or none (spec-derived
+/// predictors). The annotator points into `calibration`: keep this alive while annotating.
+struct PredictionModels {
+  std::unique_ptr<CollectiveModel> comm;
+  std::optional<KernelCalibration> calibration;
+};
+
+/// Loads the models for `p.system` and records their names in `p.collective_model` and
+/// `p.kernel_calibration`. Throws ConfigError for an unreadable calibration file.
+[[nodiscard]] PredictionModels load_prediction_models(Prediction& p);
+
 /// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
 void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
 

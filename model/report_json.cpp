@@ -6,18 +6,10 @@
 
 #include "model/report.hpp"
 #include "perfcast/build_info.hpp"
+#include "topology/utc_time.hpp"
 
 namespace perfcast {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 nlohmann::json workload_json(const Workload& any) {
   if (const auto* d = std::get_if<DlrmSpec>(&any)) {
@@ -37,7 +29,7 @@ nlohmann::json context(const Prediction& p) {
   return {
       {"perfcast_version", build_info::kVersion},
       {"git_commit", build_info::kGitCommit},
-      {"date", utc_now()},
+      {"date", utc_now_iso8601()},
       {"system", {{"name", p.system.name}, {"file", p.system.file}, {"gpu", p.system.gpu.name},
                   {"nodes", p.system.nodes}, {"gpus_per_node", p.system.gpus_per_node}}},
       {"workload", workload_json(p.workload)},

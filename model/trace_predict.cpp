@@ -16,18 +16,9 @@ std::unique_ptr<Prediction> predict_trace(SystemSpec system, TraceWorkload workl
   p->system = std::move(system);
   p->plan.source = "none (imported trace)";
   p->graph = workload.graph;
-  const auto comm = make_collective_model(p->system);
-  p->collective_model = std::string(comm->name());
-  if (!p->system.comms_calibration.empty()) p->collective_model += " (" + p->system.comms_calibration.string() + ")";
-  Annotator annotator(p->system, *comm);
-  std::optional<KernelCalibration> calibration;
-  const auto cal_path = std::filesystem::path(p->system.file).parent_path() / ".." / "calibration" /
-                        calibration_file_name(p->system.gpu.name);
-  if (std::filesystem::exists(cal_path)) {
-    calibration = parse_kernel_calibration(load_json_file(cal_path));
-    p->kernel_calibration = cal_path.lexically_normal().string();
-    annotator.set_calibration(&*calibration);
-  }
+  const PredictionModels models = load_prediction_models(*p);
+  Annotator annotator(p->system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
   p->timed = annotator.annotate(p->graph);
   // Collectives: estimated for the traced job's communicator, or measured when unsized.
   for (std::size_t k = 0; k < p->graph.collectives.size(); ++k) {
@@ -40,7 +31,7 @@ std::unique_ptr<Prediction> predict_trace(SystemSpec system, TraceWorkload workl
                                       workload.file, k, n, p->system.world_size()));
       RankGroup g;
       for (int i = 0; i < n; ++i) g.ranks.push_back(i);
-      p->timed.collectives[k] = comm->estimate(c.desc, g);
+      p->timed.collectives[k] = models.comm->estimate(c.desc, g);
     } else {
       CollectiveEstimate e;
       e.time = workload.collective_measured[k].value_or(0);

@@ -8,25 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include "perfcast/build_info.hpp"
+#include "topology/utc_time.hpp"
 
 namespace perfcast {
 namespace {
 
 using nlohmann::json;
 
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 json context(std::string_view command, const std::vector<std::string>& inputs) {
   return {{"perfcast_version", build_info::kVersion},
           {"git_commit", build_info::kGitCommit},
-          {"date", utc_now()},
+          {"date", utc_now_iso8601()},
           {"command", command},
           {"inputs", inputs}};
 }
