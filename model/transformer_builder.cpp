@@ -124,12 +124,17 @@ class RankBuilder {
   void kern(const std::string& name, Phase ph, std::vector<KernelDesc> k) {
     add(Op{mb_ + name, ph, Stream::kCompute, std::move(k), {}, {}, false});
   }
-  void coll(const std::string& name, Phase ph, int grp, CollectiveDesc d) {
-    add(Op{mb_ + name, ph, Stream::kComm, {}, sh_.collective(grp, d), {}, false});
+  void coll(const std::string& name, Phase ph, int grp, CollectiveDesc d, bool host_waits = false) {
+    add(Op{mb_ + name, ph, Stream::kComm, {}, sh_.collective(grp, d), {}, host_waits});
   }
+  /// A pipeline transfer. Blocking for the host: p2p_communication._communicate (Megatron-LM
+  /// before core 0.x, Megatron-DeepSpeed) waits on the batch_isend_irecv requests and then
+  /// calls torch.cuda.synchronize() / get_accelerator().synchronize() ("to protect against
+  /// race condition when using batch_isend_irecv()"), so the host issues nothing more until
+  /// the transfer, and all GPU work queued before it, has finished.
   void p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair) {
     CollectiveDesc d{CollectiveKind::kAllToAllV, 0, std::move(pair)};
-    coll(name, ph, grp, std::move(d));
+    coll(name, ph, grp, std::move(d), true);
   }
   GemmDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool bias = false, std::int64_t batch = 1) const {
     return GemmDesc{m, n, k, batch, w_.precision, bias};
@@ -225,9 +230,30 @@ class RankBuilder {
   // ---- one micro-batch on this stage ---------------------------------------------------
   std::int64_t layers_per_stage() const { return w_.layers / w_.pp; }
 
+  /// Megatron(-DeepSpeed) pretrain_gpt.forward_step calls get_batch on every pipeline stage
+  /// for every micro-batch. get_batch -> tensor_parallel.broadcast_data: the key sizes go to
+  /// the GPU, are broadcast over the TP group and come back with sizes_cuda.cpu() (a host
+  /// sync), then the int64 tokens (b x (s+1)) are copied to the GPU and broadcast; then
+  /// get_ltor_masks_and_position_ids builds the causal mask (tril of s x s ones, compared
+  /// < 0.5), the loss mask and the position ids, and tokens/labels are sliced contiguous.
+  void get_batch(Phase ph) {
+    const double sizes_bytes = 8.0 * 8;  // MAX_DATA_DIM = 8 int64 per key, one key ("text")
+    const double token_bytes = 8.0 * w_.micro_batch * (w_.seq_len + 1);
+    kern("get_batch.sizes_to_gpu", ph, {MemcpyDesc{sizes_bytes, CopyKind::kHostToDevice}});
+    if (w_.tp > 1) coll("get_batch.broadcast_sizes", ph, tp_group_, {CollectiveKind::kBroadcast, sizes_bytes, {}});
+    add(Op{mb_ + "get_batch.sizes_to_cpu", ph, Stream::kCompute, {MemcpyDesc{sizes_bytes, CopyKind::kDeviceToHost}}, {}, {}, true});
+    kern("get_batch.tokens_to_gpu", ph, {MemcpyDesc{token_bytes, CopyKind::kHostToDevice}});
+    if (w_.tp > 1) coll("get_batch.broadcast_tokens", ph, tp_group_, {CollectiveKind::kBroadcast, token_bytes, {}});
+    const double s = double(w_.seq_len), tokens = double(tokens_);
+    kern("get_batch.masks", ph,
+         {ew("tokens_labels_contiguous", 2 * tokens, 0, 16), ew("causal_mask_tril", s * s, 1, 4 + 1),
+          ew("loss_mask", tokens, 2, 8 + 4), ew("position_ids", tokens, 1, 8)});
+  }
+
   void forward(int mb) {
     mb_ = fmt::format("mb{}.", mb);
     const Phase ph = Phase::kForward;
+    get_batch(ph);
     if (stage_ == 0) {
       const double pos = w_.position == PositionEmbedding::kLearned ? e_ : 0.0;
       kern("embedding", ph, {ew("embedding_lookup", double(tokens_) * w_.hidden, 1, 2 * e_ + pos)});
@@ -248,6 +274,10 @@ class RankBuilder {
           coll(fmt::format("cross_entropy.all_reduce_{}", n), ph, tp_group_, {CollectiveKind::kAllReduce, double(tokens_) * 4, {}});
         }
       }
+      // pretrain_gpt.loss_func: sum(losses * loss_mask) / loss_mask.sum(), then
+      // average_losses_across_data_parallel_group: an all-reduce of one fp32 over the DP group.
+      kern("loss", ph, {ew("masked_loss_sum", double(tokens_), 2, 8)});
+      if (w_.dp > 1) coll("loss.dp_all_reduce", ph, dp_group_, {CollectiveKind::kAllReduce, 4, {}});
     }
   }
 

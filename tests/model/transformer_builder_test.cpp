@@ -119,6 +119,24 @@ TEST_CASE("1F1B issues Megatron's point-to-point order", "[transformer]") {
   }
 }
 
+TEST_CASE("the host blocks on pipeline transfers and on get_batch's sizes copy, nowhere else", "[transformer]") {
+  // Megatron's p2p_communication._communicate ends in torch.cuda.synchronize(); get_batch's
+  // broadcast_data reads the key sizes back with sizes_cuda.cpu() once per micro-batch.
+  const ExecutionGraph g = build_transformer_graph(small_gpt(2, 2, 1, 4), 4);
+  int p2p_count = 0, get_batch_syncs = 0;
+  for (const auto& prog : g.ranks) {
+    for (const auto& op : prog.ops) {
+      const bool p2p = op.collective && g.collectives[static_cast<std::size_t>(*op.collective)].desc.kind == CollectiveKind::kAllToAllV;
+      const bool sizes = op.name.find("get_batch.sizes_to_cpu") != std::string::npos;
+      CHECK(op.host_waits == (p2p || sizes));
+      p2p_count += p2p;
+      get_batch_syncs += sizes;
+    }
+  }
+  CHECK(p2p_count == 4 * 5);        // 5 transfers per rank (the P = 2, M = 4 order above), 4 ranks
+  CHECK(get_batch_syncs == 4 * 4);  // every rank of every stage loads each of the 4 micro-batches
+}
+
 TEST_CASE("a small pipeline simulates without deadlock and the bubble costs time", "[transformer]") {
   for (int pp : {2, 4}) {
     auto p = predict_transformer(dgx_a100(8), small_gpt(2, pp, 8 / (2 * pp), 16));
