@@ -180,21 +180,8 @@ std::string measurement_to_jsonl(const Measurement& m) {
 }
 
 std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
   std::vector<Measurement> out;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    JsonDocument doc;
-    doc.file = fmt::format("{} line {}", path.string(), lineno);
-    try {
-      doc.root = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
-      throw ConfigError(doc.file, "", "invalid JSON");
-    }
+  for_each_json_line(path, "one measurement object per line", [&](const JsonDocument& doc) {
     const JsonObject root(doc);
     root.require_schema("perfcast.measurement", 1);
     Measurement m;
@@ -224,7 +211,7 @@ std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
     m.commit = root.string_or("commit", "");
     root.finish();
     out.push_back(std::move(m));
-  }
+  });
   return out;
 }
 

@@ -31,6 +31,26 @@ ConfigError::ConfigError(std::string file, std::string pointer, const std::strin
       file_(std::move(file)),
       pointer_(std::move(pointer)) {}
 
+void for_each_json_line(const std::filesystem::path& path, std::string_view expected,
+                        const std::function<void(const JsonDocument&)>& each) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    JsonDocument doc;
+    doc.file = fmt::format("{} line {}", path.string(), lineno);
+    try {
+      doc.root = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      throw ConfigError(doc.file, "", fmt::format("invalid JSON (expected {})", expected));
+    }
+    each(doc);
+  }
+}
+
 JsonDocument load_json_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path.string(), "", "cannot open the file");

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -44,6 +45,13 @@ struct JsonDocument {
 
 /// Reads and parses a JSON file; syntax errors name line and column.
 [[nodiscard]] JsonDocument load_json_file(const std::filesystem::path& path);
+
+/// Reads a JSON-lines file (measurements, validation and PyTorch results): calls `each`
+/// with every non-blank line parsed, its `file` set to "PATH line N" so errors name the
+/// line. Throws ConfigError when the file cannot be opened, or for a line that is not
+/// valid JSON ("invalid JSON (expected <expected>)").
+void for_each_json_line(const std::filesystem::path& path, std::string_view expected,
+                        const std::function<void(const JsonDocument&)>& each);
 
 /// Edit distance used for "did you mean" suggestions.
 [[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);

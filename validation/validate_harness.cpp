@@ -120,22 +120,9 @@ std::string format_summary(const ErrorSummary& s) {
 std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::filesystem::path>& files) {
   std::vector<ResultFileSummary> out;
   for (const auto& path : files) {
-    std::ifstream in(path);
-    if (!in) throw ConfigError(path.string(), "", "cannot open the file");
     ResultFileSummary f;
     f.file = path.string();
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      JsonDocument doc;
-      doc.file = fmt::format("{} line {}", path.string(), lineno);
-      try {
-        doc.root = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error&) {
-        throw ConfigError(doc.file, "", "invalid JSON (expected one validation result object per line)");
-      }
+    for_each_json_line(path, "one validation result object per line", [&](const JsonDocument& doc) {
       if (!doc.root.is_object()) throw ConfigError(doc.file, "", "expected a JSON object");
       const JsonObject root(doc);
       root.require_schema(kSchema, 1);
@@ -147,12 +134,12 @@ std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::fil
       if (auto s = root.find("system")) add_unique(f.systems, s->as_string());
       if (measured.raw().is_null()) {
         ++f.failed;
-        continue;
+        return;
       }
       const double m = measured.as_number();
       if (!(m > 0)) root.fail("measured_s", "must be positive (or null for a failed measurement)");
       f.errors.push_back(relative_error(predicted, m));
-    }
+    });
     f.summary = summarize_errors(f.errors);
     out.push_back(std::move(f));
   }
@@ -186,32 +173,21 @@ std::vector<PytorchComparison> compare_pytorch_files(const SystemSpec& system,
   }
   std::vector<PytorchComparison> out;
   for (const auto& path : files) {
-    std::ifstream in(path);
-    if (!in) throw ConfigError(path.string(), "", "cannot open the file");
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = fmt::format("{} line {}", path.string(), lineno);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error&) {
-        throw ConfigError(where, "", "invalid JSON (expected one PyTorch result object per line)");
-      }
+    for_each_json_line(path, "one PyTorch result object per line", [&](const JsonDocument& line) {
+      const std::string& where = line.file;
+      const nlohmann::json& j = line.root;
       if (!j.is_object() || j.value("schema", "") != "perfcast.pytorch_result") {
         throw ConfigError(where, "/schema", "expected \"perfcast.pytorch_result\" (written by validation/pytorch/*_bench.py)");
       }
-      if (!j.contains("measured_s") || !j["measured_s"].is_number() || !(j["measured_s"].get<double>() > 0)) {
+      if (!j.contains("measured_s") || !j.at("measured_s").is_number() || !(j.at("measured_s").get<double>() > 0)) {
         throw ConfigError(where, "/measured_s", "expected a positive number of seconds");
       }
-      if (!j.contains("config") || !j["config"].is_object()) throw ConfigError(where, "/config", "expected the workload object");
+      if (!j.contains("config") || !j.at("config").is_object()) throw ConfigError(where, "/config", "expected the workload object");
       PytorchComparison c;
       c.source = where;
-      c.measured_s = j["measured_s"].get<double>();
+      c.measured_s = j.at("measured_s").get<double>();
       // Errors inside the workload name the line and the path inside "config".
-      JsonDocument doc{j["config"], where + " /config"};
+      JsonDocument doc{j.at("config"), where + " /config"};
       const JsonObject root(doc);
       c.model = root.at("model").as_enum({"dlrm", "transformer"});
       if (c.model == "dlrm") {
@@ -225,7 +201,7 @@ std::vector<PytorchComparison> compare_pytorch_files(const SystemSpec& system,
       }
       c.error = relative_error(c.predicted_s, c.measured_s);
       out.push_back(std::move(c));
-    }
+    });
   }
   return out;
 }

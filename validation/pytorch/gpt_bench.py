@@ -200,14 +200,9 @@ def main(argv=None):
     except wio.WorkloadError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("error: PyTorch is not installed (pip install torch)", file=sys.stderr)
-        return 1
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: no CUDA device visible to PyTorch (use --device cpu for a smoke test)", file=sys.stderr)
+    torch, device = wio.open_torch_device(args.device)
+    if torch is None:
+        print(f"error: {device}", file=sys.stderr)
         return 1
     r = run(torch, w, args, device)
     record = {"schema": "perfcast.pytorch_result", "schema_version": "1.0", "model": "transformer", "workload": w["name"],

@@ -265,3 +265,19 @@ def append_jsonl(path, record):
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
+
+
+def open_torch_device(name):
+    """Imports PyTorch and opens device `name` ("cuda", "cuda:1", "cpu").
+
+    Returns (torch, device), or (None, message) when PyTorch is missing or no CUDA device is
+    visible; the scripts then print the message and exit 1.
+    """
+    try:
+        import torch
+    except ImportError:
+        return None, "PyTorch is not installed (pip install torch)"
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return None, "no CUDA device visible to PyTorch (use --device cpu for a smoke test)"
+    return torch, device
