@@ -28,6 +28,7 @@ namespace {
 
 struct RunArgs {
   std::string system, workload, plan, json_out, measurements_out, trace_out;
+  bool mpi = false;
   int iterations = 20, warmup = 5, devices = 0;
   std::uint64_t seed = 1;
 };
@@ -38,7 +39,8 @@ int run(const RunArgs& a) {
   // Inputs first: bad input is exit 2 even on a machine without a GPU.
   const SystemSpec system = load_system(a.system);
   const DlrmSpec workload = load_workload(a.workload);
-  const int world = system.world_size();
+  // --devices N runs the first N GPUs of the system as the whole job (plan for N ranks).
+  const int world = a.devices > 0 ? a.devices : system.world_size();
   const ShardingPlan plan = a.plan.empty() ? default_plan(workload, world)
                                            : parse_plan(load_json_file(a.plan), workload, world, system.gpus_per_node);
   std::string why;
@@ -51,9 +53,11 @@ int run(const RunArgs& a) {
   opt.warmup = a.warmup;
   opt.seed = a.seed;
   opt.devices = a.devices;
+  opt.mpi = a.mpi;
   if (!a.measurements_out.empty()) opt.measurements_out = a.measurements_out;
   if (!a.trace_out.empty()) opt.chrome_trace_out = a.trace_out;
   const validation::RunResult r = validation::run_dlrm(system, workload, plan, opt);
+  if (r.process_rank != 0) return 0;  // --mpi: rank 0 reports for all
 
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : r.devices) devices.push_back({{"index", d.index}, {"name", d.name}, {"describe", profiler::describe(d)}});
@@ -106,6 +110,9 @@ Action add_run(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::Range(0, 100000));
   cmd->add_option("--seed", a->seed, "seed of the weights and the index batches");
   cmd->add_option("--devices", a->devices, "GPUs to use (default: the system's GPU count)")->check(CLI::Range(0, 4096));
+  cmd->add_flag("--mpi", a->mpi,
+                "one process per GPU under an MPI launcher (mpirun -np N perfcast run --mpi ...; several nodes "
+                "possible); rank 0 reports");
   cmd->add_option("--json", a->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--measurements", a->measurements_out, "write the CUPTI kernel trace as measurement JSON lines");
   cmd->add_option("--trace", a->trace_out, "write the CUPTI kernel trace as a Chrome trace (Perfetto)");

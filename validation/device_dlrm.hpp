@@ -8,13 +8,39 @@
 /// interaction as two batched GEMMs, BCE, SGD or Adam on the MLPs. Mirrors
 /// dlrm_reference.hpp operator by operator. Includes no CUDA header; defined only in CUDA
 /// builds (PERFCAST_HAVE_CUDA).
+///
+/// The same class runs one rank of a multi-GPU run (one thread per GPU, NCCL; see
+/// multi_gpu_layout.hpp for what a rank holds and exchanges): the MLPs data-parallel on the
+/// rank's local batch, its table_wise/column_wise shards looked up on the global batch and
+/// exchanged by an all-to-allv, its row_wise shards' partial sums reduce-scattered, its
+/// data-parallel tables looked up locally; backward: the transposed all-to-allv, the
+/// all-gather of the row-wise gradients, the data-parallel tables' dense gradient all-reduced
+/// and applied densely, the MLP gradients all-reduced (summed) in DDP buckets on a separate
+/// communication stream as their layers finish, overlapping the rest of the backward. The
+/// logit gradient is divided by the GLOBAL batch, so the summed gradients are the single-GPU
+/// step's (dlrm_sharded_reference.hpp is the CPU reference of exactly this algorithm).
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
 #include "validation/dlrm_reference.hpp"
 
 namespace perfcast::validation {
+
+class NcclComm;
+struct MultiGpuLayout;
+struct RankInput;
+
+/// One rank of a multi-GPU run.
+struct DeviceDlrmShard {
+  const MultiGpuLayout* layout = nullptr;  ///< outlives the DeviceDlrm
+  int rank = 0;
+  const NcclComm* comm = nullptr;          ///< world == layout->world, rank == rank; outlives the DeviceDlrm
+  /// Index capacity of the rank's three lookup groups (pooled, row_wise, data_parallel):
+  /// the largest GroupInput::indices of the batches it will be given.
+  std::array<std::int64_t, 3> max_indices{};
+};
 
 struct DeviceDlrmOptions {
   int device = 0;                 ///< CUDA ordinal
@@ -36,6 +62,12 @@ class DeviceDlrm {
   /// options.seed). Throws NoCudaDeviceError / CudaError (out of memory names the bytes) /
   /// std::runtime_error (cuBLASLt status) / std::invalid_argument (model inconsistent).
   DeviceDlrm(const DlrmModel& model, const DeviceDlrmOptions& options);
+  /// One rank of a multi-GPU run. `model` holds the MLPs (config.batch_size = the LOCAL batch,
+  /// config.tables = every table of the workload) and no embeddings: each shard is drawn on
+  /// the device as the slice of the table init_dlrm_model would draw with options.seed.
+  /// options.max_indices is ignored (shard.max_indices counts). Throws as above, and
+  /// std::logic_error when the build has no NCCL.
+  DeviceDlrm(const DlrmModel& model, const DeviceDlrmOptions& options, const DeviceDlrmShard& shard);
   ~DeviceDlrm();
   DeviceDlrm(const DeviceDlrm&) = delete;
   DeviceDlrm& operator=(const DeviceDlrm&) = delete;
@@ -43,6 +75,8 @@ class DeviceDlrm {
   /// Copies `batch` into a new pinned host staging buffer; returns its id. Validates it
   /// against the model (std::invalid_argument), including indices <= max_indices.
   int add_batch(const DlrmBatch& batch);
+  /// Multi-GPU rank: stages the rank's share of a global batch (split_batch).
+  int add_batch(const RankInput& input);
 
   /// One training step on staged batch `id`: H2D copy (copy stream), forward, BCE, backward,
   /// optimizers, loss copied to the host and the compute stream synchronized (loss.item()).
@@ -50,7 +84,8 @@ class DeviceDlrm {
   float step(int id, StepTiming* timing = nullptr);
 
   /// Copies parameters and optimizer state back into `model` (same config it was built from;
-  /// embeddings resized and filled when the model had none).
+  /// embeddings resized and filled when the model had none). A multi-GPU rank copies the MLPs
+  /// and their optimizer state only (model.embeddings and rowwise_state are cleared).
   void download(DlrmModel& model) const;
 
   /// Device bytes allocated for the model, activations, batches and workspaces.

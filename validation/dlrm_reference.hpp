@@ -19,6 +19,7 @@
 
 #include "model/workload_spec.hpp"
 #include "profiler/embedding_bag_layout.hpp"
+#include "profiler/embedding_bag_types.hpp"
 #include "profiler/host_embedding_weights.hpp"
 
 namespace perfcast::validation {
@@ -61,6 +62,10 @@ struct DlrmConfig {
 /// spec.file) for what the executor cannot train: embedding Adam, an embedding dtype other
 /// than fp32/fp16/bf16, dot interaction with table dims unequal to the bottom MLP's output.
 [[nodiscard]] DlrmConfig dlrm_config_from_spec(const DlrmSpec& spec, std::int64_t batch_size);
+
+/// The embedding optimizer of `config` as the embedding-bag kernels and their CPU reference
+/// take it (kind, embedding_lr, adagrad_eps).
+[[nodiscard]] profiler::OptimizerConfig embedding_optimizer_config(const DlrmConfig& config);
 
 /// One fully connected layer, y = x W^T + b.
 struct DenseLayer {

@@ -33,6 +33,12 @@ struct ExecutorOptions {
   /// (predictors/measurement.hpp) and as a Chrome trace (one process per GPU).
   std::optional<std::filesystem::path> measurements_out;
   std::optional<std::filesystem::path> chrome_trace_out;
+  /// One process per GPU, launched by an MPI launcher (`mpirun -np N perfcast run --mpi ...`),
+  /// several nodes possible: world = the MPI size, rank = the MPI rank, GPU = the rank within
+  /// its node (MPI_COMM_TYPE_SHARED); NCCL bootstrapped from rank 0's unique id over MPI
+  /// (nccl_comm.hpp). Every iteration starts at an MPI_Barrier; its time is the slowest rank's.
+  /// Only rank 0 writes the trace. Needs a build with MPI (PERFCAST_HAVE_MPI).
+  bool mpi = false;
 };
 
 /// What one executor run measured. Times in seconds, wall clock of whole iterations
@@ -46,6 +52,7 @@ struct RunResult {
   std::string nccl_version;         ///< "" for one GPU
   std::string cublas_version;
   double first_loss = 0, last_loss = 0;  ///< BCE loss of the first and last iteration
+  int process_rank = 0;             ///< this process's MPI rank (options.mpi); 0 reports
 };
 
 /// Whether this build and machine can run the executor; when not, `why` says which part

@@ -1,6 +1,12 @@
-// The reference executor in CUDA builds: one GPU for now (see executor.hpp and
-// profiler/RUNBOOK.md); several GPUs with NCCL are issue 6 part B.
+// The reference executor in CUDA builds (see executor.hpp and profiler/RUNBOOK.md): one GPU
+// directly; several GPUs of one node as one thread per GPU, each running its rank's
+// DeviceDlrm with NCCL, in lockstep (a barrier starts and ends every iteration).
 #include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -21,10 +27,15 @@
 #include "validation/batch_generator.hpp"
 #include "validation/device_dlrm.hpp"
 #include "validation/executor.hpp"
+#include "validation/executor_common.hpp"
 #include "validation/executor_trace.hpp"
 #include "validation/multi_gpu_layout.hpp"
+#if PERFCAST_HAVE_NCCL
+#include "validation/nccl_comm.hpp"
+#endif
 
 namespace perfcast::validation {
+using namespace executor_detail;
 namespace {
 
 std::string version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
@@ -37,6 +48,174 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 }
 
 }  // namespace
+
+namespace executor_detail {
+
+/// Writes the CUPTI records of the timed iterations as measurement JSON lines and as a
+/// Chrome trace, as the options ask.
+void write_trace(profiler::CuptiTracer& tracer, const RunResult& result, const ExecutorOptions& options) {
+  const profiler::ActivityBatch batch = tracer.take();
+  const profiler::CorrelationResult corr = profiler::correlate(batch);
+  if (options.measurements_out) {
+    const auto& info = result.devices.front();
+    DeviceFingerprint fp;
+    fp.name = info.name;
+    fp.sm_count = info.sm_count;
+    fp.sm_clock = info.sm_clock_khz * 1e3;
+    fp.memory_clock = info.memory_clock_khz * 1e3;
+    fp.driver = version_string(info.driver_version);
+    fp.cuda_runtime = version_string(info.runtime_version);
+    std::string text;
+    for (const auto& m : profiler::measurements_by_name(corr, "cupti", fp, profiler::utc_timestamp(), build_info::kGitCommit)) {
+      text += measurement_to_jsonl(m);
+    }
+    write_text(*options.measurements_out, text);
+  }
+  if (options.chrome_trace_out) write_text(*options.chrome_trace_out, gpu_ops_chrome_trace(corr).dump(1) + "\n");
+}
+
+std::unique_ptr<profiler::CuptiTracer> start_tracer(const ExecutorOptions& options) {
+  if (!options.measurements_out && !options.chrome_trace_out) return nullptr;
+  profiler::TracerOptions to;
+  to.external_correlation = false;  // not needed here; keeps the per-launch overhead low
+  return std::make_unique<profiler::CuptiTracer>(to);  // throws TracerUnavailable
+}
+
+/// Fills the median, p10, p90 and timer note from per-iteration host and event times.
+void summarize(RunResult& result, const std::vector<double>& host_s, const std::vector<double>& event_s) {
+  result.iteration_s = host_s;
+  const TimingStats st = timing_stats(host_s, "host_clock");
+  result.median_s = st.median;
+  result.p10_s = st.p10;
+  result.p90_s = st.p90;
+  const TimingStats ev = timing_stats(event_s, "cuda_events");
+  result.timer = fmt::format("host_clock (cuda_events median {:.1f} us)", ev.median * 1e6);
+}
+
+std::string cublas_version_string() {
+  const std::size_t v = cublasLtGetVersion();
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
+}  // namespace executor_detail
+
+#if PERFCAST_HAVE_NCCL
+namespace {
+
+/// Several GPUs of one node: NCCL communicators from ncclCommInitAll, one DeviceDlrm rank per
+/// GPU, one host thread per rank. Every iteration starts when all threads pass a barrier and
+/// ends when the last rank has its loss on the host (second barrier): the wall time of the
+/// slowest rank, as a synchronous data-parallel job sees it. A rank that throws leaves the
+/// barriers; ranks already inside an NCCL collective then wait for it forever (NCCL has no
+/// timeout), so errors that can be found before the first step are checked before it.
+RunResult run_dlrm_multi(const DlrmSpec& workload, const ShardingPlan& plan, const ExecutorOptions& options,
+                         int world) {
+  const MultiGpuLayout layout = multi_gpu_layout(workload, plan, world);  // ConfigError for what it cannot run
+  const DlrmConfig global_cfg = dlrm_config_from_spec(workload, workload.batch_size);
+  const DlrmConfig local_cfg = dlrm_config_from_spec(workload, layout.local_batch);
+  const auto traffic = table_traffic(workload);
+  RunResult result;
+  result.world = world;
+  for (int r = 0; r < world; ++r) result.devices.push_back(profiler::query_device_info(r));
+  result.cublas_version = cublas_version_string();
+  result.nccl_version = nccl_version();
+
+  // Global batches split into every rank's share on the host (the input all-to-all of indices).
+  const auto nranks = static_cast<std::size_t>(world);
+  std::vector<std::vector<RankInput>> inputs(nranks);
+  std::vector<DeviceDlrmShard> shards(nranks);
+  for (int i = 0; i < options.batches; ++i) {
+    const DlrmBatch global = generate_dlrm_batch(global_cfg, traffic, options.seed, static_cast<std::uint64_t>(i));
+    for (std::size_t r = 0; r < nranks; ++r) {
+      RankInput in = split_batch(layout, workload, global, static_cast<int>(r));
+      auto& cap = shards[r].max_indices;
+      cap[0] = std::max(cap[0], static_cast<std::int64_t>(in.pooled.indices.size()));
+      cap[1] = std::max(cap[1], static_cast<std::int64_t>(in.row_wise.indices.size()));
+      cap[2] = std::max(cap[2], static_cast<std::int64_t>(in.data_parallel.indices.size()));
+      inputs[r].push_back(std::move(in));
+    }
+  }
+  std::vector<int> devices(nranks);
+  for (std::size_t r = 0; r < nranks; ++r) devices[r] = static_cast<int>(r);
+  const auto comms = NcclComm::init_all(devices);
+  const DlrmModel model = init_dlrm_model(local_cfg, options.seed, /*draw_embeddings=*/false);
+  std::vector<std::unique_ptr<DeviceDlrm>> ranks;
+  std::vector<std::vector<int>> ids(nranks);
+  for (std::size_t r = 0; r < nranks; ++r) {
+    DeviceDlrmOptions dopt;
+    dopt.device = static_cast<int>(r);
+    dopt.tf32 = workload.mlp_dtype == DType::kTf32;
+    dopt.seed = options.seed;
+    shards[r].layout = &layout;
+    shards[r].rank = static_cast<int>(r);
+    shards[r].comm = comms[r].get();
+    ranks.push_back(std::make_unique<DeviceDlrm>(model, dopt, shards[r]));
+    for (const auto& in : inputs[r]) ids[r].push_back(ranks.back()->add_batch(in));
+    inputs[r].clear();
+  }
+
+  const int total = options.warmup + options.iterations;
+  std::vector<std::vector<float>> losses(nranks, std::vector<float>(static_cast<std::size_t>(total), 0.0f));
+  std::vector<std::vector<double>> events(nranks, std::vector<double>(static_cast<std::size_t>(total), 0.0));
+  std::barrier sync(static_cast<std::ptrdiff_t>(world) + 1);
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        for (int it = 0; it < total; ++it) {
+          sync.arrive_and_wait();
+          StepTiming t;
+          const auto& my = ids[r];
+          losses[r][static_cast<std::size_t>(it)] = ranks[r]->step(my[static_cast<std::size_t>(it) % my.size()], &t);
+          events[r][static_cast<std::size_t>(it)] = t.event_s;
+          sync.arrive_and_wait();
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        sync.arrive_and_drop();
+      }
+    });
+  }
+  std::unique_ptr<profiler::CuptiTracer> tracer;
+  std::vector<double> host_s, event_s;
+  try {
+    for (int it = 0; it < total; ++it) {
+      if (it == options.warmup) tracer = start_tracer(options);  // between iterations: every rank waits
+      const auto t0 = std::chrono::steady_clock::now();
+      sync.arrive_and_wait();
+      sync.arrive_and_wait();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (it >= options.warmup) host_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+  } catch (...) {
+    const std::lock_guard<std::mutex> lock(error_mutex);
+    if (!error) error = std::current_exception();
+    sync.arrive_and_drop();
+  }
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  const auto mean_loss = [&](int it) {
+    double sum = 0;
+    for (std::size_t r = 0; r < nranks; ++r) sum += losses[r][static_cast<std::size_t>(it)];
+    return sum / static_cast<double>(world);  // equal local batches: the global mean loss
+  };
+  result.first_loss = mean_loss(0);
+  result.last_loss = mean_loss(total - 1);
+  for (int it = options.warmup; it < total; ++it) {
+    double slowest = 0;
+    for (std::size_t r = 0; r < nranks; ++r) slowest = std::max(slowest, events[r][static_cast<std::size_t>(it)]);
+    event_s.push_back(slowest);
+  }
+  summarize(result, host_s, event_s);
+  if (tracer) write_trace(*tracer, result, options);
+  return result;
+}
+
+}  // namespace
+#endif
 
 bool executor_available(std::string* why) {
   if (!profiler::cuda_device_available()) {
@@ -55,26 +234,27 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
   const int world = options.devices > 0 ? options.devices : system.world_size();
   const int visible = profiler::cuda_device_count();
   if (visible == 0) throw profiler::NoCudaDeviceError("no CUDA device visible");
+  if (workload.mlp_dtype != DType::kFp32 && workload.mlp_dtype != DType::kTf32) {
+    throw ConfigError(workload.file, "/mlp_dtype",
+                      "the executor runs the MLPs in fp32 or tf32 (fp16/bf16 mixed precision is not implemented)");
+  }
+  // One process per GPU: the world is the MPI size, spread over nodes (checked there).
+  if (options.mpi) return run_dlrm_mpi(workload, plan, options);
   if (world > visible) {
     throw profiler::NoCudaDeviceError(fmt::format("the run needs {} GPUs, {} visible", world, visible));
   }
   if (world != 1) {
-    // The plan is checked against what the multi-GPU path implements (ConfigError naming the
-    // table and sharding type) before refusing: multi_gpu_layout.hpp and nccl_comm.hpp hold
-    // the layout and the NCCL exchange, the per-rank training step is not written yet.
-    (void)multi_gpu_layout(workload, plan, world);
-    throw std::runtime_error(fmt::format(
-        "the executor runs on one GPU only so far ({} asked for): use a one-GPU system such as "
-        "configs/systems/h100_sxm.json",
-        world));
+#if PERFCAST_HAVE_NCCL
+    return run_dlrm_multi(workload, plan, options, world);
+#else
+    (void)multi_gpu_layout(workload, plan, world);  // ConfigError for what the multi-GPU path cannot run
+    throw profiler::NoCudaDeviceError(
+        fmt::format("this build has no NCCL: the executor runs on one GPU only ({} asked for)", world));
+#endif
   }
   if (plan.tables.size() != workload.tables.size()) {
     throw ConfigError(plan.source, "/tables", fmt::format("the plan shards {} tables, the workload has {}",
                                                           plan.tables.size(), workload.tables.size()));
-  }
-  if (workload.mlp_dtype != DType::kFp32 && workload.mlp_dtype != DType::kTf32) {
-    throw ConfigError(workload.file, "/mlp_dtype",
-                      "the executor runs the MLPs in fp32 or tf32 (fp16/bf16 mixed precision is not implemented)");
   }
   if (workload.batch_size % world != 0) {
     throw ConfigError(workload.file, "/batch_size", fmt::format("not divisible by the {} GPUs", world));
@@ -84,10 +264,7 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
   RunResult result;
   result.world = world;
   result.devices.push_back(profiler::query_device_info(0));
-  result.cublas_version = [] {
-    const std::size_t v = cublasLtGetVersion();
-    return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
-  }();
+  result.cublas_version = cublas_version_string();
 
   // Batches first (host), then the model: the index capacity is the largest batch's.
   std::vector<DlrmBatch> batches;
@@ -118,13 +295,7 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
     if (i == 0) result.first_loss = loss;
   }
 
-  const bool want_trace = options.measurements_out.has_value() || options.chrome_trace_out.has_value();
-  std::unique_ptr<profiler::CuptiTracer> tracer;
-  if (want_trace) {
-    profiler::TracerOptions to;
-    to.external_correlation = false;  // not needed here; keeps the per-launch overhead low
-    tracer = std::make_unique<profiler::CuptiTracer>(to);  // throws TracerUnavailable
-  }
+  std::unique_ptr<profiler::CuptiTracer> tracer = start_tracer(options);
   std::vector<double> host_s, event_s;
   for (int i = 0; i < options.iterations; ++i) {
     StepTiming t;
@@ -134,34 +305,10 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
     host_s.push_back(t.host_s);
     event_s.push_back(t.event_s);
   }
-  result.iteration_s = host_s;
-  const TimingStats st = timing_stats(host_s, "host_clock");
-  result.median_s = st.median;
-  result.p10_s = st.p10;
-  result.p90_s = st.p90;
-  const TimingStats ev = timing_stats(event_s, "cuda_events");
-  result.timer = fmt::format("host_clock (cuda_events median {:.1f} us)", ev.median * 1e6);
+  summarize(result, host_s, event_s);
 
   if (tracer) {
-    const profiler::ActivityBatch batch = tracer->take();
-    tracer.reset();
-    const profiler::CorrelationResult corr = profiler::correlate(batch);
-    if (options.measurements_out) {
-      const auto& info = result.devices.front();
-      DeviceFingerprint fp;
-      fp.name = info.name;
-      fp.sm_count = info.sm_count;
-      fp.sm_clock = info.sm_clock_khz * 1e3;
-      fp.memory_clock = info.memory_clock_khz * 1e3;
-      fp.driver = version_string(info.driver_version);
-      fp.cuda_runtime = version_string(info.runtime_version);
-      std::string text;
-      for (const auto& m : profiler::measurements_by_name(corr, "cupti", fp, profiler::utc_timestamp(), build_info::kGitCommit)) {
-        text += measurement_to_jsonl(m);
-      }
-      write_text(*options.measurements_out, text);
-    }
-    if (options.chrome_trace_out) write_text(*options.chrome_trace_out, gpu_ops_chrome_trace(corr).dump(1) + "\n");
+    write_trace(*tracer, result, options);
   }
   return result;
 }

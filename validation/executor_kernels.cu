@@ -25,11 +25,14 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 void check_launch() { PERFCAST_CUDA_CHECK(cudaGetLastError()); }
 
-__global__ void fill_counter_uniform_kernel(void* p, int precision, std::int64_t n, std::uint64_t seed,
-                                            std::uint64_t stream_id, float lo, float hi) {
+__global__ void fill_counter_uniform_kernel(void* p, int precision, std::int64_t rows, std::int64_t cols,
+                                            std::int64_t full_cols, std::int64_t first_row, std::int64_t first_col,
+                                            std::uint64_t seed, std::uint64_t stream_id, float lo, float hi) {
+  const std::int64_t n = rows * cols;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float v = counter_uniform(seed, stream_id, static_cast<std::uint64_t>(i), lo, hi);
+    const std::int64_t counter = (first_row + i / cols) * full_cols + first_col + i % cols;
+    const float v = counter_uniform(seed, stream_id, static_cast<std::uint64_t>(counter), lo, hi);
     if (precision == 0) {
       static_cast<float*>(p)[i] = v;
     } else if (precision == 1) {
@@ -127,15 +130,17 @@ __global__ void bias_grad_kernel(const float* g, std::int64_t rows, std::int64_t
   }
 }
 
-__global__ void bce_kernel(const float* z, const float* y, std::int64_t batch, float* loss, float* dz) {
+__global__ void bce_kernel(const float* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
+                           float* loss, float* dz) {
   __shared__ float part[kThreads];
   float acc = 0.0f;
   const float inv_b = 1.0f / static_cast<float>(batch);
+  const float inv_g = 1.0f / static_cast<float>(grad_denominator);
   for (std::int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
     const float zb = z[b], yb = y[b];
     acc += fmaxf(zb, 0.0f) - zb * yb + log1pf(expf(-fabsf(zb)));
     const float s = zb >= 0.0f ? 1.0f / (1.0f + expf(-zb)) : expf(zb) / (1.0f + expf(zb));
-    dz[b] = (s - yb) * inv_b;
+    dz[b] = (s - yb) * inv_g;
   }
   part[threadIdx.x] = acc;
   __syncthreads();
@@ -166,13 +171,101 @@ __global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::i
   }
 }
 
+
+__global__ void column_map_kernel(float* pooled, std::int64_t width, float* exch, const std::int64_t* base,
+                                  const std::int32_t* stride, std::int64_t rows, bool to_pooled) {
+  const std::int64_t n = rows * width;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t s = i / width, k = i % width;
+    const std::int64_t e = base[k] + s * stride[k];
+    if (to_pooled) {
+      pooled[i] = exch[e];
+    } else {
+      exch[e] = pooled[i];
+    }
+  }
+}
+
+__device__ float load_weight(const void* w, int precision, std::int64_t i) {
+  if (precision == 0) return static_cast<const float*>(w)[i];
+  if (precision == 1) return __half2float(static_cast<const __half*>(w)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
+}
+
+__device__ void store_weight(void* w, int precision, std::int64_t i, float v) {
+  if (precision == 0) {
+    static_cast<float*>(w)[i] = v;
+  } else if (precision == 1) {
+    static_cast<__half*>(w)[i] = __float2half_rn(v);
+  } else {
+    static_cast<__nv_bfloat16*>(w)[i] = __float2bfloat16_rn(v);
+  }
+}
+
+/// One thread per row; the fp32 operations of the fused backward of
+/// profiler/kernels/embedding_bag.cu (sum of squares, divided by dim, added to the state;
+/// multiplier lr / (sqrt(state) + eps); w + g * -multiplier), the sum of squares accumulated
+/// serially instead of by warp shuffles. Rows with an all-zero gradient
+/// are skipped: they did not occur in the batch, and the sparse update leaves them alone.
+__global__ void dense_embedding_update_kernel(void* w, int precision, const float* g, float* state, std::int64_t rows,
+                                              std::int64_t dim, int kind, float lr, float eps) {
+  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float* gr = g + r * dim;
+    bool any = false;
+    float sum_squares = 0.0f;
+    for (std::int64_t q = 0; q < dim; ++q) {
+      any = any || gr[q] != 0.0f;
+      sum_squares = __fadd_rn(sum_squares, __fmul_rn(gr[q], gr[q]));
+    }
+    if (!any) continue;
+    float multiplier = lr;
+    if (kind == 1) {
+      const float s = __fadd_rn(state[r], __fdiv_rn(sum_squares, static_cast<float>(dim)));
+      state[r] = s;
+      multiplier = __fdiv_rn(lr, __fadd_rn(__fsqrt_rn(s), eps));
+    }
+    for (std::int64_t q = 0; q < dim; ++q) {
+      const std::int64_t i = r * dim + q;
+      store_weight(w, precision, i, __fadd_rn(load_weight(w, precision, i), __fmul_rn(gr[q], -multiplier)));
+    }
+  }
+}
+
 }  // namespace
 
 void launch_fill_counter_uniform(void* p, profiler::WeightPrecision precision, std::int64_t n, std::uint64_t seed,
                                  std::uint64_t stream_id, float lo, float hi, void* stream) {
+  launch_fill_counter_uniform_slice(p, precision, 1, n, n, 0, 0, seed, stream_id, lo, hi, stream);
+}
+
+void launch_fill_counter_uniform_slice(void* p, profiler::WeightPrecision precision, std::int64_t rows,
+                                       std::int64_t cols, std::int64_t full_cols, std::int64_t first_row,
+                                       std::int64_t first_col, std::uint64_t seed, std::uint64_t stream_id, float lo,
+                                       float hi, void* stream) {
+  if (rows <= 0 || cols <= 0) return;
+  fill_counter_uniform_kernel<<<blocks_for(rows * cols), kThreads, 0, as_stream(stream)>>>(
+      p, static_cast<int>(precision), rows, cols, full_cols, first_row, first_col, seed, stream_id, lo, hi);
+  check_launch();
+}
+
+void launch_column_map(float* pooled, std::int64_t width, float* exch, const std::int64_t* base,
+                       const std::int32_t* stride, std::int64_t rows, bool to_pooled, void* stream) {
+  const std::int64_t n = rows * width;
   if (n <= 0) return;
-  fill_counter_uniform_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(p, static_cast<int>(precision), n,
-                                                                                  seed, stream_id, lo, hi);
+  column_map_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(pooled, width, exch, base, stride, rows,
+                                                                       to_pooled);
+  check_launch();
+}
+
+void launch_dense_embedding_update(void* weights, profiler::WeightPrecision precision, const float* grad,
+                                   float* rowwise_state, std::int64_t rows, std::int64_t dim,
+                                   const profiler::OptimizerConfig& optimizer, void* stream) {
+  if (rows <= 0 || dim <= 0) return;
+  dense_embedding_update_kernel<<<blocks_for(rows), kThreads, 0, as_stream(stream)>>>(
+      weights, static_cast<int>(precision), grad, rowwise_state, rows, dim, static_cast<int>(optimizer.kind),
+      optimizer.learning_rate, optimizer.eps);
   check_launch();
 }
 
@@ -221,9 +314,11 @@ void launch_bias_grad(const float* g, std::int64_t rows, std::int64_t cols, floa
   check_launch();
 }
 
-void launch_bce_with_logits(const float* z, const float* y, std::int64_t batch, float* loss, float* dz, void* stream) {
+void launch_bce_with_logits(const float* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
+                            float* loss, float* dz, void* stream) {
   if (batch <= 0) return;
-  bce_kernel<<<1, kThreads, 0, as_stream(stream)>>>(z, y, batch, loss, dz);
+  bce_kernel<<<1, kThreads, 0, as_stream(stream)>>>(z, y, batch, grad_denominator > 0 ? grad_denominator : batch,
+                                                    loss, dz);
   check_launch();
 }
 

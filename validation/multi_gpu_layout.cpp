@@ -1,6 +1,7 @@
 #include "validation/multi_gpu_layout.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -105,6 +106,43 @@ std::vector<GradientBucket> ddp_buckets(const DlrmSpec& w) {
   return out;
 }
 
+namespace {
+
+/// The shards of a table cover every (row, column) of it exactly once: inside the table,
+/// pairwise disjoint, areas summing to rows x dim. parse_plan checks this for plan files; a
+/// plan built in code gets the same check here (ConfigError naming the table).
+void check_exact_cover(const ShardingPlan& plan, std::size_t t, const EmbeddingTableSpec& table,
+                       const std::string& where) {
+  const auto& shards = plan.tables[t].shards;
+  std::int64_t area = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const Shard& a = shards[i];
+    if (a.rows < 1 || a.cols < 1 || a.row_offset < 0 || a.col_offset < 0 || a.row_offset + a.rows > table.rows ||
+        a.col_offset + a.cols > table.dim) {
+      throw ConfigError(plan.source, where + "/sharding_spec",
+                        fmt::format("table '{}': shard rows {}+{} cols {}+{} is outside its {} x {}", table.name,
+                                    a.row_offset, a.rows, a.col_offset, a.cols, table.rows, table.dim));
+    }
+    area += a.rows * a.cols;
+    for (std::size_t j = 0; j < i; ++j) {
+      const Shard& b = shards[j];
+      const bool rows_meet = a.row_offset < b.row_offset + b.rows && b.row_offset < a.row_offset + a.rows;
+      const bool cols_meet = a.col_offset < b.col_offset + b.cols && b.col_offset < a.col_offset + a.cols;
+      if (rows_meet && cols_meet) {
+        throw ConfigError(plan.source, where + "/sharding_spec",
+                          fmt::format("table '{}': shards {} and {} overlap", table.name, j, i));
+      }
+    }
+  }
+  if (area != table.rows * table.dim) {
+    throw ConfigError(plan.source, where + "/sharding_spec",
+                      fmt::format("table '{}': the shards cover {} of its {} x {} = {} elements", table.name, area,
+                                  table.rows, table.dim, table.rows * table.dim));
+  }
+}
+
+}  // namespace
+
 MultiGpuLayout multi_gpu_layout(const DlrmSpec& w, const ShardingPlan& plan, int world) {
   if (world < 1) throw ConfigError(plan.source, "", fmt::format("world size {} (must be >= 1)", world));
   if (plan.tables.size() != w.tables.size()) {
@@ -168,6 +206,7 @@ MultiGpuLayout multi_gpu_layout(const DlrmSpec& w, const ShardingPlan& plan, int
         rank.data_parallel_group.push_back(rank.shards.size() - 1);
       }
     }
+    if (type != ShardingType::kDataParallel) check_exact_cover(plan, t, w.tables[t], where);
     if (type == ShardingType::kRowWise) {
       // The partial sums are reduce-scattered over all ranks: every rank holds exactly one
       // row range of every row_wise table (TorchRec's row_wise shards over all ranks).

@@ -1,0 +1,172 @@
+#pragma once
+/// \file device_support.hpp
+/// RAII device and pinned host buffers and a planned cuBLASLt matmul, shared by the
+/// executor's device code (device_dlrm.cpp). CUDA builds only: includes the CUDA runtime
+/// and cuBLASLt headers.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <utility>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "profiler/cuda_check.hpp"
+
+namespace perfcast::validation {
+
+inline void lt_check(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(fmt::format("{}:{}: cuBLASLt: {} failed with status {} ({})", file, line, call,
+                                         static_cast<int>(s), cublasLtGetStatusString(s)));
+  }
+}
+#define PERFCAST_LT_CHECK(call) lt_check((call), #call, __FILE__, __LINE__)
+
+/// cuBLASLt workspace: 32 MiB, NVIDIA's recommendation for Hopper (cuBLAS documentation,
+/// "cublasSetWorkspace"), as in profiler/bench_gemm.cpp.
+inline constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
+
+inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+
+/// One device allocation; throws CudaError naming the bytes when cudaMalloc fails.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    const cudaError_t e = cudaMalloc(&p_, bytes);
+    if (e != cudaSuccess) {
+      throw profiler::CudaError(static_cast<int>(e), fmt::format("cudaMalloc({} bytes)", bytes), cudaGetErrorString(e),
+                                __FILE__, __LINE__);
+    }
+  }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  [[nodiscard]] float* f() const { return static_cast<float*>(p_); }
+  [[nodiscard]] void* get() const { return p_; }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Pinned host allocation.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+    PERFCAST_CUDA_CHECK(cudaMallocHost(&p_, bytes == 0 ? 1 : bytes));
+  }
+  ~PinnedBuffer() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  [[nodiscard]] unsigned char* data() const { return static_cast<unsigned char*>(p_); }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// A planned column-major cuBLASLt matmul C[m x n] = op(A) op(B) (+ bias, ReLU per epilogue),
+/// optionally strided-batched; operand pointers are fixed at planning time.
+class LtGemm {
+ public:
+  struct Shape {
+    bool trans_a = false, trans_b = false;
+    std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+    std::int32_t batch = 1;
+    std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    const float* bias = nullptr;  ///< [m], for the BIAS epilogues
+  };
+
+  LtGemm(cublasLtHandle_t lt, const Shape& s, bool tf32, const float* a, const float* b, float* c)
+      : lt_(lt), a_(a), b_(b), c_(c) {
+    const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    PERFCAST_LT_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+    const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    PERFCAST_LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    PERFCAST_LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      PERFCAST_LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue,
+                                                       sizeof(s.epilogue)));
+      if (s.bias) {
+        PERFCAST_LT_CHECK(
+            cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof(s.bias)));
+      }
+    }
+    // Stored shapes: op(A) is m x k, so A is stored k x m when transposed.
+    const auto rows_a = static_cast<std::uint64_t>(s.trans_a ? s.k : s.m);
+    const auto cols_a = static_cast<std::uint64_t>(s.trans_a ? s.m : s.k);
+    const auto rows_b = static_cast<std::uint64_t>(s.trans_b ? s.n : s.k);
+    const auto cols_b = static_cast<std::uint64_t>(s.trans_b ? s.k : s.n);
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&la_, CUDA_R_32F, rows_a, cols_a, s.lda));
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lb_, CUDA_R_32F, rows_b, cols_b, s.ldb));
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lc_, CUDA_R_32F, static_cast<std::uint64_t>(s.m),
+                                                 static_cast<std::uint64_t>(s.n), s.ldc));
+    if (s.batch > 1) {
+      for (auto [l, stride] : {std::pair{la_, s.stride_a}, std::pair{lb_, s.stride_b}, std::pair{lc_, s.stride_c}}) {
+        PERFCAST_LT_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &s.batch, sizeof(s.batch)));
+        PERFCAST_LT_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      }
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    PERFCAST_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::uint64_t ws = kLtWorkspaceBytes;
+    const cublasStatus_t ps =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    int returned = 0;
+    const cublasStatus_t hs = ps != CUBLAS_STATUS_SUCCESS
+                                  ? ps
+                                  : cublasLtMatmulAlgoGetHeuristic(lt_, desc_, la_, lb_, lc_, lc_, pref, 1, &algo_, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    PERFCAST_LT_CHECK(hs);
+    if (returned == 0) {
+      throw std::runtime_error(fmt::format("cuBLASLt: no algorithm for m={} n={} k={} batch={} epilogue={}", s.m, s.n,
+                                           s.k, s.batch, static_cast<int>(s.epilogue)));
+    }
+  }
+  ~LtGemm() {
+    if (la_) cublasLtMatrixLayoutDestroy(la_);
+    if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+    if (lc_) cublasLtMatrixLayoutDestroy(lc_);
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+  }
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  void run(void* workspace, cudaStream_t stream) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    PERFCAST_LT_CHECK(cublasLtMatmul(lt_, desc_, &alpha, a_, la_, b_, lb_, &beta, c_, lc_, c_, lc_, &algo_.algo,
+                                     workspace, kLtWorkspaceBytes, stream));
+  }
+
+ private:
+  cublasLtHandle_t lt_;
+  const float* a_;
+  const float* b_;
+  float* c_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulHeuristicResult_t algo_{};
+};
+
+}  // namespace perfcast::validation

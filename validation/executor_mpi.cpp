@@ -1,0 +1,149 @@
+// The executor with one process per GPU under an MPI launcher (ExecutorOptions::mpi; several
+// nodes possible). Compiled only when the build found NCCL and an MPI (PERFCAST_HAVE_MPI);
+// otherwise run_dlrm_mpi says what is missing. See profiler/RUNBOOK.md section 7.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "profiler/cuda_error.hpp"
+#include "profiler/device_info.hpp"
+#include "validation/executor_common.hpp"
+
+#if PERFCAST_HAVE_MPI
+#include <mpi.h>
+
+#include "validation/batch_generator.hpp"
+#include "validation/device_dlrm.hpp"
+#include "validation/multi_gpu_layout.hpp"
+#include "validation/nccl_comm.hpp"
+#endif
+
+namespace perfcast::validation::executor_detail {
+
+#if PERFCAST_HAVE_MPI
+namespace {
+
+void mpi_check(int status, const char* call) {
+  if (status != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    MPI_Error_string(status, text, &len);
+    throw std::runtime_error(fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(len))));
+  }
+}
+
+/// MPI_Init when nobody did (MPI_Finalize at exit: a static guard's destructor).
+void ensure_mpi() {
+  int initialized = 0;
+  mpi_check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (initialized) return;
+  mpi_check(MPI_Init(nullptr, nullptr), "MPI_Init");
+  struct Finalize {
+    ~Finalize() {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    }
+  };
+  static const Finalize finalize;
+}
+
+}  // namespace
+
+RunResult run_dlrm_mpi(const DlrmSpec& workload, const ShardingPlan& plan, const ExecutorOptions& options) {
+  ensure_mpi();
+  int world = 1, rank = 0, local_rank = 0;
+  mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world), "MPI_Comm_size");
+  mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  mpi_check(MPI_Comm_rank(node, &local_rank), "MPI_Comm_rank(node)");
+  MPI_Comm_free(&node);
+  const int visible = profiler::cuda_device_count();
+  if (local_rank >= visible) {
+    throw profiler::NoCudaDeviceError(
+        fmt::format("MPI rank {} is process {} on its node, which has {} GPUs visible", rank, local_rank, visible));
+  }
+  const MultiGpuLayout layout = multi_gpu_layout(workload, plan, world);  // ConfigError: plan vs world
+  const DlrmConfig global_cfg = dlrm_config_from_spec(workload, workload.batch_size);
+  const DlrmConfig local_cfg = dlrm_config_from_spec(workload, layout.local_batch);
+  const auto traffic = table_traffic(workload);
+  RunResult result;
+  result.world = world;
+  result.process_rank = rank;
+  result.devices.push_back(profiler::query_device_info(local_rank));
+  result.cublas_version = cublas_version_string();
+  result.nccl_version = nccl_version();
+
+  // Every process draws the same global batches from the seed and keeps its share.
+  DeviceDlrmShard shard;
+  std::vector<RankInput> inputs;
+  for (int i = 0; i < options.batches; ++i) {
+    const DlrmBatch global = generate_dlrm_batch(global_cfg, traffic, options.seed, static_cast<std::uint64_t>(i));
+    RankInput in = split_batch(layout, workload, global, rank);
+    shard.max_indices[0] = std::max(shard.max_indices[0], static_cast<std::int64_t>(in.pooled.indices.size()));
+    shard.max_indices[1] = std::max(shard.max_indices[1], static_cast<std::int64_t>(in.row_wise.indices.size()));
+    shard.max_indices[2] = std::max(shard.max_indices[2], static_cast<std::int64_t>(in.data_parallel.indices.size()));
+    inputs.push_back(std::move(in));
+  }
+  const NcclUniqueId id = mpi_broadcast_unique_id();
+  NcclComm comm(world, rank, id, local_rank);
+  shard.layout = &layout;
+  shard.rank = rank;
+  shard.comm = &comm;
+  DeviceDlrmOptions dopt;
+  dopt.device = local_rank;
+  dopt.tf32 = workload.mlp_dtype == DType::kTf32;
+  dopt.seed = options.seed;
+  const DlrmModel model = init_dlrm_model(local_cfg, options.seed, /*draw_embeddings=*/false);
+  DeviceDlrm dev(model, dopt, shard);
+  std::vector<int> ids;
+  for (const auto& in : inputs) ids.push_back(dev.add_batch(in));
+  inputs.clear();
+
+  const int total = options.warmup + options.iterations;
+  std::unique_ptr<profiler::CuptiTracer> tracer;
+  std::vector<double> host_s, event_s;
+  for (int it = 0; it < total; ++it) {
+    if (it == options.warmup && rank == 0) tracer = start_tracer(options);
+    mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    const auto t0 = std::chrono::steady_clock::now();
+    StepTiming t;
+    const float loss = dev.step(ids[static_cast<std::size_t>(it) % ids.size()], &t);
+    const double mine[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), t.event_s};
+    double slowest[2] = {0, 0};
+    mpi_check(MPI_Allreduce(mine, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    double loss_sum = 0;
+    const double my_loss = loss;
+    mpi_check(MPI_Allreduce(&my_loss, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    const double mean_loss = loss_sum / world;  // equal local batches: the global mean loss
+    if (it == 0) result.first_loss = mean_loss;
+    result.last_loss = mean_loss;
+    if (it >= options.warmup) {
+      host_s.push_back(slowest[0]);
+      event_s.push_back(slowest[1]);
+    }
+  }
+  summarize(result, host_s, event_s);
+  if (tracer) write_trace(*tracer, result, options);
+  return result;
+}
+
+#else
+
+RunResult run_dlrm_mpi(const DlrmSpec& /*workload*/, const ShardingPlan& /*plan*/, const ExecutorOptions& /*options*/) {
+  throw profiler::NoCudaDeviceError(
+      "this build has no MPI (or no NCCL): --mpi needs CMake to find both (see profiler/RUNBOOK.md section 7)");
+}
+
+#endif
+
+}  // namespace perfcast::validation::executor_detail
