@@ -22,6 +22,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan_builders.hpp"
+
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
 #include "profiler/embedding_bag_reference.hpp"
@@ -34,6 +36,8 @@ using namespace perfcast;
 using namespace perfcast::validation;
 
 namespace {
+
+using test::shard;
 
 constexpr double kTol = 1e-5;
 
@@ -67,11 +71,6 @@ DlrmSpec mixed_workload() {
   return workload(Interaction::kCat, {{"A", 120, 8}, {"B", 60, 6}, {"C", 200, 4}, {"D", 40, 8}, {"E", 20, 4}}, 6);
 }
 
-Shard shard(std::int64_t row_off, std::int64_t rows, std::int64_t col_off, std::int64_t cols, int rank) {
-  Shard s;
-  s.row_offset = row_off, s.rows = rows, s.col_offset = col_off, s.cols = cols, s.rank = rank;
-  return s;
-}
 TableSharding table_wise(const EmbeddingTableSpec& t, int rank) {
   return {ShardingType::kTableWise, {rank}, {shard(0, t.rows, 0, t.dim, rank)}};
 }

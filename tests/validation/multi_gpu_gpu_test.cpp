@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan_builders.hpp"
+
 #include "profiler/device_info.hpp"
 
 #if defined(PERFCAST_HAVE_NCCL) && PERFCAST_HAVE_NCCL
@@ -42,11 +44,7 @@ using namespace perfcast::validation;
 
 namespace {
 
-Shard shard(std::int64_t row_off, std::int64_t rows, std::int64_t col_off, std::int64_t cols, int rank) {
-  Shard s;
-  s.row_offset = row_off, s.rows = rows, s.col_offset = col_off, s.cols = cols, s.rank = rank;
-  return s;
-}
+using test::shard;
 
 /// The 2-rank plan of multi_gpu_layout_test.cpp: rank 0 sends 4 x 2 floats per peer, rank 1 4 x 6.
 MultiGpuLayout layout() {
@@ -55,13 +53,7 @@ MultiGpuLayout layout() {
   w.batch_size = 8;
   w.bottom_mlp = {4, 8, 4};
   w.top_mlp = {8, 1};
-  for (const char* name : {"A", "B", "C"}) {
-    EmbeddingTableSpec t;
-    t.name = name;
-    t.rows = 100;
-    t.dim = 4;
-    w.tables.push_back(t);
-  }
+  test::add_tables(w, {{"A", 100}, {"B", 100}, {"C", 100}}, 4, EmbeddingTableSpec{}.pooling);
   ShardingPlan p;
   p.source = "plan.json";
   p.tables.push_back({ShardingType::kTableWise, {1}, {shard(0, 100, 0, 4, 1)}});

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan_builders.hpp"
+
 #include "model/dlrm_builder.hpp"
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
@@ -16,6 +18,8 @@ using namespace perfcast::validation;
 
 namespace {
 
+using test::shard;
+
 /// batch 8, bottom 4-8-4 (d = 4), tables A (100 x 4), B (60 x 4), C (10 x 4), dot
 /// interaction (width 4 + 4*3/2 = 10), top 8-1.
 DlrmSpec workload() {
@@ -25,21 +29,8 @@ DlrmSpec workload() {
   w.batch_size = 8;
   w.bottom_mlp = {4, 8, 4};
   w.top_mlp = {8, 1};
-  for (auto [name, rows] : {std::pair{"A", 100}, std::pair{"B", 60}, std::pair{"C", 10}}) {
-    EmbeddingTableSpec t;
-    t.name = name;
-    t.rows = rows;
-    t.dim = 4;
-    t.pooling = 2;
-    w.tables.push_back(t);
-  }
+  test::add_tables(w, {{"A", 100}, {"B", 60}, {"C", 10}}, 4, 2);
   return w;
-}
-
-Shard shard(std::int64_t row_off, std::int64_t rows, std::int64_t col_off, std::int64_t cols, int rank) {
-  Shard s;
-  s.row_offset = row_off, s.rows = rows, s.col_offset = col_off, s.cols = cols, s.rank = rank;
-  return s;
 }
 
 /// A table_wise on rank 1; B column_wise, columns 0-1 on rank 0 and 2-3 on rank 1; C row_wise,

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan_builders.hpp"
+
 #include "profiler/device_info.hpp"
 
 #if defined(PERFCAST_HAVE_NCCL) && PERFCAST_HAVE_NCCL
@@ -30,6 +32,8 @@ using namespace perfcast;
 #if defined(PERFCAST_HAVE_NCCL) && PERFCAST_HAVE_NCCL
 namespace {
 
+using test::shard;
+
 using namespace perfcast::validation;
 
 /// batch 16, bottom 13-16-8 (d = 8), tables A 200, B 60, C 30, D 20 rows (dim 8), dot
@@ -45,21 +49,8 @@ DlrmSpec workload(EmbeddingOptimizer eopt, DenseOptimizer dopt) {
   w.dense_optimizer = dopt;
   w.first_bucket = 256;  // two or three DDP buckets for these few-KB layers
   w.gradient_bucket = 1024;
-  for (auto [name, rows] : {std::pair{"A", 200}, std::pair{"B", 60}, std::pair{"C", 30}, std::pair{"D", 20}}) {
-    EmbeddingTableSpec t;
-    t.name = name;
-    t.rows = rows;
-    t.dim = 8;
-    t.pooling = 3;
-    w.tables.push_back(t);
-  }
+  test::add_tables(w, {{"A", 200}, {"B", 60}, {"C", 30}, {"D", 20}}, 8, 3);
   return w;
-}
-
-Shard shard(std::int64_t row_off, std::int64_t rows, std::int64_t col_off, std::int64_t cols, int rank) {
-  Shard s;
-  s.row_offset = row_off, s.rows = rows, s.col_offset = col_off, s.cols = cols, s.rank = rank;
-  return s;
 }
 
 /// A table_wise on the last rank; B column_wise halves on rank 0 and the last rank (table_wise
