@@ -13,9 +13,14 @@
 //
 // Usage: perfcast_vtrain_check [--csv FILE] [--system FILE] [--rows N] [--out predictions.csv]
 //                              [--attention flash|unfused] [--worst K] [--host-op-overhead SECONDS]
-//                              [--fit-host 1]
+//                              [--backward-op-overhead SECONDS] [--fit-host 1|2]
+// --out also writes rank 0's compute-stream, collective and host busy ms per row.
 // --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
 // 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
+// --backward-op-overhead (experiment, not a HostSpec field yet): backward (autograd) ops
+// pay this host time instead of op_overhead; the recomputed forward keeps op_overhead.
+// Megatron's forward and recompute run module by module in Python, the backward mostly
+// in the C++ autograd engine. --fit-host 2 fits both on the 2-GPU rows (2-D grid).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +34,8 @@
 #include <fmt/format.h>
 
 #include "model/predict.hpp"
+#include "model/simulator.hpp"
+#include "model/transformer_builder.hpp"
 #include "validation/error_metrics.hpp"
 
 using namespace perfcast;
@@ -92,8 +99,8 @@ int main(int argc, char** argv) {
   std::string out;
   std::size_t max_rows = 0, worst = 10;
   AttentionImpl attention = AttentionImpl::kUnfused;
-  double op_overhead = -1;
-  bool fit_host = false;
+  double op_overhead = -1, backward_overhead = -1;
+  int fit_host = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--csv") csv = v;
@@ -102,7 +109,8 @@ int main(int argc, char** argv) {
     else if (a == "--out") out = v;
     else if (a == "--worst") worst = std::stoul(v);
     else if (a == "--host-op-overhead") op_overhead = std::stod(v);
-    else if (a == "--fit-host") fit_host = v == "1";
+    else if (a == "--fit-host") fit_host = std::stoi(v);
+    else if (a == "--backward-op-overhead") backward_overhead = std::stod(v);
     else if (a == "--attention") attention = v == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -115,35 +123,86 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<double> errors, predicted;
     std::map<int, std::vector<double>> by_gpus, by_pp, by_tp;
-    auto predict_ms = [&](const Row& r, double overhead) {
+    // Rank 0's busy times in the reported iteration, ms: compute stream, collectives, host.
+    struct Busy {
+      double compute = 0, comm = 0, host = 0;
+    };
+    std::vector<Busy> busy;
+    auto predict_ms = [&](const Row& r, double overhead, Busy* b = nullptr) {
       JsonDocument doc = load_json_file(system);
       apply_override(doc, "gpus_per_node", std::to_string(r.gpus));
       SystemSpec sys = parse_system(doc);
       if (overhead >= 0) sys.host.op_overhead = overhead;
-      return predict_transformer(std::move(sys), spec_of(r, attention), {}, 2)->timeline.iteration_time * 1e3;
+      std::unique_ptr<Prediction> p;
+      if (backward_overhead < 0) {
+        p = predict_transformer(std::move(sys), spec_of(r, attention), {}, 2);
+      } else {
+        // Experiment: backward ops (autograd, not the recomputed forward) pay their own host
+        // overhead. Same steps as predict_transformer otherwise.
+        TransformerSpec w = spec_of(r, attention);
+        resolve_parallelism(w, sys.world_size());
+        p = std::make_unique<Prediction>();
+        p->system = std::move(sys);
+        p->graph = build_transformer_graph(w, p->system.world_size());
+        p->workload = w;
+        const PredictionModels models = load_prediction_models(*p);
+        Annotator annotator(p->system, *models.comm);
+        if (models.calibration) annotator.set_calibration(&*models.calibration);
+        p->timed = annotator.annotate(p->graph);
+        for (std::size_t k = 0; k < p->graph.ranks.size(); ++k) {
+          const auto& ops = p->graph.ranks[k].ops;
+          for (std::size_t i = 0; i < ops.size(); ++i) {
+            if (ops[i].phase == Phase::kBackward && ops[i].name.find("recompute.") == std::string::npos)
+              p->timed.ops[k][i].host_time = backward_overhead;
+          }
+        }
+        SimulationOptions opts;
+        opts.iterations = 2;
+        p->timeline = simulate(p->timed, p->system.host, opts);
+        p->analysis = analyze_timeline(p->timeline, p->graph);
+      }
+      if (b != nullptr && !p->analysis.ranks.empty()) {
+        const RankBreakdown& k = p->analysis.ranks.front();
+        *b = Busy{k.compute_busy * 1e3, k.communication_busy * 1e3, k.host_busy * 1e3};
+      }
+      return p->timeline.iteration_time * 1e3;
     };
-    if (fit_host) {
-      double best = -1, best_err = 1e30;
-      for (double us : {10, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 250, 300, 400}) {
-        std::vector<double> e;
-        for (const Row& r : rows)
-          if (r.gpus == 2) e.push_back(relative_error(predict_ms(r, us * 1e-6), r.measured_ms));
-        const double g = summarize_errors(e).geomean_abs;
-        std::printf("fit on 2-GPU rows: op_overhead %5.0f us -> geomean |e| %.2f%%\n", us, 100 * g);
-        if (g < best_err) best_err = g, best = us * 1e-6;
+    if (fit_host > 0) {
+      // Grid search on the 2-GPU rows only. Mode 1: one op_overhead for every op. Mode 2:
+      // op_overhead for forward and recomputed-forward ops, and a separate host overhead
+      // for backward (autograd) ops.
+      const std::vector<double> fwd_grid =
+          fit_host == 1 ? std::vector<double>{10, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 250, 300, 400}
+                        : std::vector<double>{60, 80, 100, 110, 120, 130, 140, 150, 160, 180, 200};
+      const std::vector<double> bwd_grid = fit_host == 1 ? std::vector<double>{-1} : std::vector<double>{0, 5, 10, 20, 30, 50, 70, 100};
+      double best = -1, best_bwd = -1, best_err = 1e30;
+      for (double us : fwd_grid) {
+        for (double bus : bwd_grid) {
+          backward_overhead = bus < 0 ? -1 : bus * 1e-6;
+          std::vector<double> e;
+          for (const Row& r : rows)
+            if (r.gpus == 2) e.push_back(relative_error(predict_ms(r, us * 1e-6), r.measured_ms));
+          const double g = summarize_errors(e).geomean_abs;
+          if (bus < 0) {
+            std::printf("fit on 2-GPU rows: op_overhead %5.0f us -> geomean |e| %.2f%%\n", us, 100 * g);
+          } else {
+            std::printf("fit on 2-GPU rows: op_overhead %5.0f us, backward %4.0f us -> geomean |e| %.2f%%\n", us, bus, 100 * g);
+          }
+          if (g < best_err) best_err = g, best = us * 1e-6, best_bwd = backward_overhead;
+        }
       }
       op_overhead = best;
-      std::printf("fitted op_overhead %.0f us on %s; the 2-GPU rows below are the training set, the 4- and 8-GPU rows held out\n\n",
-                  best * 1e6, "the 2-GPU rows");
-      std::vector<Row> held;
-      for (const Row& r : rows)
-        if (r.gpus != 2) held.push_back(r);
-      (void)held;
+      backward_overhead = best_bwd;
+      std::printf("fitted op_overhead %.0f us", best * 1e6);
+      if (best_bwd >= 0) std::printf(", backward op overhead %.0f us", best_bwd * 1e6);
+      std::printf(" on the 2-GPU rows; the 2-GPU rows below are the training set, the 4- and 8-GPU rows held out\n\n");
     }
     std::vector<double> held_out;
     for (const Row& r : rows) {
-      const double ms = predict_ms(r, op_overhead);
+      Busy b;
+      const double ms = predict_ms(r, op_overhead, &b);
       predicted.push_back(ms);
+      busy.push_back(b);
       const double e = relative_error(ms, r.measured_ms);
       errors.push_back(e);
       if (r.gpus != 2) held_out.push_back(e);
@@ -161,7 +220,7 @@ int main(int argc, char** argv) {
                 attention == AttentionImpl::kFlash ? "flash" : "unfused", system.c_str(), secs);
     std::printf("%-12s %6s %11s %9s %9s %10s\n", "subset", "rows", "geomean|e|", "MAPE", "max|e|", "bias");
     line("all", errors);
-    if (fit_host) line("held out", held_out);
+    if (fit_host > 0 && !held_out.empty()) line("held out", held_out);
     for (const auto& [g, e] : by_gpus) line(fmt::format("{} GPUs", g), e);
     for (const auto& [g, e] : by_tp) line(fmt::format("tp {}", g), e);
     for (const auto& [g, e] : by_pp) line(fmt::format("pp {}", g), e);
@@ -176,11 +235,13 @@ int main(int argc, char** argv) {
     }
     if (!out.empty()) {
       std::ofstream f(out);
-      f << "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,predicted_ms,error\n";
+      f << "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,predicted_ms,error,"
+           "rank0_compute_busy_ms,rank0_comm_busy_ms,rank0_host_busy_ms\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
-        f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.5f}\n", r.gpus, r.global_batch, r.micro_batch, r.hidden,
-                         r.heads, r.layers, r.seq, r.tp, r.dp, r.pp, r.measured_ms, predicted[i], errors[i]);
+        f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.5f},{:.3f},{:.3f},{:.3f}\n", r.gpus, r.global_batch,
+                         r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp, r.dp, r.pp, r.measured_ms, predicted[i],
+                         errors[i], busy[i].compute, busy[i].comm, busy[i].host);
       }
     }
   } catch (const ConfigError& e) {

@@ -162,10 +162,36 @@ class RankBuilder {
       return;
     }
     const double scores = double(b) * heads_ * s * s;
-    std::vector<KernelDesc> k{gemm(s, s, d, false, b * heads_), ew("scale_mask_softmax", scores, kSoftmaxFlops, 2 * e_)};
+    std::vector<KernelDesc> k{gemm(s, s, d, false, b * heads_)};
+    if (fused_softmax()) {
+      k.push_back(ew("scale_mask_softmax", scores, kSoftmaxFlops, 2 * e_));
+    } else {
+      // FusedScaleMaskSoftmax.forward_torch_softmax: input.float(), input * scale,
+      // masked_fill_(mask, -10000), torch.nn.Softmax, probs.half(): one framework op each.
+      const double f = 4;  // fp32 scores, bytes per element
+      const bool cast = e_ < f;
+      if (cast) k.push_back(ew("softmax_input_to_fp32", scores, 0, e_ + f));
+      kern(p + "core_attention", ph, std::move(k));
+      kern(p + "core_attention.softmax_scale", ph, {ew("softmax_scale", scores, 1, 2 * f)});
+      kern(p + "core_attention.softmax_mask_fill", ph, {ew("softmax_mask_fill", scores, 1, 2 * f + 1)});
+      kern(p + "core_attention.softmax", ph, {ew("softmax", scores, kSoftmaxFlops, 2 * f)});
+      k.clear();
+      if (cast) k.push_back(ew("softmax_probs_to_half", scores, 0, f + e_));
+    }
     if (w_.dropout > 0) k.push_back(ew("attention_dropout", scores, 2, 2 * e_ + 1));
     k.push_back(gemm(s, d, s, false, b * heads_));
-    kern(p + "core_attention", ph, std::move(k));
+    kern(p + (fused_softmax() ? "core_attention" : "core_attention.context"), ph, std::move(k));
+  }
+
+  /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
+  /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
+  /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and
+  /// (micro-batch x heads per TP rank) % 4 == 0; otherwise it falls back to separate
+  /// PyTorch ops in fp32 (forward_torch_softmax). E.g. 16 heads at tp 8 and micro-batch 1
+  /// give 2 attention batches per rank: the fallback.
+  bool fused_softmax() const {
+    const std::int64_t s = w_.seq_len, batches = w_.micro_batch * heads_;
+    return e_ <= 2 && s > 16 && s <= 2048 && s % 4 == 0 && batches % 4 == 0;
   }
 
   void layer_forward(int l, Phase ph, const std::string& tag) {
@@ -216,7 +242,21 @@ class RankBuilder {
       const double scores = double(b) * heads_ * s * s;
       std::vector<KernelDesc> k{gemm(s, s, d, false, b * heads_), gemm(s, d, s, false, b * heads_)};
       if (w_.dropout > 0) k.push_back(ew("attention_dropout_backward", scores, 1, 2 * e_ + 1));
-      k.push_back(ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * e_));
+      if (fused_softmax()) {
+        k.push_back(ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * e_));
+      } else {
+        // Autograd nodes of the fallback, in reverse: half() (ToCopyBackward), softmax,
+        // masked_fill_, mul by scale, float() (ToCopyBackward); fp32 gradients.
+        const double f = 4;
+        const bool cast = e_ < f;
+        if (cast) k.push_back(ew("softmax_grad_to_fp32", scores, 0, e_ + f));
+        kern(p + "core_attention.context", ph, std::move(k));
+        kern(p + "core_attention.softmax", ph, {ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * f)});
+        kern(p + "core_attention.softmax_mask_fill", ph, {ew("softmax_mask_fill_backward", scores, 1, 2 * f + 1)});
+        kern(p + "core_attention.softmax_scale", ph, {ew("softmax_scale_backward", scores, 1, 2 * f)});
+        k.clear();
+        if (cast) k.push_back(ew("softmax_grad_to_half", scores, 0, f + e_));
+      }
       k.push_back(gemm(s, d, s, false, b * heads_));
       k.push_back(gemm(s, d, s, false, b * heads_));
       kern(p + "core_attention", ph, std::move(k));

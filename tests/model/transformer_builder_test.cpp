@@ -98,6 +98,47 @@ TEST_CASE("flash attention FLOPs halve under a causal mask; backward is 2.5x", "
   CHECK(predict_attention(a, gpu).time > 0);
 }
 
+TEST_CASE("the unfused softmax falls back to fp32 PyTorch ops unless micro-batch x heads per rank is a multiple of 4",
+          "[transformer]") {
+  // Megatron-DeepSpeed megatron/model/fused_softmax.py: the fused kernel needs
+  // (b x heads/tp) % 4 == 0 (and 16 < s <= 2048, s % 4 == 0, 16-bit input); else float(),
+  // * scale, masked_fill_, Softmax, half(): four more framework ops forward and backward.
+  auto layer0 = [](const ExecutionGraph& g, const std::string& part, double& score_bytes, double& attention_flops) {
+    int ops = 0;
+    score_bytes = attention_flops = 0;
+    for (const auto& op : g.ranks[0].ops) {
+      if (op.name.rfind("mb0.layer0." + part, 0) != 0 || op.name.find("core_attention") == std::string::npos) continue;
+      ++ops;
+      for (const auto& k : op.kernels) {
+        if (const auto* e = std::get_if<ElementwiseDesc>(&k)) score_bytes += e->bytes_per_element;
+        if (const auto* gm = std::get_if<GemmDesc>(&k)) attention_flops += 2.0 * gm->m * gm->n * gm->k * gm->batch;
+      }
+    }
+    return ops;
+  };
+  auto graph = [](int tp, std::int64_t mb) {
+    TransformerSpec w = small_gpt(tp, 1, 1, 8);
+    w.attention = AttentionImpl::kUnfused;
+    w.micro_batch = mb;
+    return build_transformer_graph(w, tp);
+  };
+  double fused_bytes = 0, fused_flops = 0, fallback_bytes = 0, fallback_flops = 0, bwd_bytes = 0, bwd_flops = 0;
+  // 16 heads: tp 8, micro-batch 1 -> 2 attention batches per rank (fallback); micro-batch 2 -> 4 (fused).
+  CHECK(layer0(graph(8, 2), "core_attention", fused_bytes, fused_flops) == 1);
+  CHECK(layer0(graph(8, 1), "core_attention", fallback_bytes, fallback_flops) == 5);
+  CHECK(layer0(graph(4, 1), "core_attention", fused_bytes, fused_flops) == 1);  // 4 batches: fused
+  // Forward, per score element: softmax (2+2 B) + dropout (2+2+1 B) fused; the fallback
+  // casts to fp32 (2+4), scales (4+4), masks (4+1+4), softmaxes (4+4), casts back (4+2), dropout (5).
+  CHECK(fused_bytes == Approx(4 + 5));
+  CHECK(fallback_bytes == Approx(6 + 8 + 9 + 8 + 6 + 5));
+  // The attention GEMMs do not change: scores and context, 2 x 2 b s^2 d heads/tp.
+  CHECK(fallback_flops == Approx(2 * 2.0 * 1 * 1024 * 1024 * 64 * 2));
+  // Backward: 5 ops (fallback) with the same 4 batched GEMMs (2x the forward's).
+  CHECK(layer0(graph(8, 1), "backward.core_attention", bwd_bytes, bwd_flops) == 5);
+  CHECK(bwd_flops == Approx(2 * fallback_flops));
+  CHECK(bwd_bytes == Approx(5 + 6 + 12 + 9 + 8 + 6));
+}
+
 TEST_CASE("1F1B issues Megatron's point-to-point order", "[transformer]") {
   SECTION("P = 2, M = 4") {
     const ExecutionGraph g = build_transformer_graph(small_gpt(1, 2, 1, 4), 2);
