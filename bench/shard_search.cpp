@@ -1,9 +1,13 @@
 // Sharding search throughput: plans simulated per second and wall time to plan, on one
 // core: `taskset -c 0 build/bench/perfcast_bench_shard` (`--scratch`: without incremental
-// evaluation; `--phases`: where a from-scratch evaluation's time goes).
+// evaluation; `--phases`: where a from-scratch evaluation's time goes; `--check`: exact
+// results, to compare before and after a change).
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 
@@ -20,6 +24,43 @@ namespace {
 /// false (`--scratch`): every plan built and annotated from scratch, the evaluator before
 /// incremental rebuilds; the search and its results are the same.
 bool g_incremental = true;
+/// `--check`: also print the best time to the last bit and a digest of every evaluated
+/// plan's time and verdict, to show that a speed-up changed no result.
+bool g_check = false;
+
+/// FNV-1a over the bits of every evaluation the search makes, in order (proposes nothing).
+class Digest final : public Proposer {
+ public:
+  std::optional<Candidate> propose() override { return std::nullopt; }
+  void feedback(const Candidate&, const PlanEvaluation& e) override {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &e.iteration_time, sizeof bits);
+    mix(bits);
+    mix(e.feasible ? 1 : 0);
+    for (const Seconds t : e.rank_embedding_time) {
+      std::memcpy(&bits, &t, sizeof bits);
+      mix(bits);
+    }
+    for (const Bytes b : e.rank_memory) {
+      std::memcpy(&bits, &b, sizeof bits);
+      mix(bits);
+    }
+  }
+  std::uint64_t value = 1469598103934665603ull;
+
+ private:
+  void mix(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) value = (value ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  }
+};
+
+/// CPU time of the calling thread, s (unlike wall time, not inflated by other processes
+/// sharing the core).
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
   const auto comm = make_collective_model(s);
@@ -35,10 +76,21 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   LocalSearchProposer local(w, s, 1);
   SearchOptions opt;
   opt.max_evaluations = evaluations;
-  const SearchResult r = run_search({&fixed, &local}, search_ev, opt);
+  Digest digest;
+  std::vector<Proposer*> proposers{&fixed, &local};
+  if (g_check) proposers.push_back(&digest);
+  const double cpu0 = thread_cpu_s();
+  const SearchResult r = run_search(proposers, search_ev, opt);
+  const double cpu_s = thread_cpu_s() - cpu0;
   std::printf("%-44s tables %4zu ranks %3d  %6zu plans in %6.2f s = %7.0f plans/s  best %.3f ms vs best baseline %.3f ms (%+.1f%%)\n",
               label, w.tables.size(), s.world_size(), r.evaluations, r.wall_s, r.evaluations / r.wall_s,
               r.best_eval.iteration_time * 1e3, best_baseline * 1e3, (r.best_eval.iteration_time / best_baseline - 1) * 100);
+  std::printf("  %.0f plans per CPU second (this thread's CPU time %.2f s; differs from the wall time on a loaded machine)\n",
+              r.evaluations / cpu_s, cpu_s);
+  if (g_check) {
+    std::printf("  check: best %.17g s, best baseline %.17g s, digest of all %zu evaluations %016llx\n",
+                r.best_eval.iteration_time, best_baseline, r.evaluations, static_cast<unsigned long long>(digest.value));
+  }
 }
 
 /// Keeps every plan the search evaluates (proposes nothing).
@@ -112,9 +164,15 @@ int main(int argc, char** argv) {
     phases("64-table DLRM on dgx_h100", dgx, t64, 2000);
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "--scratch") g_incremental = false;
-  run("64-table DLRM on dgx_h100", dgx, t64, 5000);
-  run("dlrm_mlperf on dgx_h100", dgx, load_workload(src + "/configs/workloads/dlrm_mlperf.json"), 5000);
+  int only = 0;  // `--case N`: run only the N-th case (1-3), e.g. under a profiler
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--scratch") g_incremental = false;
+    if (std::string(argv[i]) == "--check") g_check = true;
+    if (std::string(argv[i]) == "--case" && i + 1 < argc) only = std::stoi(argv[++i]);
+  }
+  if (only == 0 || only == 1) run("64-table DLRM on dgx_h100", dgx, t64, 5000);
+  if (only == 0 || only == 2) run("dlrm_mlperf on dgx_h100", dgx, load_workload(src + "/configs/workloads/dlrm_mlperf.json"), 5000);
+  if (only != 0 && only != 3) return 0;
   JsonDocument doc = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   apply_override(doc, "nodes", "8");
   const SystemSpec c64 = parse_system(doc);

@@ -1,6 +1,9 @@
 #include "model/dlrm_builder.hpp"
 
 #include <map>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -12,6 +15,15 @@ double act_bytes(DType t) { return dtype_bytes(t); }
 
 ElementwiseDesc elementwise(std::string op, double elements, double flops, double bytes) {
   return ElementwiseDesc{std::move(op), static_cast<std::int64_t>(elements), flops, bytes};
+}
+
+/// `prefix` + decimal `i` + `suffix` (op and collective names; cheaper than fmt::format in
+/// the sharding search's rebuilds).
+std::string numbered(std::string_view prefix, std::int64_t i, std::string_view suffix = {}) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  s += suffix;
+  return s;
 }
 
 struct ShardRef {
@@ -76,10 +88,12 @@ class CollectiveTable {
 class RankBuilder {
  public:
   /// `node_dims`: per node, the columns of its table_row_wise / grid blocks (node_dims()).
+  /// `recycled`: a program whose storage the new one reuses (its ops are discarded).
   RankBuilder(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
-              const std::vector<double>& node_dims)
+              const std::vector<double>& node_dims, RankProgram recycled = {})
       : w_(w), plan_(plan), n_(world), g_(gpus_per_node), r_(rank), b_(w.batch_size / world), colls_(colls),
-        node_dims_(node_dims) {
+        program_(std::move(recycled)), node_dims_(node_dims) {
+    program_.ops.clear();
     for (std::size_t t = 0; t < plan.tables.size(); ++t) {
       for (const auto& sh : plan.tables[t].shards) {
         if (sh.rank == r_) local_.push_back({t, &sh, plan.tables[t].type});
@@ -105,7 +119,7 @@ class RankBuilder {
     std::vector<int> bottom;
     int prev = h2d;
     for (std::size_t i = 1; i < w_.bottom_mlp.size(); ++i) {
-      prev = add({fmt::format("bottom_mlp.{}", i - 1), Phase::kForward, Stream::kCompute,
+      prev = add({numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
                   {GemmDesc{b_, w_.bottom_mlp[i], w_.bottom_mlp[i - 1], 1, w_.mlp_dtype, true}}, {}, {prev}, false});
       bottom.push_back(prev);
     }
@@ -113,10 +127,10 @@ class RankBuilder {
 
     int lookup = -1, lookup_dp = -1;
     if (auto e = embedding_desc(EmbeddingPass::kForward, /*dp=*/false)) {
-      lookup = add({"embedding_lookup", Phase::kForward, Stream::kCompute, {*e}, {}, {input_ready}, false});
+      lookup = add(single_kernel_op("embedding_lookup", Phase::kForward, std::move(*e), {input_ready}));
     }
     if (auto e = embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
-      lookup_dp = add({"embedding_lookup.data_parallel", Phase::kForward, Stream::kCompute, {*e}, {}, {h2d}, false});
+      lookup_dp = add(single_kernel_op("embedding_lookup.data_parallel", Phase::kForward, std::move(*e), {h2d}));
     }
     std::vector<int> emb_ready;
     int output_dist = -1, rw_rs = -1;
@@ -136,7 +150,7 @@ class RankBuilder {
     const double my_node_dims = node_dims_[static_cast<std::size_t>(r_ / g_)];
     if (node_comm && my_node_dims > 0) {
       CollectiveDesc rs{CollectiveKind::kReduceScatter, double(w_.batch_size) * my_node_dims * 4.0, {}};
-      node_rs = add(coll("output_dist.table_row_wise", fmt::format("output_dist.table_row_wise.node{}", r_ / g_), Phase::kForward,
+      node_rs = add(coll("output_dist.table_row_wise", numbered("output_dist.table_row_wise.node", r_ / g_), Phase::kForward,
                          rs, deps_of(lookup), node_group()));
       emb_ready.push_back(node_rs);
     }
@@ -167,7 +181,7 @@ class RankBuilder {
     std::int64_t in = w_.interaction_width();
     for (std::size_t i = 0; i < w_.top_mlp.size(); ++i) {
       top_in.push_back(in);
-      prev = add({fmt::format("top_mlp.{}", i), Phase::kForward, Stream::kCompute,
+      prev = add({numbered("top_mlp.", i), Phase::kForward, Stream::kCompute,
                   {GemmDesc{b_, w_.top_mlp[i], in, 1, w_.mlp_dtype, true}}, {}, {prev}, false});
       in = w_.top_mlp[i];
     }
@@ -178,7 +192,7 @@ class RankBuilder {
     prev = add({"loss.backward", Phase::kBackward, Stream::kCompute, {elementwise("bce_backward", b_, 5, 12)}, {}, {loss}, false});
     for (std::size_t i = w_.top_mlp.size(); i-- > 0;) {
       const bool relu_out = i + 1 < w_.top_mlp.size();  // the logit layer has no ReLU
-      prev = add(linear_backward(fmt::format("top_mlp.{}.backward", i), top_in[i], w_.top_mlp[i], true, relu_out, prev));
+      prev = add(linear_backward(numbered("top_mlp.", i, ".backward"), top_in[i], w_.top_mlp[i], true, relu_out, prev));
       grad_ready(prev, top_in[i], w_.top_mlp[i]);
     }
     Op inter_bwd{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {prev}, false};
@@ -210,7 +224,7 @@ class RankBuilder {
     if (node_rs >= 0) {
       CollectiveDesc ag{CollectiveKind::kAllGather, double(w_.batch_size) * my_node_dims * 4.0, {}};
       emb_grad_ready.push_back(add(coll("output_dist.table_row_wise.backward",
-                                        fmt::format("output_dist.table_row_wise.backward.node{}", r_ / g_), Phase::kBackward, ag,
+                                        numbered("output_dist.table_row_wise.backward.node", r_ / g_), Phase::kBackward, ag,
                                         {node_ready}, node_group())));
     }
     if (n_ == 1) emb_grad_ready.push_back(inter_b);
@@ -218,13 +232,13 @@ class RankBuilder {
     prev = inter_b;
     for (std::size_t i = bottom.size(); i-- > 0;) {
       const std::int64_t bin = w_.bottom_mlp[i], bout = w_.bottom_mlp[i + 1];
-      prev = add(linear_backward(fmt::format("bottom_mlp.{}.backward", i), bin, bout, i > 0, true, prev));
+      prev = add(linear_backward(numbered("bottom_mlp.", i, ".backward"), bin, bout, i > 0, true, prev));
       grad_ready(prev, bin, bout);
     }
     flush_bucket(prev);
 
     if (auto e = embedding_desc(EmbeddingPass::kBackward, false)) {
-      add({"embedding_backward", Phase::kBackward, Stream::kCompute, {*e}, {}, emb_grad_ready, false});
+      add(single_kernel_op("embedding_backward", Phase::kBackward, std::move(*e), emb_grad_ready));
     }
     if (lookup_dp >= 0) add_dp_tables_backward(inter_b);
 
@@ -260,6 +274,14 @@ class RankBuilder {
     return static_cast<int>(program_.ops.size()) - 1;
   }
 
+  /// A compute op of one kernel, moved in (an initializer list would copy it; embedding
+  /// descriptors carry a vector of tables).
+  static Op single_kernel_op(std::string name, Phase phase, KernelDesc kernel, std::vector<int> deps) {
+    Op op{std::move(name), phase, Stream::kCompute, {}, {}, std::move(deps), false};
+    op.kernels.push_back(std::move(kernel));
+    return op;
+  }
+
   static std::vector<int> deps_of(int op) { return op >= 0 ? std::vector<int>{op} : std::vector<int>{}; }
 
   Op coll(std::string name, Phase phase, CollectiveDesc d, std::vector<int> deps) const {
@@ -288,7 +310,7 @@ class RankBuilder {
     std::vector<int> ranks;
     for (int k = 0; k < nodes; ++k) ranks.push_back(k * g_ + local);
     const int group = colls_.group(ranks);
-    const int index = colls_.get(fmt::format("{}.local{}", name, local), [&] {
+    const int index = colls_.get(numbered(name + ".local", local), [&] {
       const auto un = static_cast<std::size_t>(nodes);
       std::vector<double> pairs(un * un, 0.0);
       for (std::size_t i = 0; i < un; ++i)
@@ -396,6 +418,7 @@ class RankBuilder {
     e.pass = pass;
     e.optimizer = w_.embedding_optimizer;
     e.index_bytes = w_.index_bytes;
+    e.tables.reserve(local_.size());
     for (const auto& ref : local_) {
       if ((ref.type == ShardingType::kDataParallel) != dp) continue;
       const auto& spec = w_.tables[ref.table];
@@ -428,7 +451,7 @@ class RankBuilder {
   void flush_bucket(int op) {
     if (n_ == 1 || bucket_bytes_ <= 0) return;
     CollectiveDesc d{CollectiveKind::kAllReduce, bucket_bytes_, {}};
-    allreduces_.push_back(add(coll(fmt::format("allreduce.bucket{}", buckets_), Phase::kBackward, d, {op})));
+    allreduces_.push_back(add(coll(numbered("allreduce.bucket", buckets_), Phase::kBackward, d, {op})));
     ++buckets_;
     bucket_bytes_ = 0;
   }
@@ -509,7 +532,15 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
   }
   const bool full = !built_ || !(shape == shape_) || plan.tables.size() != w_->tables.size();
   std::vector<char> rank_changed(n, 1);
+  previous_.resize(n);
   if (full) {
+    for (std::size_t r = 0; r < n; ++r) {
+      if (r < graph_.ranks.size()) {
+        previous_[r] = std::move(graph_.ranks[r]);
+      } else {
+        previous_[r].ops.clear();
+      }
+    }
     graph_ = ExecutionGraph{};
     state_ = std::make_unique<State>(graph_);
     RankGroup all;
@@ -521,9 +552,16 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
     for (std::size_t r = 0; r < n; ++r) rank_changed[r] = keys[r] == keys_[r] ? 0 : 1;
   }
   for (std::size_t r = 0; r < n; ++r) {
-    if (!rank_changed[r]) continue;
-    graph_.ranks[r] =
-        RankBuilder(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims).build();
+    if (!rank_changed[r]) {
+      previous_[r].ops.clear();
+      continue;
+    }
+    // The rank's current program becomes previous_[r]; the older one lends its storage.
+    RankProgram recycled;
+    if (!full) recycled = std::exchange(previous_[r], std::move(graph_.ranks[r]));
+    graph_.ranks[r] = RankBuilder(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims,
+                                  std::move(recycled))
+                          .build();
   }
   if (changes) {
     changes->all = full;

@@ -54,6 +54,10 @@ class DlrmGraphBuilder {
   /// The graph of `plan`; valid until the next build(). `changes` (optional) says what
   /// differs from the previous call's graph.
   const ExecutionGraph& build(const ShardingPlan& plan, GraphChanges* changes = nullptr);
+  /// The program rank `r` had before the last build() rebuilt it (empty when that build
+  /// was the first or left rank `r` as it was); valid until the next build(). Lets a
+  /// caller keep what it derived from ops whose kernels did not change.
+  [[nodiscard]] const RankProgram& previous_program(std::size_t r) const { return previous_[r]; }
   /// Moves the last graph out (the builder must not be used afterwards).
   [[nodiscard]] ExecutionGraph take() { return std::move(graph_); }
 
@@ -76,6 +80,7 @@ class DlrmGraphBuilder {
   ExecutionGraph graph_;
   std::unique_ptr<State> state_;
   std::vector<std::vector<RankKeyEntry>> keys_, next_keys_;  ///< per rank: the last plan's, scratch
+  std::vector<RankProgram> previous_;  ///< per rank: its program before the last build rebuilt it
   Shape shape_;
   bool built_ = false;
 };

@@ -20,22 +20,33 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   timed_.ops.resize(g.ranks.size());
   rank_embedding_time_.resize(g.ranks.size(), 0.0);
   // Re-annotate the rebuilt ranks only (the same predictor call as Annotator, cached by
-  // descriptor), and sum their embedding kernel time.
+  // descriptor), and sum their embedding kernel time. An op whose kernels equal those of
+  // the op at the same index in the rank's previous program keeps its timing: the
+  // estimate is a function of the descriptor alone, so this is exact (and it saves
+  // hashing the descriptors of the ops a move does not touch, most of them).
   for (std::size_t r = 0; r < g.ranks.size(); ++r) {
     if (!changes.all && !changes.ranks[r]) continue;
     ++ranks_rebuilt_;
     const auto& ops = g.ranks[r].ops;
+    const auto& before = builder_->previous_program(r).ops;  // what timed_.ops[r] annotates
     auto& timings = timed_.ops[r];
-    timings.assign(ops.size(), OpTiming{});
+    if (before.empty()) timings.clear();
+    timings.resize(ops.size());
     Seconds embedding = 0;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      timings[i].kernels.reserve(ops[i].kernels.size());
-      for (const auto& k : ops[i].kernels) {
-        auto it = estimates_.find(k);
-        if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, nullptr)).first;
-        timings[i].kernels.push_back(it->second);
-        if (std::holds_alternative<EmbeddingDesc>(k)) embedding += it->second.time;
+      OpTiming& t = timings[i];
+      const bool same = i < before.size() && ops[i].kernels == before[i].kernels;
+      if (!same) {
+        t = OpTiming{};
+        t.kernels.reserve(ops[i].kernels.size());
+        for (const auto& k : ops[i].kernels) {
+          auto it = estimates_.find(k);
+          if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, nullptr)).first;
+          t.kernels.push_back(it->second);
+        }
       }
+      for (std::size_t k = 0; k < ops[i].kernels.size(); ++k)
+        if (std::holds_alternative<EmbeddingDesc>(ops[i].kernels[k])) embedding += t.kernels[k].time;
     }
     rank_embedding_time_[r] = embedding;
   }
@@ -47,7 +58,8 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   PlanEvaluation e;
   SimulationOptions opt;
   opt.iterations = iterations_;
-  e.iteration_time = simulate(timed_, system_->host, opt).iteration_time;
+  timeline_ = simulate(timed_, system_->host, opt, std::move(timeline_));
+  e.iteration_time = timeline_.iteration_time;
   e.rank_embedding_time = rank_embedding_time_;
   const auto memory = estimate_memory(*workload_, plan, *system_);
   for (const auto& m : memory) e.rank_memory.push_back(m.total());

@@ -18,6 +18,7 @@
 #include "model/annotate.hpp"
 #include "model/dlrm_builder.hpp"
 #include "model/memory_estimate.hpp"
+#include "model/simulator.hpp"
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
 #include "topology/collective.hpp"
@@ -53,6 +54,7 @@ class PlanEvaluator {
   std::unique_ptr<DlrmGraphBuilder> builder_;
   TimedGraph timed_;                         ///< annotation of builder_'s current graph
   std::vector<Seconds> rank_embedding_time_; ///< of builder_'s current graph
+  Timeline timeline_;                        ///< the last simulation (its storage is reused)
   std::unordered_map<KernelDesc, Estimate, KernelDescHash> estimates_;
   std::size_t evaluations_ = 0;
   std::size_t ranks_rebuilt_ = 0;

@@ -44,8 +44,12 @@ class Engine {
  public:
   /// `durations`: per event index, a duration that replaces the model's (contention
   /// passes); NaN or absent: the model's.
-  Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations = nullptr)
-      : tg_(tg), g_(*tg.graph), host_(host), iterations_(iterations), durations_(durations) {
+  /// `storage`: a finished timeline whose buffers this run reuses (its contents are dropped).
+  Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations = nullptr,
+         Timeline storage = {})
+      : tg_(tg), g_(*tg.graph), host_(host), iterations_(iterations), durations_(durations),
+        events_(std::move(storage.events)), iteration_end_(std::move(storage.iteration_end)) {
+    events_.clear();
     const std::size_t world = g_.ranks.size();
     states_.resize(world);
     for (std::size_t r = 0; r < world; ++r) {
@@ -55,6 +59,7 @@ class Engine {
     }
     group_size_.reserve(g_.groups.size());
     for (const auto& grp : g_.groups) group_size_.push_back(grp.size());
+    arrivals_.resize(g_.groups.size());
   }
 
   Timeline run() {
@@ -90,7 +95,10 @@ class Engine {
   std::vector<RankState> states_;
   std::vector<int> group_size_;
   std::vector<TimelineEvent> events_;
-  std::unordered_map<std::uint64_t, Arrival> arrivals_;
+  std::vector<std::vector<Seconds>> iteration_end_;  ///< storage for Timeline::iteration_end
+  /// [group][n]: the n-th collective instance issued on that group (the same position in
+  /// every member's sequence), while ranks arrive at it.
+  std::vector<std::vector<Arrival>> arrivals_;
 
   /// Duration of event `e`: the contention pass's if it set one, else `model`.
   [[nodiscard]] Seconds duration_of(std::size_t e, Seconds model) const {
@@ -239,17 +247,20 @@ class Engine {
     const GraphCollective& c = g_.collectives[static_cast<std::size_t>(collective)];
     RankState& st = states_[static_cast<std::size_t>(rank)];
     const auto grp = static_cast<std::size_t>(c.group);
-    const std::uint64_t key = (static_cast<std::uint64_t>(grp) << 40) | static_cast<std::uint64_t>(st.coll_seq[grp]++);
+    const auto seq = static_cast<std::size_t>(st.coll_seq[grp]++);
     const auto& members = g_.groups[grp].ranks;
     if (std::find(members.begin(), members.end(), rank) == members.end()) {
       throw SimulationError(fmt::format("rank {} issues \"{}\" on group {}, which it is not a member of", rank,
                                         g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)].name,
                                         c.group));
     }
-    Arrival& a = arrivals_[key];
+    auto& group_arrivals = arrivals_[grp];
+    if (seq >= group_arrivals.size()) group_arrivals.resize(seq + 1);
+    Arrival& a = group_arrivals[seq];
     if (a.arrived == 0) {
       a.collective = collective;
       a.first_rank = rank;
+      a.events.reserve(static_cast<std::size_t>(group_size_[grp]));
     } else if (a.collective != collective) {
       throw SimulationError(fmt::format(
           "collective mismatch: rank {} issues \"{}\" where rank {} issued \"{}\" (the same position in group {})", rank,
@@ -280,14 +291,16 @@ class Engine {
       ev.start = a.max_ready;
       ev.end = a.max_ready + duration;
     }
-    arrivals_.erase(key);
+    a.events = {};  // done: nobody arrives here again
   }
 
   Timeline finish() {
     Timeline t;
     t.world = static_cast<int>(states_.size());
     t.iterations = iterations_;
-    t.iteration_end.assign(states_.size(), std::vector<Seconds>(static_cast<std::size_t>(iterations_), 0.0));
+    t.iteration_end = std::move(iteration_end_);
+    t.iteration_end.resize(states_.size());
+    for (auto& ends : t.iteration_end) ends.assign(static_cast<std::size_t>(iterations_), 0.0);
     for (const auto& e : events_) {
       auto& slot = t.iteration_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.iteration)];
       slot = std::max(slot, e.end);
@@ -380,16 +393,68 @@ FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& e
   return fs;
 }
 
+/// Whether any two transfers of `events` overlap in time on a shared resource at their
+/// solo durations: exactly any_overlap(transfer_flows(tg, events).flows), without building
+/// the flows. The spans are those transfer_flows gives each resource (a flow's span on
+/// each resource it uses; the members of a collective instance add their own rank's
+/// resources, so grouping them into one flow adds no span), and they are sorted by
+/// (start, end) per resource and swept as any_overlap does. Most graphs have nothing that
+/// shares a link, and this check is all their contention handling costs.
+bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& events) {
+  const ExecutionGraph& g = *tg.graph;
+  struct Span {
+    int resource;
+    Seconds start, end;
+  };
+  std::vector<Span> spans;
+  for (const TimelineEvent& ev : events) {
+    if (ev.lane == Lane::kHost) continue;
+    const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
+    const int base = ev.rank * kResourcesPerRank;
+    if (ev.kernel >= 0) {
+      const auto* copy = std::get_if<MemcpyDesc>(&op.kernels[static_cast<std::size_t>(ev.kernel)]);
+      if (copy == nullptr || copy->kind == CopyKind::kDeviceToDevice) continue;
+      const Seconds work =
+          tg.ops[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)].kernels[static_cast<std::size_t>(ev.kernel)].time;
+      if (work <= 0) continue;
+      spans.push_back({base + (copy->kind == CopyKind::kHostToDevice ? kPcieToDevice : kPcieToHost), ev.start, ev.start + work});
+    } else if (op.collective) {
+      const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
+      if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
+      const Seconds end = ev.start + est.time;
+      if (std::min(1.0, est.nic_busy / est.time) > 0) spans.push_back({base + kNic, ev.start, end});
+      if (std::min(1.0, est.pcie_busy / est.time) > 0) {
+        spans.push_back({base + kPcieToDevice, ev.start, end});
+        spans.push_back({base + kPcieToHost, ev.start, end});
+      }
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.resource, a.start, a.end) < std::tie(b.resource, b.start, b.end);
+  });
+  Seconds end = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (i > 0 && spans[i].resource != spans[i - 1].resource) end = -std::numeric_limits<double>::infinity();
+    if (spans[i].start < end) return true;
+    end = std::max(end, spans[i].end);
+  }
+  return false;
+}
+
 }  // namespace
 
 Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options) {
+  return simulate(graph, host, options, Timeline{});
+}
+
+Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options, Timeline&& recycled) {
   if (options.iterations < 2) throw std::invalid_argument("simulate: at least 2 iterations are needed for a steady-state period");
-  Timeline t = Engine(graph, host, options.iterations).run();
+  Timeline t = Engine(graph, host, options.iterations, nullptr, std::move(recycled)).run();
   if (!options.contention) return t;
+  if (!transfers_overlap(graph, t.events)) return t;  // nothing shares a link: solo speeds hold
   std::vector<Seconds> durations;
   for (int pass = 0; pass < options.contention_passes; ++pass) {
     const FlowSet fs = transfer_flows(graph, t.events);
-    if (pass == 0 && !any_overlap(fs.flows)) return t;  // nothing shares a link: solo speeds hold
     const std::vector<Seconds> finish = fluid_finish_times(fs.flows);
     std::vector<Seconds> next(t.events.size(), std::numeric_limits<double>::quiet_NaN());
     for (std::size_t f = 0; f < fs.flows.size(); ++f)

@@ -89,4 +89,10 @@ class SimulationError : public std::runtime_error {
 
 [[nodiscard]] Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options = {});
 
+/// The same, reusing the storage of `recycled` (an earlier result the caller is done
+/// with): a caller that simulates many graphs (the sharding search) then does not
+/// reallocate the event list every time. The result does not depend on `recycled`.
+[[nodiscard]] Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options,
+                                Timeline&& recycled);
+
 }  // namespace perfcast

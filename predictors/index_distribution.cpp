@@ -1,9 +1,12 @@
 #include "predictors/index_distribution.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -48,6 +51,36 @@ double zipf_unique(double rows, double accesses, double alpha) {
     lo = hi + 1;
   }
   return unique;
+}
+
+/// zipf_unique memoized per thread. Key: the exact bit patterns of (rows, accesses, alpha),
+/// which are all zipf_unique reads, so a hit returns the very double a fresh call computes
+/// (the function is pure and deterministic). Why: the sharding search predicts the
+/// embedding kernel of every new combination of shards on a rank, and each table's Zipf
+/// sum (about a thousand pow calls) would otherwise be recomputed for every combination
+/// it appears in. Bounded: cleared when it reaches kMaxEntries (4096 x ~40 B).
+double zipf_unique_memo(double rows, double accesses, double alpha) {
+  struct Key {
+    std::uint64_t rows, accesses, alpha;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = k.rows * 0x9e3779b97f4a7c15ull;
+      h = (h ^ (h >> 29) ^ k.accesses) * 0xbf58476d1ce4e5b9ull;
+      h = (h ^ (h >> 32) ^ k.alpha) * 0x94d049bb133111ebull;
+      return static_cast<std::size_t>(h ^ (h >> 31));
+    }
+  };
+  constexpr std::size_t kMaxEntries = 4096;
+  thread_local std::unordered_map<Key, double, KeyHash> memo;
+  const Key key{std::bit_cast<std::uint64_t>(rows), std::bit_cast<std::uint64_t>(accesses),
+                std::bit_cast<std::uint64_t>(alpha)};
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= kMaxEntries) memo.clear();
+  const double u = zipf_unique(rows, accesses, alpha);
+  memo.emplace(key, u);
+  return u;
 }
 
 }  // namespace
@@ -145,7 +178,7 @@ double expected_unique_rows(const IndexDistribution& d, double rows, double acce
       u = rows * touched_probability(1.0 / rows, accesses);
       break;
     case IndexDistribution::Kind::kZipf:
-      u = zipf_unique(rows, accesses, d.alpha);
+      u = zipf_unique_memo(rows, accesses, d.alpha);
       break;
     case IndexDistribution::Kind::kHotSet: {
       const double hot = std::max(1.0, std::round(rows * d.hot_rows_fraction));
