@@ -17,8 +17,8 @@
 // --out also writes rank 0's compute-stream, collective and host busy ms per row.
 // --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
 // 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
-// --backward-op-overhead (experiment, not a HostSpec field yet): backward (autograd) ops
-// pay this host time instead of op_overhead; the recomputed forward keeps op_overhead.
+// --backward-op-overhead sets HostSpec::backward_op_overhead: backward (autograd) ops pay
+// this host time instead of op_overhead; the recomputed forward keeps op_overhead.
 // Megatron's forward and recompute run module by module in Python, the backward mostly
 // in the C++ autograd engine. --fit-host 2 fits both on the 2-GPU rows (2-D grid).
 #include <algorithm>
@@ -133,34 +133,9 @@ int main(int argc, char** argv) {
       apply_override(doc, "gpus_per_node", std::to_string(r.gpus));
       SystemSpec sys = parse_system(doc);
       if (overhead >= 0) sys.host.op_overhead = overhead;
-      std::unique_ptr<Prediction> p;
-      if (backward_overhead < 0) {
-        p = predict_transformer(std::move(sys), spec_of(r, attention), {}, 2);
-      } else {
-        // Experiment: backward ops (autograd, not the recomputed forward) pay their own host
-        // overhead. Same steps as predict_transformer otherwise.
-        TransformerSpec w = spec_of(r, attention);
-        resolve_parallelism(w, sys.world_size());
-        p = std::make_unique<Prediction>();
-        p->system = std::move(sys);
-        p->graph = build_transformer_graph(w, p->system.world_size());
-        p->workload = w;
-        const PredictionModels models = load_prediction_models(*p);
-        Annotator annotator(p->system, *models.comm);
-        if (models.calibration) annotator.set_calibration(&*models.calibration);
-        p->timed = annotator.annotate(p->graph);
-        for (std::size_t k = 0; k < p->graph.ranks.size(); ++k) {
-          const auto& ops = p->graph.ranks[k].ops;
-          for (std::size_t i = 0; i < ops.size(); ++i) {
-            if (ops[i].phase == Phase::kBackward && ops[i].name.find("recompute.") == std::string::npos)
-              p->timed.ops[k][i].host_time = backward_overhead;
-          }
-        }
-        SimulationOptions opts;
-        opts.iterations = 2;
-        p->timeline = simulate(p->timed, p->system.host, opts);
-        p->analysis = analyze_timeline(p->timeline, p->graph);
-      }
+      // Backward (autograd) ops pay their own host overhead when one is given (HostSpec).
+      if (backward_overhead >= 0) sys.host.backward_op_overhead = backward_overhead;
+      const std::unique_ptr<Prediction> p = predict_transformer(std::move(sys), spec_of(r, attention), {}, 2);
       if (b != nullptr && !p->analysis.ranks.empty()) {
         const RankBreakdown& k = p->analysis.ranks.front();
         *b = Busy{k.compute_busy * 1e3, k.communication_busy * 1e3, k.host_busy * 1e3};

@@ -38,6 +38,9 @@ struct Op {
   std::optional<int> collective;              ///< instead of kernels: index into ExecutionGraph::collectives
   std::vector<int> deps;                      ///< ops (same rank) whose outputs this op reads
   bool host_waits = false;                    ///< the host blocks until this op ends
+  /// A forward op re-run in the backward (activation recomputation): phase kBackward, but a
+  /// Python module call, so it pays HostSpec::op_overhead, not backward_op_overhead.
+  bool recompute = false;
 };
 
 struct RankProgram {

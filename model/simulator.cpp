@@ -87,6 +87,13 @@ class Engine {
   }
 
  private:
+  /// Host time of an op without a measured one: backward (autograd) ops pay
+  /// HostSpec::backward_op_overhead when set, every other op op_overhead.
+  [[nodiscard]] Seconds host_op_overhead(const Op& op) const {
+    if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead;
+    return host_.op_overhead;
+  }
+
   const TimedGraph& tg_;
   const ExecutionGraph& g_;
   HostSpec host_;
@@ -187,7 +194,7 @@ class Engine {
     seg.binding = st.host_binding;
     seg.cause = st.host_cause;
     const int seg_idx = push(seg);
-    st.host += timing.host_time.value_or(host_.op_overhead);
+    st.host += timing.host_time.value_or(host_op_overhead(op));
 
     int last = -1;
     if (op.collective) {

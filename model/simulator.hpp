@@ -4,8 +4,9 @@
 ///
 /// Rules (docs/architecture.md):
 ///  - Per rank, one host thread and three GPU streams (compute, communication, copy).
-///  - The host pays `op_overhead` per op (or the op's measured `OpTiming::host_time`, in
-///    trace replay) and `launch_overhead` per launch; a kernel starts
+///  - The host pays `op_overhead` per op (`backward_op_overhead`, when the system sets it, for
+///    backward ops that are not recomputed forwards; the op's measured `OpTiming::host_time`
+///    in trace replay) and `launch_overhead` per launch; a kernel starts
 ///    at max(its launch time, its stream being free, its inputs being ready).
 ///  - A collective starts on every rank of its group when the last rank has reached it
 ///    (its launch issued, its stream free, its inputs ready); it lasts as the collective

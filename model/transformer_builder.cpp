@@ -118,6 +118,7 @@ class RankBuilder {
 
   void add(Op op) {
     if (last_ >= 0) op.deps.push_back(last_);
+    op.recompute = op.name.find("recompute.") != std::string::npos;  // layer_forward(.., "recompute.")
     prog_.ops.push_back(std::move(op));
     last_ = static_cast<int>(prog_.ops.size()) - 1;
   }

@@ -180,6 +180,9 @@ SystemSpec parse_system(const JsonDocument& doc) {
   if (auto host = root.find("host")) {
     const JsonObject o = host->as_object();
     s.host.op_overhead = o.quantity_or("op_overhead", Dimension::kTime, s.host.op_overhead);
+    if (o.find("backward_op_overhead")) {
+      s.host.backward_op_overhead = o.quantity("backward_op_overhead", Dimension::kTime);  // refuses negatives
+    }
     s.host.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, s.host.launch_overhead);
     s.host.collective_launch_overhead =
         o.quantity_or("collective_launch_overhead", Dimension::kTime, s.host.collective_launch_overhead);

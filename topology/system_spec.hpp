@@ -4,6 +4,7 @@
 /// NICs and fabric between nodes, and the host's CPU-overhead constants.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct HostSpec {
   /// 10us: assumed, in the 2-200 us range of the reference model's T1 gaps
   /// (docs/reference-paper.md section 6); replace with values from `perfcast import`.
   Seconds op_overhead = 10e-6;
+  /// Host time per backward op run by the autograd engine (C++, no Python module call), s;
+  /// unset: op_overhead. Recomputed forward ops (activation checkpointing) are Python module
+  /// calls and keep op_overhead. Fitted values: see README "Transformers" (vTrain rows).
+  std::optional<Seconds> backward_op_overhead;
   /// Host time of one cudaLaunchKernel/cudaMemcpyAsync call, s. 4us: the reference
   /// model's fixed T4 (docs/reference-paper.md section 6).
   Seconds launch_overhead = 4e-6;

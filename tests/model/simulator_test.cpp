@@ -183,6 +183,27 @@ TEST_CASE("host-bound: launches dominate tiny kernels", "[simulator]") {
   CHECK(a.critical_path.front().label.rfind("host: ", 0) == 0);
 }
 
+TEST_CASE("host-bound: backward (autograd) ops pay backward_op_overhead, recomputed forwards op_overhead", "[simulator]") {
+  Scenario s(1);
+  // Four 1-us kernels: a forward op, a recomputed forward and two autograd ops.
+  int prev = s.kernel(0, "fwd", 1 * us);
+  prev = s.kernel(0, "recompute.fwd", 1 * us, {prev});
+  prev = s.kernel(0, "bwd.a", 1 * us, {prev});
+  s.kernel(0, "bwd.b", 1 * us, {prev});
+  auto& ops = s.g.ranks[0].ops;
+  for (std::size_t i = 1; i < ops.size(); ++i) ops[i].phase = Phase::kBackward;
+  ops[1].recompute = true;
+  HostSpec h = host(20 * us, 5 * us);
+  // Unset: every op 20 + 5 us of host time, period 4 x 25 us.
+  CHECK(s.run(h, 3).iteration_time == Approx(100 * us));
+  // Set: the two autograd ops cost 2 + 5 us each: 25 + 25 + 7 + 7 = 64 us.
+  h.backward_op_overhead = 2 * us;
+  CHECK(s.run(h, 3).iteration_time == Approx(64 * us));
+  // Zero: the autograd ops cost their launches only: 25 + 25 + 5 + 5 = 60 us.
+  h.backward_op_overhead = 0.0;
+  CHECK(s.run(h, 3).iteration_time == Approx(60 * us));
+}
+
 TEST_CASE("a blocking op makes the host wait", "[simulator]") {
   Scenario s(1);
   const int a = s.kernel(0, "A", 500 * us);

@@ -47,4 +47,16 @@ TEST_CASE("system errors name the file and JSON path", "[system]") {
   CHECK_THAT(error_of("intra_node.fabrik", "\"x\""), Catch::Contains("/intra_node/fabrik: unknown key (did you mean \"fabric\"?)"));
   CHECK_THAT(error_of("gpu", "\"nonexistent.json\""), Catch::Contains("/gpu: cannot use \"nonexistent.json\""));
   CHECK_THAT(error_of("nodes", "2"), Catch::Contains("no error"));  // dgx_h100 has a network block
+  CHECK_THAT(error_of("host", R"({"backward_op_overhead": "-3us"})"), Catch::Contains("/host/backward_op_overhead: expected a time such as \"5us\", got \"-3us\" (negative)"));
+  CHECK_THAT(error_of("host", R"({"backward_op_overhead": 3})"), Catch::Contains("/host/backward_op_overhead: expected"));
+}
+
+TEST_CASE("host: backward_op_overhead is optional and parsed with units", "[system]") {
+  auto doc = load_json_file(systems() + "dgx_h100.json");
+  CHECK_FALSE(parse_system(doc).host.backward_op_overhead.has_value());
+  apply_override(doc, "host", R"({"op_overhead": "140us", "backward_op_overhead": "10us"})");
+  const SystemSpec s = parse_system(doc);
+  CHECK(s.host.op_overhead == Approx(140e-6));
+  REQUIRE(s.host.backward_op_overhead.has_value());
+  CHECK(*s.host.backward_op_overhead == Approx(10e-6));
 }
