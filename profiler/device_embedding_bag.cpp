@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "profiler/cuda_check.hpp"
+#include "profiler/device_buffer.hpp"
 #include "profiler/device_info.hpp"
 #include "profiler/kernels/embedding_bag.hpp"
 #endif
@@ -19,40 +20,6 @@ namespace perfcast::profiler {
 #if PERFCAST_HAVE_CUDA
 
 namespace {
-
-/// Owning device allocation (cudaMalloc / cudaFree).
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) PERFCAST_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-  }
-  DeviceBuffer(const void* host, std::size_t bytes) : DeviceBuffer(bytes) {
-    if (bytes > 0) PERFCAST_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
-  }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(ptr_, other.ptr_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  template <typename T>
-  [[nodiscard]] T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  [[nodiscard]] std::size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
 
 template <typename T>
 DeviceBuffer upload(std::span<const T> host) {

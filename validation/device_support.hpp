@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "profiler/cuda_check.hpp"
+#include "profiler/device_buffer.hpp"
 
 namespace perfcast::validation {
 
@@ -32,37 +33,7 @@ inline constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
 
 inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 
-/// One device allocation; throws CudaError naming the bytes when cudaMalloc fails.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    if (bytes == 0) return;
-    const cudaError_t e = cudaMalloc(&p_, bytes);
-    if (e != cudaSuccess) {
-      throw profiler::CudaError(static_cast<int>(e), fmt::format("cudaMalloc({} bytes)", bytes), cudaGetErrorString(e),
-                                __FILE__, __LINE__);
-    }
-  }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  [[nodiscard]] float* f() const { return static_cast<float*>(p_); }
-  [[nodiscard]] void* get() const { return p_; }
-  [[nodiscard]] std::size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+using profiler::DeviceBuffer;
 
 /// Pinned host allocation.
 class PinnedBuffer {
