@@ -23,7 +23,10 @@ strip gpu-carry/perfcast gpu-carry/perfcast_profiler_tests gpu-carry/perfcast_va
 ldd gpu-carry/perfcast gpu-carry/perfcast_validation_tests gpu-carry/libperfcast_inject.so | awk '/=> \// {print $3}' |
   grep -v -E 'libcuda|libcupti|libcublas|libnccl|libc\.so|libm\.so|libstdc|libgcc|ld-linux|libdl|libpthread|librt|libutil' |
   sort -u | xargs -r -I{} cp -L {} gpu-carry/lib/
-grep -qx '/gpu-carry/' .git/info/exclude 2> /dev/null || echo /gpu-carry/ >> .git/info/exclude
+# Keep gpu-carry/ out of git (and so out of commits) without touching .gitignore.
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/gpu-carry/' "$exclude" 2> /dev/null || echo /gpu-carry/ >> "$exclude"
 size=$(du -sm gpu-carry | cut -f1)
 echo "gpu-carry: ${size} MiB (the carry limit is 64 MiB)"
 if [ "$size" -ge 64 ]; then echo "error: gpu-carry is over the 64 MiB carry limit" >&2; exit 1; fi
