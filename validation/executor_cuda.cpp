@@ -128,10 +128,7 @@ RunResult run_dlrm_multi(const DlrmSpec& workload, const ShardingPlan& plan, con
     const DlrmBatch global = generate_dlrm_batch(global_cfg, traffic, options.seed, static_cast<std::uint64_t>(i));
     for (std::size_t r = 0; r < nranks; ++r) {
       RankInput in = split_batch(layout, workload, global, static_cast<int>(r));
-      auto& cap = shards[r].max_indices;
-      cap[0] = std::max(cap[0], static_cast<std::int64_t>(in.pooled.indices.size()));
-      cap[1] = std::max(cap[1], static_cast<std::int64_t>(in.row_wise.indices.size()));
-      cap[2] = std::max(cap[2], static_cast<std::int64_t>(in.data_parallel.indices.size()));
+      grow_index_capacity(shards[r].max_indices, in);
       inputs[r].push_back(std::move(in));
     }
   }

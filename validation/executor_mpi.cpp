@@ -89,9 +89,7 @@ RunResult run_dlrm_mpi(const DlrmSpec& workload, const ShardingPlan& plan, const
   for (int i = 0; i < options.batches; ++i) {
     const DlrmBatch global = generate_dlrm_batch(global_cfg, traffic, options.seed, static_cast<std::uint64_t>(i));
     RankInput in = split_batch(layout, workload, global, rank);
-    shard.max_indices[0] = std::max(shard.max_indices[0], static_cast<std::int64_t>(in.pooled.indices.size()));
-    shard.max_indices[1] = std::max(shard.max_indices[1], static_cast<std::int64_t>(in.row_wise.indices.size()));
-    shard.max_indices[2] = std::max(shard.max_indices[2], static_cast<std::int64_t>(in.data_parallel.indices.size()));
+    grow_index_capacity(shard.max_indices, in);
     inputs.push_back(std::move(in));
   }
   const NcclUniqueId id = mpi_broadcast_unique_id();

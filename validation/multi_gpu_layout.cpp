@@ -1,5 +1,6 @@
 #include "validation/multi_gpu_layout.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -72,6 +73,13 @@ RankInput split_batch(const MultiGpuLayout& L, const DlrmSpec& w, const DlrmBatc
   fill(R.row_wise_group, in.row_wise, true);
   fill(R.data_parallel_group, in.data_parallel, false);
   return in;
+}
+
+void grow_index_capacity(std::array<std::int64_t, 3>& capacity, const RankInput& input) {
+  const std::array<const GroupInput*, 3> groups{&input.pooled, &input.row_wise, &input.data_parallel};
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    capacity[g] = std::max(capacity[g], static_cast<std::int64_t>(groups[g]->indices.size()));
+  }
 }
 
 std::vector<GradientBucket> ddp_buckets(const DlrmSpec& w) {

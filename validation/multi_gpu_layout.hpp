@@ -24,6 +24,7 @@
 /// table_row_wise, table_column_wise and grid are not implemented by the executor:
 /// ConfigError naming the plan file, "/tables/<name>/sharding_type" and the type.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -125,6 +126,10 @@ struct RankInput {
 /// Throws std::invalid_argument when the batch does not match the layout's sizes.
 [[nodiscard]] RankInput split_batch(const MultiGpuLayout& layout, const DlrmSpec& workload, const DlrmBatch& global,
                                     int rank);
+
+/// Raises `capacity` (pooled, row_wise, data_parallel) to at least the index counts of
+/// `input`'s three groups: the per-group index capacity a rank needs for its batches.
+void grow_index_capacity(std::array<std::int64_t, 3>& capacity, const RankInput& input);
 
 /// DDP buckets of the MLP gradients (see the file comment). Layer indices: bottom layers
 /// 0..nb-1, then top layers nb..nb+nt-1.

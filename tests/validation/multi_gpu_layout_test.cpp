@@ -1,5 +1,6 @@
 // Which shards, rows and columns each rank of a multi-GPU run holds, and the bytes it
 // exchanges, for hand-worked 2-rank, 3-table plans (validation/multi_gpu_layout.hpp).
+#include <array>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,10 @@ TEST_CASE("split_batch: local samples, shard inputs, row-wise indices re-based",
   // Row-wise group: C rows 5-9 see samples 5-7, as rows 0-2 of the shard.
   CHECK(r1.row_wise.indices == std::vector<std::int64_t>{0, 1, 2});
   CHECK(r1.row_wise.offsets == std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 1, 2, 3});
+  // Index capacity per group: the largest count seen, never lowered.
+  std::array<std::int64_t, 3> cap{20, 1, 0};
+  grow_index_capacity(cap, r1);
+  CHECK(cap == std::array<std::int64_t, 3>{20, 3, static_cast<std::int64_t>(r1.data_parallel.indices.size())});
 
   g.labels.pop_back();
   CHECK_THROWS_AS(split_batch(L, w, g, 0), std::invalid_argument);

@@ -98,10 +98,7 @@ void compare(int world, EmbeddingOptimizer eopt, DenseOptimizer dopt, int steps)
     for (int r = 0; r < world; ++r) {
       auto& s = shards[static_cast<std::size_t>(r)];
       RankInput in = split_batch(layout, w, batches.back(), r);
-      s.max_indices[0] = std::max<std::int64_t>(s.max_indices[0], static_cast<std::int64_t>(in.pooled.indices.size()));
-      s.max_indices[1] = std::max<std::int64_t>(s.max_indices[1], static_cast<std::int64_t>(in.row_wise.indices.size()));
-      s.max_indices[2] =
-          std::max<std::int64_t>(s.max_indices[2], static_cast<std::int64_t>(in.data_parallel.indices.size()));
+      grow_index_capacity(s.max_indices, in);
       inputs[static_cast<std::size_t>(r)].push_back(std::move(in));
     }
   }
