@@ -118,6 +118,11 @@ class RankBuilder {
     // ---- forward -----------------------------------------------------------------
     std::vector<int> bottom;
     int prev = h2d;
+    const bool mixed = w_.mlp_dtype == DType::kFp16 || w_.mlp_dtype == DType::kBf16;
+    if (mixed) {  // autocast: the fp32 dense features cast to the GEMMs' half type
+      prev = add({"dense_features.cast", Phase::kForward, Stream::kCompute,
+                  {elementwise("cast", double(b_) * w_.dense_features(), 0, 4 + ab)}, {}, {h2d}, false});
+    }
     for (std::size_t i = 1; i < w_.bottom_mlp.size(); ++i) {
       prev = add({numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
                   {GemmDesc{b_, w_.bottom_mlp[i], w_.bottom_mlp[i - 1], 1, w_.mlp_dtype, true}}, {}, {prev}, false});
@@ -248,6 +253,10 @@ class RankBuilder {
     // SGD: read weight and grad, write weight; Adam: also read and write two moments.
     prev = add({adam ? "dense_optimizer.adam" : "dense_optimizer.sgd", Phase::kOptimizer, Stream::kCompute,
                 {elementwise(adam ? "adam" : "sgd", params, adam ? 12 : 2, adam ? 28 : 12)}, {}, allreduces_, false});
+    if (mixed) {  // the half copy of the fp32 master parameters the next forward reads
+      prev = add({"copy_main_params", Phase::kOptimizer, Stream::kCompute,
+                  {elementwise("cast", params, 0, 4 + ab)}, {}, {prev}, false});
+    }
     if (w_.sync_each_iteration) {
       add({"loss.item", Phase::kOptimizer, Stream::kCompute, {MemcpyDesc{4, CopyKind::kDeviceToHost}}, {}, {loss, prev}, true});
     }

@@ -27,6 +27,9 @@ namespace perfcast::validation {
 
 void DeviceDlrm::Impl::build_layers(const DlrmModel& m, float* dense_input) {
   const bool tf32 = opt.tf32;
+  act = opt.mlp_precision;
+  act_bytes = static_cast<std::size_t>(profiler::weight_bytes(act));
+  loss_scale = act == profiler::WeightPrecision::kFp16 ? kFp16LossScale : 1.0f;
   std::size_t off = 0;
   const auto add_layers = [&](const std::vector<DenseLayer>& src, std::vector<DeviceLayer>& dst, bool last_linear) {
     for (std::size_t l = 0; l < src.size(); ++l) {
@@ -48,42 +51,75 @@ void DeviceDlrm::Impl::build_layers(const DlrmModel& m, float* dense_input) {
     adam_m = alloc_f(num_params);
     adam_v = alloc_f(num_params);
   }
+  if (mixed()) {
+    // The half copy: each weight matrix and bias at a 256-byte boundary (cuBLASLt's bias
+    // and operand pointers), one conversion segment each.
+    const std::size_t align = 256 / act_bytes;
+    const auto round_up = [&](std::size_t v) { return (v + align - 1) / align * align; };
+    std::vector<kernels::ConvertSegment> segs;
+    std::size_t at = 0;
+    for (auto* layers : {&bottom, &top}) {
+      for (auto& dl : *layers) {
+        dl.h_weight_at = at;
+        at = round_up(at + sz(dl.in * dl.out));
+        dl.h_bias_at = at;
+        at = round_up(at + sz(dl.out));
+        segs.push_back({static_cast<std::int64_t>(dl.offset), static_cast<std::int64_t>(dl.h_weight_at), dl.in * dl.out});
+        segs.push_back({static_cast<std::int64_t>(dl.offset) + dl.in * dl.out, static_cast<std::int64_t>(dl.h_bias_at),
+                        dl.out});
+        h_max_segment = std::max(h_max_segment, std::max(dl.in * dl.out, dl.out));
+      }
+    }
+    params_h = alloc(at * act_bytes);
+    h_segments = static_cast<kernels::ConvertSegment*>(alloc(segs.size() * sizeof(kernels::ConvertSegment)));
+    h_segment_count = static_cast<int>(segs.size());
+    PERFCAST_CUDA_CHECK(cudaMemcpy(h_segments, segs.data(), segs.size() * sizeof(kernels::ConvertSegment),
+                                   cudaMemcpyHostToDevice));
+  }
   // Activations.
   bottom_act.assign(bottom.size() + 1, nullptr);
   dbottom_act.assign(bottom.size() + 1, nullptr);
-  bottom_act[0] = dense_input;  // inside the device batch buffer
+  bottom_act[0] = mixed() ? alloc_act(B * cfg.dense_features()) : dense_input;  // fp32: inside the batch buffer
   for (std::size_t l = 0; l < bottom.size(); ++l) {
-    bottom_act[l + 1] = alloc_f(B * bottom[l].out);
-    dbottom_act[l + 1] = alloc_f(B * bottom[l].out);
+    bottom_act[l + 1] = alloc_act(B * bottom[l].out);
+    dbottom_act[l + 1] = alloc_act(B * bottom[l].out);
   }
   top_act.assign(top.size() + 1, nullptr);
   dtop_act.assign(top.size() + 1, nullptr);
-  top_act[0] = alloc_f(B * W);
-  dtop_act[0] = alloc_f(B * W);
+  top_act[0] = alloc_act(B * W);
+  dtop_act[0] = alloc_act(B * W);
   for (std::size_t l = 0; l < top.size(); ++l) {
-    top_act[l + 1] = alloc_f(B * top[l].out);
-    dtop_act[l + 1] = alloc_f(B * top[l].out);
+    top_act[l + 1] = alloc_act(B * top[l].out);
+    dtop_act[l + 1] = alloc_act(B * top[l].out);
   }
   dlogits = dtop_act.back();
 
   // GEMM plans (row-major [B, width] activations are column-major [width, B]; see dlrm_reference.hpp).
-  const auto plan_layer = [&](DeviceLayer& dl, const float* x, float* y, float* dx, float* dy, bool need_dx) {
-    const float* w = params + dl.offset;
-    const float* bias = w + dl.in * dl.out;
+  // Operands of act type; the weight gradient is written in fp32 straight into `grads`.
+  const cudaDataType_t at = lt_type(act);
+  const auto plan_layer = [&](DeviceLayer& dl, const void* x, void* y, void* dx, void* dy, bool need_dx) {
+    const void* w = mixed() ? static_cast<const void*>(static_cast<unsigned char*>(params_h) + dl.h_weight_at * act_bytes)
+                            : static_cast<const void*>(params + dl.offset);
+    const void* bias = mixed() ? static_cast<const void*>(static_cast<unsigned char*>(params_h) + dl.h_bias_at * act_bytes)
+                               : static_cast<const void*>(params + dl.offset + sz(dl.in * dl.out));
     float* dw = grads + dl.offset;
     LtGemm::Shape f;  // Y^T[out, B] = W[out, in] X^T: A = W stored [in x out] (transposed), B = X^T [in x B]
     f.trans_a = true;
     f.m = dl.out, f.n = B, f.k = dl.in, f.lda = dl.in, f.ldb = dl.in, f.ldc = dl.out;
     f.epilogue = dl.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     f.bias = bias;
+    f.a_type = f.b_type = f.c_type = at;
     dl.fwd = std::make_unique<LtGemm>(lt, f, tf32, w, x, y);
     LtGemm::Shape wg;  // dW^T[in, out] = X^T[in, B] dY[B, out]: B = dY^T stored [out x B], transposed
     wg.trans_b = true;
     wg.m = dl.in, wg.n = dl.out, wg.k = B, wg.lda = dl.in, wg.ldb = dl.out, wg.ldc = dl.in;
+    wg.a_type = wg.b_type = at;
+    wg.c_type = CUDA_R_32F;
     dl.wgrad = std::make_unique<LtGemm>(lt, wg, tf32, x, dy, dw);
     if (need_dx) {
       LtGemm::Shape dg;  // dX^T[in, B] = W^T[in, out] dY^T[out, B]: A = W stored [in x out]
       dg.m = dl.in, dg.n = B, dg.k = dl.out, dg.lda = dl.in, dg.ldb = dl.out, dg.ldc = dl.in;
+      dg.a_type = dg.b_type = dg.c_type = at;
       dl.dgrad = std::make_unique<LtGemm>(lt, dg, tf32, w, dy, dx);
     }
   };
@@ -94,24 +130,32 @@ void DeviceDlrm::Impl::build_layers(const DlrmModel& m, float* dense_input) {
     plan_layer(top[l], top_act[l], top_act[l + 1], dtop_act[l], dtop_act[l + 1], true);
   }
   if (cfg.interaction == Interaction::kDot) {
-    features = alloc_f(B * nf * d);
-    dfeatures = alloc_f(B * nf * d);
-    z = alloc_f(B * nf * nf);
-    s = alloc_f(B * nf * nf);
+    features = alloc_act(B * nf * d);
+    dfeatures = alloc_act(B * nf * d);
+    z = alloc_act(B * nf * nf);
+    s = alloc_act(B * nf * nf);
     // Z_b[nf x nf] = F_b F_b^T; F_b row-major [nf, d] is column-major Fc [d x nf]: Z = Fc^T Fc.
     LtGemm::Shape zs;
     zs.trans_a = true;
     zs.m = nf, zs.n = nf, zs.k = d, zs.lda = d, zs.ldb = d, zs.ldc = nf;
     zs.batch = static_cast<std::int32_t>(B);
     zs.stride_a = nf * d, zs.stride_b = nf * d, zs.stride_c = nf * nf;
+    zs.a_type = zs.b_type = zs.c_type = at;
     z_gemm = std::make_unique<LtGemm>(lt, zs, tf32, features, features, z);
     // dF_b = S_b F_b (S symmetric): column-major dFc[d x nf] = Fc S.
     LtGemm::Shape ds;
     ds.m = d, ds.n = nf, ds.k = nf, ds.lda = d, ds.ldb = nf, ds.ldc = d;
     ds.batch = static_cast<std::int32_t>(B);
     ds.stride_a = nf * d, ds.stride_b = nf * nf, ds.stride_c = nf * d;
+    ds.a_type = ds.b_type = ds.c_type = at;
     df_gemm = std::make_unique<LtGemm>(lt, ds, tf32, features, s, dfeatures);
   }
+}
+
+/// Mixed precision: the half copy of the parameters from the fp32 master copy (one launch).
+void DeviceDlrm::Impl::refresh_half_params() {
+  if (!mixed()) return;
+  kernels::launch_convert_segments(params, params_h, h_segments, h_segment_count, h_max_segment, act, compute);
 }
 
 void DeviceDlrm::Impl::upload(const DlrmModel& m) {
@@ -126,6 +170,8 @@ void DeviceDlrm::Impl::upload(const DlrmModel& m) {
   put(m.top, top, flat.data());
   PERFCAST_CUDA_CHECK(cudaMemcpy(params, flat.data(), flat.size() * sizeof(float), cudaMemcpyHostToDevice));
   PERFCAST_CUDA_CHECK(cudaMemset(grads, 0, flat.size() * sizeof(float)));
+  PERFCAST_CUDA_CHECK(cudaDeviceSynchronize());  // the copies (legacy stream) before `compute` reads params
+  refresh_half_params();                         // on `compute`, synchronized at the end
   if (adam_m) {
     if (m.adam_m.size() == m.bottom.size() + m.top.size()) {
       const std::vector<DenseLayer> mb(m.adam_m.begin(), m.adam_m.begin() + static_cast<std::ptrdiff_t>(m.bottom.size()));
@@ -355,11 +401,11 @@ void DeviceDlrm::Impl::copy_batch(const Staged& st) {
 }
 
 /// Backward of one MLP layer; on a rank, launches the DDP all-reduce of the bucket it completes.
-void DeviceDlrm::Impl::layer_backward(const DeviceLayer& l, float* y, float* dy, int layer_index, void* ws) {
+void DeviceDlrm::Impl::layer_backward(const DeviceLayer& l, void* y, void* dy, int layer_index, void* ws) {
   cudaStream_t cs = compute;
-  if (l.relu) kernels::launch_relu_backward(dy, y, B * l.out, cs);
+  if (l.relu) kernels::launch_relu_backward(dy, y, B * l.out, act, cs);
   l.wgrad->run(ws, cs);
-  kernels::launch_bias_grad(dy, B, l.out, grads + l.offset + sz(l.in * l.out), cs);
+  kernels::launch_bias_grad(dy, B, l.out, grads + l.offset + sz(l.in * l.out), act, cs);
   if (l.dgrad) l.dgrad->run(ws, cs);
   if (sharded()) ddp_bucket_done(layer_index);
 }
@@ -375,35 +421,40 @@ void DeviceDlrm::Impl::forward_backward_update(const Staged& st) {
   }
 
   // ---- forward ----
+  if (mixed()) {  // autocast: the fp32 dense features cast for the first layer
+    kernels::launch_convert(reinterpret_cast<const float*>(batch_dev + dense_at), bottom_act[0],
+                            B * cfg.dense_features(), act, cs);
+  }
   for (const auto& l : bottom) l.fwd->run(ws, cs);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].used) profiler::kernels::launch_embedding_bag_forward(eb[g], groups[g].weights, groups[g].out, cs);
   }
   if (sharded()) exchange_forward();
-  const float* bottom_out = bottom_act.back();
+  const void* bottom_out = bottom_act.back();
   if (cfg.interaction == Interaction::kDot) {
-    kernels::launch_concat_rows(bottom_out, d, pooled, T * d, features, B, cs);
+    kernels::launch_concat_rows(bottom_out, d, pooled, T * d, features, B, act, cs);
     z_gemm->run(ws, cs);
-    kernels::launch_interaction_gather(bottom_out, d, z, nf, top_act[0], B, cs);
+    kernels::launch_interaction_gather(bottom_out, d, z, nf, top_act[0], B, act, cs);
   } else {
-    kernels::launch_concat_rows(bottom_out, d, pooled, total_dim, top_act[0], B, cs);
+    kernels::launch_concat_rows(bottom_out, d, pooled, total_dim, top_act[0], B, act, cs);
   }
   for (const auto& l : top) l.fwd->run(ws, cs);
   const float* labels = reinterpret_cast<const float*>(batch_dev + labels_at);
-  kernels::launch_bce_with_logits(top_act.back(), labels, B, grad_denominator, loss_dev, dlogits, cs);
+  kernels::launch_bce_with_logits(top_act.back(), labels, B, grad_denominator, loss_scale, loss_dev, dlogits, act, cs);
 
   // ---- backward (autograd order: top MLP, interaction, embeddings, bottom MLP) ----
   const auto nb = static_cast<int>(bottom.size());
   for (std::size_t l = top.size(); l-- > 0;) {
     layer_backward(top[l], top_act[l + 1], dtop_act[l + 1], nb + static_cast<int>(l), ws);
   }
-  float* dbottom_out = dbottom_act.back();
+  void* dbottom_out = dbottom_act.back();
+  const float unscale = 1.0f / loss_scale;  // exact: a power of two
   if (cfg.interaction == Interaction::kDot) {
-    kernels::launch_interaction_scatter(dtop_act[0], d, nf, s, B, cs);
+    kernels::launch_interaction_scatter(dtop_act[0], d, nf, s, B, act, cs);
     df_gemm->run(ws, cs);
-    kernels::launch_split_rows(dfeatures, d, T * d, dbottom_out, dtop_act[0], W, dpooled, B, cs);
+    kernels::launch_split_rows(dfeatures, d, T * d, dbottom_out, dtop_act[0], W, dpooled, unscale, B, act, cs);
   } else {
-    kernels::launch_split_rows(dtop_act[0], d, total_dim, dbottom_out, nullptr, 0, dpooled, B, cs);
+    kernels::launch_split_rows(dtop_act[0], d, total_dim, dbottom_out, nullptr, 0, dpooled, unscale, B, act, cs);
   }
   if (!sharded()) {
     profiler::kernels::launch_embedding_bag_backward_update(eb[0], groups[0].weights, groups[0].rowwise_state, dpooled,
@@ -417,15 +468,16 @@ void DeviceDlrm::Impl::forward_backward_update(const Staged& st) {
   // ---- dense optimizer (one fused kernel over all MLP parameters) ----
   const auto& h = cfg.hyper;
   if (cfg.dense_optimizer == DenseOptimizer::kSgd) {
-    kernels::launch_sgd(params, grads, num_params, h.dense_lr, cs);
+    kernels::launch_sgd(params, grads, num_params, h.dense_lr, unscale, cs);
   } else {
     adam_step += 1;
     const auto t = static_cast<double>(adam_step);
     const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.adam_beta1), t)));
     const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.adam_beta2), t)));
     kernels::launch_adam(params, grads, adam_m, adam_v, num_params, h.adam_lr, h.adam_beta1, h.adam_beta2, h.adam_eps,
-                         c1, c2, cs);
+                         c1, c2, unscale, cs);
   }
+  refresh_half_params();
   // loss.item()
   PERFCAST_CUDA_CHECK(cudaMemcpyAsync(loss_host->data(), loss_dev, sizeof(float), cudaMemcpyDeviceToHost, cs));
 }

@@ -42,9 +42,25 @@ struct DeviceDlrmShard {
   std::array<std::int64_t, 3> max_indices{};
 };
 
+/// Static loss scale of fp16 mixed precision: the logit gradient is multiplied by it, the
+/// optimizers divide the fp32 MLP gradients by it and the pooled-embedding gradient is
+/// divided by it before the embedding backward. 2^10 keeps a 1/batch-sized logit gradient
+/// and what the backward makes of it inside fp16's normal range (>= 6.1e-5) without
+/// approaching its maximum (65504) for the batches and widths DLRM uses; there is no
+/// overflow check (as Apex's static loss scaling; torch.cuda.amp.GradScaler is dynamic).
+/// bf16 has fp32's exponent range and needs none (scale 1).
+inline constexpr float kFp16LossScale = 1024.0f;
+
 struct DeviceDlrmOptions {
   int device = 0;                 ///< CUDA ordinal
-  bool tf32 = false;              ///< MLP GEMMs with CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 storage)
+  bool tf32 = false;              ///< fp32 MLPs: GEMMs with CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 storage)
+  /// Storage of the MLP and interaction activations and of the GEMM operands. fp16/bf16 is
+  /// mixed precision as torch.autocast + fp32 master weights run it: fp32 parameters,
+  /// gradients and optimizer state; a half copy of the parameters refreshed after every
+  /// optimizer step; half activations with fp32 accumulation in every GEMM and reduction;
+  /// weight and bias gradients written in fp32; the loss computed in fp32. Embedding lookups,
+  /// their exchanges and gradients stay fp32 (TorchRec's default output dtype).
+  profiler::WeightPrecision mlp_precision = profiler::WeightPrecision::kFp32;
   std::int64_t max_indices = 0;   ///< capacity of the index buffer (largest batch's indices)
   std::uint64_t seed = 1;         ///< draws the embeddings on the device when the model has none
 };

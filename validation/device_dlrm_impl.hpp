@@ -18,6 +18,7 @@
 #include "profiler/kernels/embedding_bag.hpp"
 #include "validation/device_dlrm.hpp"
 #include "validation/device_support.hpp"
+#include "validation/executor_kernels.hpp"
 #include "validation/multi_gpu_layout.hpp"
 
 namespace perfcast::validation {
@@ -28,6 +29,7 @@ namespace device_detail {
 struct DeviceLayer {
   std::int64_t in = 0, out = 0;
   std::size_t offset = 0;  // element offset of the weights in the flat parameter buffer; bias follows
+  std::size_t h_weight_at = 0, h_bias_at = 0;  // mixed precision: element offsets in the half copy (256 B aligned)
   bool relu = true;
   std::unique_ptr<LtGemm> fwd, dgrad, wgrad;
 };
@@ -81,6 +83,9 @@ struct DeviceDlrm::Impl {
   std::int64_t B = 0, d = 0, W = 0, T = 0, nf = 0;  // local batch, bottom width, interaction width, tables, features
   std::int64_t total_dim = 0;                       // width of the pooled embeddings
   std::int64_t grad_denominator = 0;                // global batch
+  profiler::WeightPrecision act = profiler::WeightPrecision::kFp32;  // activations and GEMM operands
+  std::size_t act_bytes = 4;
+  float loss_scale = 1.0f;                          // static loss scale (fp16 only), see kFp16LossScale
   cudaStream_t compute = nullptr, copy = nullptr, comm_stream = nullptr;
   cudaEvent_t ev_start = nullptr, ev_end = nullptr, ev_copied = nullptr, ev_to_comm = nullptr, ev_from_comm = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -94,15 +99,23 @@ struct DeviceDlrm::Impl {
   float* adam_m = nullptr;
   float* adam_v = nullptr;
   std::int64_t adam_step = 0;
+  // Mixed precision: the half copy of the parameters the GEMMs read, every weight and bias at
+  // a 256-byte boundary, refreshed from `params` by one launch over `h_segments` (device).
+  void* params_h = nullptr;
+  kernels::ConvertSegment* h_segments = nullptr;
+  int h_segment_count = 0;
+  std::int64_t h_max_segment = 0;
   std::vector<DeviceLayer> bottom, top;
-  std::vector<float*> bottom_act, top_act;    // [0] = input, [l+1] = output of layer l
-  std::vector<float*> dbottom_act, dtop_act;  // gradients of the same
-  float* pooled = nullptr;                    // [B, total_dim]
+  // Activations (act elements): [0] = input, [l+1] = output of layer l. bottom_act[0] is the
+  // fp32 dense input in the batch buffer, or its half copy in mixed precision.
+  std::vector<void*> bottom_act, top_act;
+  std::vector<void*> dbottom_act, dtop_act;   // gradients of the same
+  float* pooled = nullptr;                    // [B, total_dim] fp32
   float* dpooled = nullptr;
-  float* features = nullptr;                  // dot: [B, nf, d]
-  float* dfeatures = nullptr;
-  float* z = nullptr;                         // dot: [B, nf, nf]
-  float* s = nullptr;                         // dot: symmetric dZ
+  void* features = nullptr;                   // dot: [B, nf, d] act
+  void* dfeatures = nullptr;
+  void* z = nullptr;                          // dot: [B, nf, nf] act
+  void* s = nullptr;                          // dot: symmetric dZ
   std::unique_ptr<LtGemm> z_gemm, df_gemm;
   // Embeddings: group 0 alone on one GPU; pooled, row_wise, data_parallel on a rank.
   std::array<EmbeddingGroup, 3> groups;
@@ -125,12 +138,14 @@ struct DeviceDlrm::Impl {
   std::size_t dense_at = 0, labels_at = 0, fixed_bytes = 0;
   unsigned char* batch_dev = nullptr;
   float* loss_dev = nullptr;
-  float* dlogits = nullptr;
+  void* dlogits = nullptr;  // act
   std::unique_ptr<PinnedBuffer> loss_host;
   std::vector<Staged> staged;
 
   [[nodiscard]] bool sharded() const { return ml != nullptr; }
+  [[nodiscard]] bool mixed() const { return act != profiler::WeightPrecision::kFp32; }
   float* alloc_f(std::int64_t n) { return static_cast<float*>(alloc(sz(n) * sizeof(float))); }
+  void* alloc_act(std::int64_t n) { return alloc(sz(n) * act_bytes); }
   void* alloc(std::size_t bytes) {
     owned.emplace_back(bytes);
     total_bytes += bytes;
@@ -164,7 +179,8 @@ struct DeviceDlrm::Impl {
   int stage(const float* dense, const float* labels, const std::array<const GroupInput*, 3>& inputs);
   void copy_batch(const Staged& st);
   void forward_backward_update(const Staged& st);
-  void layer_backward(const DeviceLayer& l, float* y, float* dy, int layer_index, void* ws);
+  void layer_backward(const DeviceLayer& l, void* y, void* dy, int layer_index, void* ws);
+  void refresh_half_params();
   // Multi-GPU rank only (device_dlrm_rank.cpp).
   void ddp_bucket_done(int layer_index);
   void exchange_forward();

@@ -16,6 +16,7 @@
 
 #include "profiler/cuda_check.hpp"
 #include "profiler/device_buffer.hpp"
+#include "profiler/embedding_bag_types.hpp"
 
 namespace perfcast::validation {
 
@@ -54,8 +55,32 @@ class PinnedBuffer {
   std::size_t bytes_ = 0;
 };
 
+/// cuBLASLt data type of a storage precision.
+inline cudaDataType_t lt_type(profiler::WeightPrecision p) {
+  switch (p) {
+    case profiler::WeightPrecision::kFp16: return CUDA_R_16F;
+    case profiler::WeightPrecision::kBf16: return CUDA_R_16BF;
+    case profiler::WeightPrecision::kFp32: break;
+  }
+  return CUDA_R_32F;
+}
+
+/// Largest power of two <= 256 dividing the address: what the pointer guarantees for
+/// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES (whose default, 256, lets the heuristic pick
+/// kernels that fail on less aligned operands, e.g. a layer's weights inside a flat buffer).
+inline std::uint32_t pointer_alignment(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
 /// A planned column-major cuBLASLt matmul C[m x n] = op(A) op(B) (+ bias, ReLU per epilogue),
-/// optionally strided-batched; operand pointers are fixed at planning time.
+/// optionally strided-batched; operand pointers are fixed at planning time. fp32 scale and
+/// accumulation always (CUBLAS_COMPUTE_32F, or ..._FAST_TF32 when asked and every operand
+/// is fp32); A, B and C each fp32, fp16 or bf16 (the mixed-precision weight gradient reads
+/// half operands and writes fp32). The bias, when given, has C's type (cuBLASLt's rule for
+/// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
 class LtGemm {
  public:
   struct Shape {
@@ -64,12 +89,14 @@ class LtGemm {
     std::int32_t batch = 1;
     std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    const float* bias = nullptr;  ///< [m], for the BIAS epilogues
+    const void* bias = nullptr;  ///< [m] of C's type, for the BIAS epilogues
+    cudaDataType_t a_type = CUDA_R_32F, b_type = CUDA_R_32F, c_type = CUDA_R_32F;
   };
 
-  LtGemm(cublasLtHandle_t lt, const Shape& s, bool tf32, const float* a, const float* b, float* c)
+  LtGemm(cublasLtHandle_t lt, const Shape& s, bool tf32, const void* a, const void* b, void* c)
       : lt_(lt), a_(a), b_(b), c_(c) {
-    const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const bool all_fp32 = s.a_type == CUDA_R_32F && s.b_type == CUDA_R_32F && s.c_type == CUDA_R_32F;
+    const cublasComputeType_t compute = tf32 && all_fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     PERFCAST_LT_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
     const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     PERFCAST_LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -87,9 +114,9 @@ class LtGemm {
     const auto cols_a = static_cast<std::uint64_t>(s.trans_a ? s.m : s.k);
     const auto rows_b = static_cast<std::uint64_t>(s.trans_b ? s.n : s.k);
     const auto cols_b = static_cast<std::uint64_t>(s.trans_b ? s.k : s.n);
-    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&la_, CUDA_R_32F, rows_a, cols_a, s.lda));
-    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lb_, CUDA_R_32F, rows_b, cols_b, s.ldb));
-    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lc_, CUDA_R_32F, static_cast<std::uint64_t>(s.m),
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&la_, s.a_type, rows_a, cols_a, s.lda));
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lb_, s.b_type, rows_b, cols_b, s.ldb));
+    PERFCAST_LT_CHECK(cublasLtMatrixLayoutCreate(&lc_, s.c_type, static_cast<std::uint64_t>(s.m),
                                                  static_cast<std::uint64_t>(s.n), s.ldc));
     if (s.batch > 1) {
       for (auto [l, stride] : {std::pair{la_, s.stride_a}, std::pair{lb_, s.stride_b}, std::pair{lc_, s.stride_c}}) {
@@ -102,8 +129,15 @@ class LtGemm {
     cublasLtMatmulPreference_t pref = nullptr;
     PERFCAST_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::uint64_t ws = kLtWorkspaceBytes;
-    const cublasStatus_t ps =
+    const std::uint32_t align_a = pointer_alignment(a), align_b = pointer_alignment(b), align_c = pointer_alignment(c);
+    cublasStatus_t ps =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c}}) {
+      if (ps == CUBLAS_STATUS_SUCCESS) ps = cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(*value));
+    }
     int returned = 0;
     const cublasStatus_t hs = ps != CUBLAS_STATUS_SUCCESS
                                   ? ps
@@ -111,8 +145,10 @@ class LtGemm {
     cublasLtMatmulPreferenceDestroy(pref);
     PERFCAST_LT_CHECK(hs);
     if (returned == 0) {
-      throw std::runtime_error(fmt::format("cuBLASLt: no algorithm for m={} n={} k={} batch={} epilogue={}", s.m, s.n,
-                                           s.k, s.batch, static_cast<int>(s.epilogue)));
+      throw std::runtime_error(fmt::format("cuBLASLt: no algorithm for m={} n={} k={} batch={} epilogue={} types {}/{}/{}",
+                                           s.m, s.n, s.k, s.batch, static_cast<int>(s.epilogue),
+                                           static_cast<int>(s.a_type), static_cast<int>(s.b_type),
+                                           static_cast<int>(s.c_type)));
     }
   }
   ~LtGemm() {
@@ -132,9 +168,9 @@ class LtGemm {
 
  private:
   cublasLtHandle_t lt_;
-  const float* a_;
-  const float* b_;
-  float* c_;
+  const void* a_;
+  const void* b_;
+  void* c_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulHeuristicResult_t algo_{};

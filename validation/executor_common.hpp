@@ -4,6 +4,7 @@
 /// node with a thread per GPU; executor_mpi.cpp: one process per GPU under an MPI launcher).
 /// CUDA builds only.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
 #include "profiler/cupti_tracer.hpp"
+#include "validation/device_dlrm.hpp"
 #include "validation/executor.hpp"
 
 namespace perfcast::validation::executor_detail {
@@ -27,6 +29,10 @@ void summarize(RunResult& result, const std::vector<double>& host_s, const std::
 
 /// cuBLASLt's version as "major.minor.patch".
 [[nodiscard]] std::string cublas_version_string();
+
+/// The executor options a workload asks for on CUDA ordinal `device`: tf32 or fp32 GEMMs, or
+/// fp16/bf16 mixed precision (DlrmSpec::mlp_dtype), embeddings drawn with `seed`.
+[[nodiscard]] DeviceDlrmOptions device_options(const DlrmSpec& workload, int device, std::uint64_t seed);
 
 /// One process per GPU (executor_mpi.cpp). Without MPI in the build: throws
 /// NoCudaDeviceError saying so.

@@ -92,6 +92,16 @@ void summarize(RunResult& result, const std::vector<double>& host_s, const std::
   result.timer = fmt::format("host_clock (cuda_events median {:.1f} us)", ev.median * 1e6);
 }
 
+DeviceDlrmOptions device_options(const DlrmSpec& workload, int device, std::uint64_t seed) {
+  DeviceDlrmOptions o;
+  o.device = device;
+  o.seed = seed;
+  o.tf32 = workload.mlp_dtype == DType::kTf32;
+  if (workload.mlp_dtype == DType::kFp16) o.mlp_precision = profiler::WeightPrecision::kFp16;
+  if (workload.mlp_dtype == DType::kBf16) o.mlp_precision = profiler::WeightPrecision::kBf16;
+  return o;
+}
+
 std::string cublas_version_string() {
   const std::size_t v = cublasLtGetVersion();
   return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
@@ -139,10 +149,7 @@ RunResult run_dlrm_multi(const DlrmSpec& workload, const ShardingPlan& plan, con
   std::vector<std::unique_ptr<DeviceDlrm>> ranks;
   std::vector<std::vector<int>> ids(nranks);
   for (std::size_t r = 0; r < nranks; ++r) {
-    DeviceDlrmOptions dopt;
-    dopt.device = static_cast<int>(r);
-    dopt.tf32 = workload.mlp_dtype == DType::kTf32;
-    dopt.seed = options.seed;
+    const DeviceDlrmOptions dopt = device_options(workload, static_cast<int>(r), options.seed);
     shards[r].layout = &layout;
     shards[r].rank = static_cast<int>(r);
     shards[r].comm = comms[r].get();
@@ -231,10 +238,6 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
   const int world = options.devices > 0 ? options.devices : system.world_size();
   const int visible = profiler::cuda_device_count();
   if (visible == 0) throw profiler::NoCudaDeviceError("no CUDA device visible");
-  if (workload.mlp_dtype != DType::kFp32 && workload.mlp_dtype != DType::kTf32) {
-    throw ConfigError(workload.file, "/mlp_dtype",
-                      "the executor runs the MLPs in fp32 or tf32 (fp16/bf16 mixed precision is not implemented)");
-  }
   // One process per GPU: the world is the MPI size, spread over nodes (checked there).
   if (options.mpi) return run_dlrm_mpi(workload, plan, options);
   if (world > visible) {
@@ -271,11 +274,8 @@ RunResult run_dlrm(const SystemSpec& system, const DlrmSpec& workload, const Sha
     max_indices = std::max(max_indices, static_cast<std::int64_t>(batches.back().indices.size()));
   }
   const DlrmModel model = init_dlrm_model(config, options.seed, /*draw_embeddings=*/false);
-  DeviceDlrmOptions dopt;
-  dopt.device = 0;
-  dopt.tf32 = workload.mlp_dtype == DType::kTf32;
+  DeviceDlrmOptions dopt = device_options(workload, 0, options.seed);
   dopt.max_indices = max_indices;
-  dopt.seed = options.seed;
   DeviceDlrm dev(model, dopt);
   std::vector<int> ids;
   for (const auto& b : batches) ids.push_back(dev.add_batch(b));

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <type_traits>
 
 #include "profiler/cuda_check.hpp"
 #include "validation/counter_rng.hpp"
@@ -25,6 +27,35 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 void check_launch() { PERFCAST_CUDA_CHECK(cudaGetLastError()); }
 
+// Activation element types: loaded as fp32, stored rounded to nearest even.
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/// Calls f(T*{}) with T the element type of `p` (float, __half or __nv_bfloat16).
+template <typename F>
+void with_type(profiler::WeightPrecision p, F&& f) {
+  switch (p) {
+    case profiler::WeightPrecision::kFp32: f(static_cast<float*>(nullptr)); return;
+    case profiler::WeightPrecision::kFp16: f(static_cast<__half*>(nullptr)); return;
+    case profiler::WeightPrecision::kBf16: f(static_cast<__nv_bfloat16*>(nullptr)); return;
+  }
+  throw std::invalid_argument("executor kernels: unknown precision");
+}
+
+template <typename T, typename P>
+T* as(P* p) { return static_cast<T*>(p); }
+template <typename T, typename P>
+const T* as(const P* p) { return static_cast<const T*>(p); }
+
 __global__ void fill_counter_uniform_kernel(void* p, int precision, std::int64_t rows, std::int64_t cols,
                                             std::int64_t full_cols, std::int64_t first_row, std::int64_t first_col,
                                             std::uint64_t seed, std::uint64_t stream_id, float lo, float hi) {
@@ -43,26 +74,28 @@ __global__ void fill_counter_uniform_kernel(void* p, int precision, std::int64_t
   }
 }
 
-__global__ void concat_rows_kernel(const float* a, std::int64_t wa, const float* c, std::int64_t wc, float* out,
+template <typename T>
+__global__ void concat_rows_kernel(const T* a, std::int64_t wa, const float* c, std::int64_t wc, T* out,
                                    std::int64_t batch) {
   const std::int64_t w = wa + wc, n = batch * w;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t b = i / w, k = i % w;
-    out[i] = k < wa ? a[b * wa + k] : c[b * wc + (k - wa)];
+    out[i] = k < wa ? a[b * wa + k] : from_f<T>(c[b * wc + (k - wa)]);
   }
 }
 
-__global__ void split_rows_kernel(const float* in, std::int64_t wa, std::int64_t wc, float* a, const float* add,
-                                  std::int64_t add_stride, float* c, std::int64_t batch) {
+template <typename T>
+__global__ void split_rows_kernel(const T* in, std::int64_t wa, std::int64_t wc, T* a, const T* add,
+                                  std::int64_t add_stride, float* c, float c_scale, std::int64_t batch) {
   const std::int64_t w = wa + wc, n = batch * w;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t b = i / w, k = i % w;
     if (k < wa) {
-      a[b * wa + k] = add ? in[i] + add[b * add_stride + k] : in[i];
+      a[b * wa + k] = add ? from_f<T>(to_f(in[i]) + to_f(add[b * add_stride + k])) : in[i];
     } else {
-      c[b * wc + (k - wa)] = in[i];
+      c[b * wc + (k - wa)] = to_f(in[i]) * c_scale;
     }
   }
 }
@@ -76,8 +109,9 @@ __device__ void pair_of(std::int64_t p, std::int64_t& i, std::int64_t& j) {
   j = p - i * (i - 1) / 2;
 }
 
-__global__ void interaction_gather_kernel(const float* bottom, std::int64_t d, const float* z, std::int64_t n,
-                                          float* out, std::int64_t batch) {
+template <typename T>
+__global__ void interaction_gather_kernel(const T* bottom, std::int64_t d, const T* z, std::int64_t n, T* out,
+                                          std::int64_t batch) {
   const std::int64_t pairs = n * (n - 1) / 2, w = d + pairs, total = batch * w;
   for (std::int64_t q = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -92,34 +126,36 @@ __global__ void interaction_gather_kernel(const float* bottom, std::int64_t d, c
   }
 }
 
-__global__ void interaction_scatter_kernel(const float* dout, std::int64_t d, std::int64_t n, float* s,
-                                           std::int64_t batch) {
+template <typename T>
+__global__ void interaction_scatter_kernel(const T* dout, std::int64_t d, std::int64_t n, T* s, std::int64_t batch) {
   const std::int64_t pairs = n * (n - 1) / 2, w = d + pairs, total = batch * n * n;
   for (std::int64_t q = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t b = q / (n * n), r = q % (n * n), i = r / n, j = r % n;
-    float v = 0.0f;
+    T v = from_f<T>(0.0f);
     if (i > j) v = dout[b * w + d + i * (i - 1) / 2 + j];
     if (j > i) v = dout[b * w + d + j * (j - 1) / 2 + i];
     s[q] = v;
   }
 }
 
-__global__ void relu_backward_kernel(float* g, const float* y, std::int64_t n) {
+template <typename T>
+__global__ void relu_backward_kernel(T* g, const T* y, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    if (!(y[i] > 0.0f)) g[i] = 0.0f;
+    if (!(to_f(y[i]) > 0.0f)) g[i] = from_f<T>(0.0f);
   }
 }
 
 /// Block (32, 32): threadIdx.x picks a column of the block's 32, threadIdx.y strides the
 /// rows; partial sums are reduced in shared memory in a fixed order.
-__global__ void bias_grad_kernel(const float* g, std::int64_t rows, std::int64_t cols, float* db) {
+template <typename T>
+__global__ void bias_grad_kernel(const T* g, std::int64_t rows, std::int64_t cols, float* db) {
   __shared__ float part[32][33];
   const std::int64_t col = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.0f;
   if (col < cols) {
-    for (std::int64_t r = threadIdx.y; r < rows; r += 32) acc += g[r * cols + col];
+    for (std::int64_t r = threadIdx.y; r < rows; r += 32) acc += to_f(g[r * cols + col]);
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -130,17 +166,18 @@ __global__ void bias_grad_kernel(const float* g, std::int64_t rows, std::int64_t
   }
 }
 
-__global__ void bce_kernel(const float* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
-                           float* loss, float* dz) {
+template <typename T>
+__global__ void bce_kernel(const T* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
+                           float loss_scale, float* loss, T* dz) {
   __shared__ float part[kThreads];
   float acc = 0.0f;
   const float inv_b = 1.0f / static_cast<float>(batch);
-  const float inv_g = 1.0f / static_cast<float>(grad_denominator);
+  const float inv_g = loss_scale / static_cast<float>(grad_denominator);
   for (std::int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
-    const float zb = z[b], yb = y[b];
+    const float zb = to_f(z[b]), yb = y[b];
     acc += fmaxf(zb, 0.0f) - zb * yb + log1pf(expf(-fabsf(zb)));
     const float s = zb >= 0.0f ? 1.0f / (1.0f + expf(-zb)) : expf(zb) / (1.0f + expf(zb));
-    dz[b] = (s - yb) * inv_g;
+    dz[b] = from_f<T>((s - yb) * inv_g);
   }
   part[threadIdx.x] = acc;
   __syncthreads();
@@ -151,18 +188,18 @@ __global__ void bce_kernel(const float* z, const float* y, std::int64_t batch, s
   if (threadIdx.x == 0) loss[0] = part[0] * inv_b;
 }
 
-__global__ void sgd_kernel(float* w, const float* g, std::int64_t n, float lr) {
+__global__ void sgd_kernel(float* w, const float* g, std::int64_t n, float lr, float grad_scale) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    w[i] -= lr * g[i];
+    w[i] -= lr * (g[i] * grad_scale);
   }
 }
 
 __global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::int64_t n, float lr, float beta1,
-                            float beta2, float eps, float c1, float c2) {
+                            float beta2, float eps, float c1, float c2, float grad_scale) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
+    const float gi = g[i] * grad_scale;
     const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
     const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
     m[i] = mi;
@@ -171,6 +208,23 @@ __global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::i
   }
 }
 
+template <typename T>
+__global__ void convert_kernel(const float* src, T* dst, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = from_f<T>(src[i]);
+  }
+}
+
+/// blockIdx.y: the segment; blocks along x stride over its elements.
+template <typename T>
+__global__ void convert_segments_kernel(const float* src, T* dst, const ConvertSegment* segments) {
+  const ConvertSegment seg = segments[blockIdx.y];
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < seg.n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    dst[seg.dst_at + i] = from_f<T>(src[seg.src_at + i]);
+  }
+}
 
 __global__ void column_map_kernel(float* pooled, std::int64_t width, float* exch, const std::int64_t* base,
                                   const std::int32_t* stride, std::int64_t rows, bool to_pooled) {
@@ -269,69 +323,118 @@ void launch_dense_embedding_update(void* weights, profiler::WeightPrecision prec
   check_launch();
 }
 
-void launch_concat_rows(const float* a, std::int64_t wa, const float* c, std::int64_t wc, float* out,
-                        std::int64_t batch, void* stream) {
+void launch_concat_rows(const void* a, std::int64_t wa, const float* c, std::int64_t wc, void* out,
+                        std::int64_t batch, profiler::WeightPrecision act, void* stream) {
   const std::int64_t n = batch * (wa + wc);
   if (n <= 0) return;
-  concat_rows_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(a, wa, c, wc, out, batch);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    concat_rows_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(as<T>(a), wa, c, wc, as<T>(out), batch);
+  });
   check_launch();
 }
 
-void launch_split_rows(const float* in, std::int64_t wa, std::int64_t wc, float* a, const float* add,
-                       std::int64_t add_stride, float* c, std::int64_t batch, void* stream) {
+void launch_split_rows(const void* in, std::int64_t wa, std::int64_t wc, void* a, const void* add,
+                       std::int64_t add_stride, float* c, float c_scale, std::int64_t batch,
+                       profiler::WeightPrecision act, void* stream) {
   const std::int64_t n = batch * (wa + wc);
   if (n <= 0) return;
-  split_rows_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(in, wa, wc, a, add, add_stride, c, batch);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    split_rows_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(as<T>(in), wa, wc, as<T>(a), as<T>(add),
+                                                                             add_stride, c, c_scale, batch);
+  });
   check_launch();
 }
 
-void launch_interaction_gather(const float* bottom, std::int64_t d, const float* z, std::int64_t n, float* out,
-                               std::int64_t batch, void* stream) {
+void launch_interaction_gather(const void* bottom, std::int64_t d, const void* z, std::int64_t n, void* out,
+                               std::int64_t batch, profiler::WeightPrecision act, void* stream) {
   const std::int64_t total = batch * (d + n * (n - 1) / 2);
   if (total <= 0) return;
-  interaction_gather_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(bottom, d, z, n, out, batch);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    interaction_gather_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(as<T>(bottom), d, as<T>(z), n,
+                                                                                         as<T>(out), batch);
+  });
   check_launch();
 }
 
-void launch_interaction_scatter(const float* dout, std::int64_t d, std::int64_t n, float* s, std::int64_t batch,
-                                void* stream) {
+void launch_interaction_scatter(const void* dout, std::int64_t d, std::int64_t n, void* s, std::int64_t batch,
+                                profiler::WeightPrecision act, void* stream) {
   const std::int64_t total = batch * n * n;
   if (total <= 0) return;
-  interaction_scatter_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(dout, d, n, s, batch);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    interaction_scatter_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(as<T>(dout), d, n, as<T>(s),
+                                                                                          batch);
+  });
   check_launch();
 }
 
-void launch_relu_backward(float* g, const float* y, std::int64_t n, void* stream) {
+void launch_relu_backward(void* g, const void* y, std::int64_t n, profiler::WeightPrecision act, void* stream) {
   if (n <= 0) return;
-  relu_backward_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(g, y, n);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    relu_backward_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(as<T>(g), as<T>(y), n);
+  });
   check_launch();
 }
 
-void launch_bias_grad(const float* g, std::int64_t rows, std::int64_t cols, float* db, void* stream) {
+void launch_bias_grad(const void* g, std::int64_t rows, std::int64_t cols, float* db, profiler::WeightPrecision act,
+                      void* stream) {
   if (cols <= 0) return;
   const auto grid = static_cast<unsigned>((cols + 31) / 32);
-  bias_grad_kernel<<<grid, dim3(32, 32), 0, as_stream(stream)>>>(g, rows, cols, db);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_grad_kernel<T><<<grid, dim3(32, 32), 0, as_stream(stream)>>>(as<T>(g), rows, cols, db);
+  });
   check_launch();
 }
 
-void launch_bce_with_logits(const float* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
-                            float* loss, float* dz, void* stream) {
+void launch_bce_with_logits(const void* z, const float* y, std::int64_t batch, std::int64_t grad_denominator,
+                            float loss_scale, float* loss, void* dz, profiler::WeightPrecision act, void* stream) {
   if (batch <= 0) return;
-  bce_kernel<<<1, kThreads, 0, as_stream(stream)>>>(z, y, batch, grad_denominator > 0 ? grad_denominator : batch,
-                                                    loss, dz);
+  with_type(act, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bce_kernel<T><<<1, kThreads, 0, as_stream(stream)>>>(
+        as<T>(z), y, batch, grad_denominator > 0 ? grad_denominator : batch, loss_scale, loss, as<T>(dz));
+  });
   check_launch();
 }
 
-void launch_sgd(float* w, const float* g, std::int64_t n, float lr, void* stream) {
+void launch_convert(const float* src, void* dst, std::int64_t n, profiler::WeightPrecision precision, void* stream) {
   if (n <= 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(w, g, n, lr);
+  with_type(precision, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    convert_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(src, as<T>(dst), n);
+  });
+  check_launch();
+}
+
+void launch_convert_segments(const float* src, void* dst, const ConvertSegment* segments, int count,
+                             std::int64_t max_n, profiler::WeightPrecision precision, void* stream) {
+  if (count <= 0 || max_n <= 0) return;
+  if (count > 65535) throw std::invalid_argument("launch_convert_segments: more than 65535 segments");
+  // x: enough blocks for the largest segment, at most 1024 per segment (the loop covers the rest).
+  const dim3 grid(std::min(blocks_for(max_n), 1024u), static_cast<unsigned>(count));
+  with_type(precision, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    convert_segments_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(src, as<T>(dst), segments);
+  });
+  check_launch();
+}
+
+void launch_sgd(float* w, const float* g, std::int64_t n, float lr, float grad_scale, void* stream) {
+  if (n <= 0) return;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(w, g, n, lr, grad_scale);
   check_launch();
 }
 
 void launch_adam(float* w, const float* g, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
-                 float eps, float c1, float c2, void* stream) {
+                 float eps, float c1, float c2, float grad_scale, void* stream) {
   if (n <= 0) return;
-  adam_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(w, g, m, v, n, lr, beta1, beta2, eps, c1, c2);
+  adam_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(w, g, m, v, n, lr, beta1, beta2, eps, c1, c2,
+                                                                 grad_scale);
   check_launch();
 }
 

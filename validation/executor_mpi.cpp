@@ -97,10 +97,7 @@ RunResult run_dlrm_mpi(const DlrmSpec& workload, const ShardingPlan& plan, const
   shard.layout = &layout;
   shard.rank = rank;
   shard.comm = &comm;
-  DeviceDlrmOptions dopt;
-  dopt.device = local_rank;
-  dopt.tf32 = workload.mlp_dtype == DType::kTf32;
-  dopt.seed = options.seed;
+  const DeviceDlrmOptions dopt = device_options(workload, local_rank, options.seed);
   const DlrmModel model = init_dlrm_model(local_cfg, options.seed, /*draw_embeddings=*/false);
   DeviceDlrm dev(model, dopt, shard);
   std::vector<int> ids;

@@ -105,3 +105,36 @@ TEST_CASE("a batch that does not divide over the ranks is a config error", "[bui
   w.batch_size = 1000;
   CHECK_THROWS_WITH(build_dlrm_graph(w, default_plan(w, 3), 3), Catch::Contains("/batch_size") && Catch::Contains("3 ranks"));
 }
+
+TEST_CASE("mixed precision: the dense features are cast and the master weights copied", "[builder]") {
+  DlrmSpec w = default_workload();
+  const auto op = [](const RankProgram& p, const std::string& name) -> const Op* {
+    const int i = find(p, name);
+    return i < 0 ? nullptr : &p.ops[static_cast<std::size_t>(i)];
+  };
+  {
+    const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 1), 1);
+    CHECK(op(g.ranks[0], "dense_features.cast") == nullptr);  // fp32: neither op
+    CHECK(op(g.ranks[0], "copy_main_params") == nullptr);
+  }
+  w.mlp_dtype = DType::kBf16;
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 1), 1);
+  const auto& p = g.ranks[0];
+  const Op* cast = op(p, "dense_features.cast");
+  const Op* copy = op(p, "copy_main_params");
+  REQUIRE(cast != nullptr);
+  REQUIRE(copy != nullptr);
+  // 2048 samples x 512 dense features, read fp32 and written bf16.
+  const auto& c = std::get<ElementwiseDesc>(cast->kernels.at(0));
+  CHECK(c.elements == 2048 * 512);
+  CHECK(c.bytes_per_element == Approx(6.0));
+  CHECK(find(p, "dense_features.cast") < find(p, "bottom_mlp.0"));
+  // MLP parameters by hand: bottom 512x512+512 + 512x64+64 = 295,488; top (interaction width
+  // 64 + 9*8/2 = 100) 100x1024+1024 + 2 x (1024x1024+1024) + 1024+1 = 2,203,649.
+  const auto& m = std::get<ElementwiseDesc>(copy->kernels.at(0));
+  CHECK(m.elements == 2'499'137);
+  CHECK(m.bytes_per_element == Approx(6.0));
+  // After the optimizer step, before the loss is read.
+  CHECK(find(p, "copy_main_params") > find(p, "dense_optimizer.sgd"));
+  CHECK(p.ops.back().name == "loss.item");
+}
