@@ -224,7 +224,9 @@ void DeviceDlrm::Impl::upload(const DlrmModel& m) {
     PERFCAST_CUDA_CHECK(cudaMemcpy(g.tables, L.tables.data(), L.tables.size() * sizeof(profiler::EmbeddingTableMeta),
                                    cudaMemcpyHostToDevice));
   }
-  PERFCAST_CUDA_CHECK(cudaStreamSynchronize(compute));
+  // Everything: the legacy-stream copies and memsets above (a pageable cudaMemcpy may return
+  // before its DMA lands) and the fills on `compute`, before the first step reads them.
+  PERFCAST_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void DeviceDlrm::Impl::init_common(const DlrmModel& model, const DeviceDlrmOptions& options) {
@@ -494,6 +496,12 @@ float DeviceDlrm::step(int id, StepTiming* timing) {
   const auto t1 = std::chrono::steady_clock::now();
   float loss = 0;
   std::memcpy(&loss, s.loss_host->data(), sizeof(float));
+  if (!std::isfinite(loss)) {
+    // fp16 has no overflow check (static loss scale): an inf gradient turns the master
+    // weights into NaN, and training on them measures nothing.
+    throw std::runtime_error(fmt::format("DeviceDlrm::step: the loss is {} (diverged{})", loss,
+                                         s.mixed() ? ", or an fp16 overflow" : ""));
+  }
   if (timing) {
     float ms = 0;
     PERFCAST_CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev_start, s.ev_end));

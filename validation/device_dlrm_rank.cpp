@@ -56,6 +56,7 @@ void DeviceDlrm::Impl::plan_groups_sharded(const DeviceDlrmShard& shard) {
     }
     grp.used = true;
     grp.layout = profiler::make_embedding_bag_layout(shapes, bags[g]);
+    if (g == 1) place_row_wise_outputs(grp.layout, L, rank);  // straight into the [B, row_wise_dims] partial sums
     grp.capacity = shard.max_indices[g];
   }
   // Forward all-to-allv: to every rank j, rows [j b, (j+1) b) of this rank's [B_global, C_r]
@@ -92,9 +93,8 @@ void DeviceDlrm::Impl::plan_groups_sharded(const DeviceDlrmShard& shard) {
   }
   rs_at = at;
   row_wise_dims = L.row_wise_dims;
-  for (const std::size_t k : R.row_wise_group) {
-    const LocalShard& ls = R.shards[k];
-    for (std::int64_t q = 0; q < ls.shard.cols; ++q) map(ls.pooled_col + q, rs_at + ls.row_wise_col + q, row_wise_dims);
+  for (const RowWiseBlock& blk : L.row_wise_blocks) {  // every block, held here or not
+    for (std::int64_t q = 0; q < blk.cols; ++q) map(blk.pooled_col + q, rs_at + blk.row_wise_col + q, row_wise_dims);
   }
   dp_at = rs_at + b * row_wise_dims;
   std::int64_t c_dp = 0;
@@ -146,9 +146,12 @@ DeviceDlrm::DeviceDlrm(const DlrmModel& model, const DeviceDlrmOptions& options,
     s.groups[0].out = s.alloc_f(Bg * s.groups[0].layout.total_dim);
     s.groups[0].dout = s.alloc_f(Bg * s.groups[0].layout.total_dim);
   }
-  if (s.groups[1].used) {  // partial sums [B_global, row_wise_dims], reduce-scattered
+  if (s.row_wise_dims > 0) {
+    // Partial sums [B_global, row_wise_dims], reduce-scattered; the lookup (when this rank
+    // holds row ranges) writes only its blocks' columns, the others stay zero from here on.
     s.groups[1].out = s.alloc_f(Bg * s.row_wise_dims);
     s.groups[1].dout = s.alloc_f(Bg * s.row_wise_dims);
+    PERFCAST_CUDA_CHECK(cudaMemset(s.groups[1].out, 0, sz(Bg * s.row_wise_dims) * sizeof(float)));
   }
   if (s.groups[2].used) {  // straight into the exchange buffer; dense gradient for the all-reduce
     s.groups[2].out = s.exch + s.dp_at;

@@ -4,6 +4,7 @@
 /// executor's device code (device_dlrm.cpp). CUDA builds only: includes the CUDA runtime
 /// and cuBLASLt headers.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,15 +66,18 @@ inline cudaDataType_t lt_type(profiler::WeightPrecision p) {
   return CUDA_R_32F;
 }
 
-/// Largest power of two <= 256 dividing the address: what the pointer guarantees for
+/// Largest power of two <= 256 dividing n (bytes), or the address: what a pointer guarantees for
 /// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES (whose default, 256, lets the heuristic pick
 /// kernels that fail on less aligned operands, e.g. a layer's weights inside a flat buffer).
-inline std::uint32_t pointer_alignment(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
+inline std::uint32_t bytes_alignment(std::uint64_t n) {
   std::uint32_t align = 256;
-  while (align > 1 && a % align != 0) align /= 2;
+  while (align > 1 && n % align != 0) align /= 2;
   return align;
 }
+inline std::uint32_t pointer_alignment(const void* p) { return bytes_alignment(reinterpret_cast<std::uintptr_t>(p)); }
+
+/// Bytes of one element of the types LtGemm uses (fp32, fp16, bf16).
+inline std::uint64_t lt_type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 /// A planned column-major cuBLASLt matmul C[m x n] = op(A) op(B) (+ bias, ReLU per epilogue),
 /// optionally strided-batched; operand pointers are fixed at planning time. fp32 scale and
@@ -129,7 +133,12 @@ class LtGemm {
     cublasLtMatmulPreference_t pref = nullptr;
     PERFCAST_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::uint64_t ws = kLtWorkspaceBytes;
-    const std::uint32_t align_a = pointer_alignment(a), align_b = pointer_alignment(b), align_c = pointer_alignment(c);
+    std::uint32_t align_a = pointer_alignment(a), align_b = pointer_alignment(b), align_c = pointer_alignment(c);
+    if (s.batch > 1) {  // matrix i starts at base + i x stride: as aligned as the stride's bytes allow
+      align_a = std::min(align_a, bytes_alignment(static_cast<std::uint64_t>(s.stride_a) * lt_type_bytes(s.a_type)));
+      align_b = std::min(align_b, bytes_alignment(static_cast<std::uint64_t>(s.stride_b) * lt_type_bytes(s.b_type)));
+      align_c = std::min(align_c, bytes_alignment(static_cast<std::uint64_t>(s.stride_c) * lt_type_bytes(s.c_type)));
+    }
     cublasStatus_t ps =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a},

@@ -234,13 +234,9 @@ ShardedDlrmState init_sharded_dlrm(const DlrmModel& full, const MultiGpuLayout& 
     rs.pooled = make_group(full, R, R.pooled_group, L.global_batch);
     rs.row_wise = make_group(full, R, R.row_wise_group, L.global_batch);
     rs.data_parallel = make_group(full, R, R.data_parallel_group, L.local_batch);
-    // The row-wise lookup writes its partial sums at the tables' row_wise_col (table order).
-    for (std::size_t k = 0; k < rs.row_wise.shards.size(); ++k) {
-      if (rs.row_wise.layout.tables[k].output_offset != R.shards[rs.row_wise.shards[k]].row_wise_col ||
-          rs.row_wise.layout.total_dim != L.row_wise_dims) {
-        throw std::invalid_argument("sharded DLRM: a rank's row_wise shards are not one per row_wise table in order");
-      }
-    }
+    // The row-wise lookup writes its partial sums straight at its blocks' columns of the
+    // [B, row_wise_dims] buffer (zeros in the blocks this rank holds no rows of).
+    if (!rs.row_wise.empty()) place_row_wise_outputs(rs.row_wise.layout, L, static_cast<int>(st.ranks.size()));
     if (rs.pooled.layout.total_dim != R.pooled_send_cols()) {
       throw std::invalid_argument("sharded DLRM: the pooled group does not match the rank's pooled_send blocks");
     }
@@ -286,9 +282,8 @@ double sharded_train_step(ShardedDlrmState& st, const MultiGpuLayout& L, const D
   if (rwd > 0) {
     const auto rs = row_wise_reduce_scatter(L, row_wise_partial);
     for (std::size_t j = 0; j < W; ++j) {
-      for (const std::size_t k : st.ranks[j].row_wise.shards) {
-        const LocalShard& ls = L.ranks[j].shards[k];
-        copy_columns(rs[j], rwd, ls.row_wise_col, pooled[j], td, ls.pooled_col, ls.shard.cols, b);
+      for (const RowWiseBlock& blk : L.row_wise_blocks) {
+        copy_columns(rs[j], rwd, blk.row_wise_col, pooled[j], td, blk.pooled_col, blk.cols, b);
       }
     }
   }
@@ -352,9 +347,8 @@ double sharded_train_step(ShardedDlrmState& st, const MultiGpuLayout& L, const D
     std::vector<float> gathered(sz(B * rwd), 0.0f);  // [B, row_wise_dims], rank j at rows [j*b, (j+1)*b)
     for (std::size_t j = 0; j < W; ++j) {
       std::vector<float> local(sz(b * rwd), 0.0f);
-      for (const std::size_t k : st.ranks[j].row_wise.shards) {
-        const LocalShard& ls = L.ranks[j].shards[k];
-        copy_columns(d_pooled[j], td, ls.pooled_col, local, rwd, ls.row_wise_col, ls.shard.cols, b);
+      for (const RowWiseBlock& blk : L.row_wise_blocks) {
+        copy_columns(d_pooled[j], td, blk.pooled_col, local, rwd, blk.row_wise_col, blk.cols, b);
       }
       std::copy(local.begin(), local.end(), gathered.begin() + static_cast<std::ptrdiff_t>(j * sz(b * rwd)));
     }

@@ -1,6 +1,7 @@
 #include "validation/multi_gpu_layout.hpp"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -73,6 +74,23 @@ RankInput split_batch(const MultiGpuLayout& L, const DlrmSpec& w, const DlrmBatc
   fill(R.row_wise_group, in.row_wise, true);
   fill(R.data_parallel_group, in.data_parallel, false);
   return in;
+}
+
+void place_row_wise_outputs(profiler::EmbeddingBagLayout& layout, const MultiGpuLayout& L, int rank) {
+  if (rank < 0 || rank >= L.world) throw std::invalid_argument("place_row_wise_outputs: no such rank");
+  const RankLayout& R = L.ranks[static_cast<std::size_t>(rank)];
+  if (layout.tables.size() != R.row_wise_group.size()) {
+    throw std::invalid_argument("place_row_wise_outputs: the layout is not the rank's row-wise group");
+  }
+  for (std::size_t k = 0; k < R.row_wise_group.size(); ++k) {
+    const LocalShard& ls = R.shards[R.row_wise_group[k]];
+    if (layout.tables[k].rows != ls.shard.rows || layout.tables[k].dim != ls.shard.cols ||
+        ls.row_wise_col + ls.shard.cols > L.row_wise_dims) {
+      throw std::invalid_argument("place_row_wise_outputs: the layout is not the rank's row-wise group");
+    }
+    layout.tables[k].output_offset = static_cast<std::int32_t>(ls.row_wise_col);
+  }
+  layout.total_dim = static_cast<std::int32_t>(L.row_wise_dims);
 }
 
 void grow_index_capacity(std::array<std::int64_t, 3>& capacity, const RankInput& input) {
@@ -165,26 +183,53 @@ MultiGpuLayout multi_gpu_layout(const DlrmSpec& w, const ShardingPlan& plan, int
   L.global_batch = w.batch_size;
   L.local_batch = w.batch_size / world;
   L.ranks.resize(static_cast<std::size_t>(world));
-  std::vector<std::int64_t> table_col(w.tables.size(), 0), rw_col(w.tables.size(), 0);
+  std::vector<std::int64_t> table_col(w.tables.size(), 0);
   for (std::size_t t = 0; t < w.tables.size(); ++t) {
     table_col[t] = L.total_dim;
     L.total_dim += w.tables[t].dim;
     const ShardingType type = plan.tables[t].type;
     const std::string where = "/tables/" + w.tables[t].name;
-    switch (type) {
-      case ShardingType::kTableWise:
-      case ShardingType::kColumnWise:
-      case ShardingType::kDataParallel:
-        break;
-      case ShardingType::kRowWise:
-        rw_col[t] = L.row_wise_dims;
-        L.row_wise_dims += w.tables[t].dim;
-        break;
-      default:
-        throw ConfigError(plan.source, where + "/sharding_type",
-                          fmt::format("table '{}' is sharded {}: the executor implements table_wise, row_wise, "
-                                      "column_wise and data_parallel",
-                                      w.tables[t].name, sharding_type_name(type)));
+    if (!pooled_all_to_all(type) && !splits_rows(type) && type != ShardingType::kDataParallel) {
+      throw ConfigError(plan.source, where + "/sharding_type",
+                        fmt::format("table '{}' is sharded {}: the executor does not implement it", w.tables[t].name,
+                                    sharding_type_name(type)));
+    }
+    if (type != ShardingType::kDataParallel) check_exact_cover(plan, t, w.tables[t], where);
+    // Row-split tables: their column blocks (one for row_wise / table_row_wise, the grid's
+    // blocks), each with its columns in the row-wise partial sums.
+    std::map<std::int64_t, std::int64_t> block_rw_col;  // block's col_offset -> row-wise column
+    if (splits_rows(type)) {
+      std::map<std::int64_t, std::int64_t> block_cols;
+      for (const auto& sh : plan.tables[t].shards) {
+        if (type != ShardingType::kGrid && (sh.col_offset != 0 || sh.cols != w.tables[t].dim)) {
+          throw ConfigError(plan.source, where + "/sharding_spec",
+                            fmt::format("{} table '{}' has a shard of {} of its {} columns", sharding_type_name(type),
+                                        w.tables[t].name, sh.cols, w.tables[t].dim));
+        }
+        const auto [it, added] = block_cols.emplace(sh.col_offset, sh.cols);
+        if (!added && it->second != sh.cols) {
+          throw ConfigError(plan.source, where + "/sharding_spec",
+                            fmt::format("grid table '{}': the shards at column {} have {} and {} columns: a grid's "
+                                        "shards must form column blocks",
+                                        w.tables[t].name, sh.col_offset, it->second, sh.cols));
+        }
+      }
+      for (const auto& [col, cols] : block_cols) {
+        block_rw_col[col] = L.row_wise_dims;
+        L.row_wise_blocks.push_back({t, table_col[t] + col, L.row_wise_dims, cols});
+        L.row_wise_dims += cols;
+        // One partial sum per rank and block: at most one row range of a block on a rank.
+        std::vector<int> per_rank(static_cast<std::size_t>(world), 0);
+        for (const auto& sh : plan.tables[t].shards) {
+          if (sh.col_offset != col || sh.rank < 0 || sh.rank >= world) continue;
+          if (++per_rank[static_cast<std::size_t>(sh.rank)] > 1) {
+            throw ConfigError(plan.source, where + "/ranks",
+                              fmt::format("{} table '{}' has two row ranges of columns {}..{} on rank {}: the executor "
+                                          "needs at most one per rank",
+                                          sharding_type_name(type), w.tables[t].name, col, col + cols - 1, sh.rank));
+          }
+        }
+      }
     }
     for (const auto& sh : plan.tables[t].shards) {
       if (sh.rank < 0 || sh.rank >= world) {
@@ -192,41 +237,21 @@ MultiGpuLayout multi_gpu_layout(const DlrmSpec& w, const ShardingPlan& plan, int
                           fmt::format("table '{}' has a shard on rank {}, the run has {} GPUs", w.tables[t].name,
                                       sh.rank, world));
       }
-      if (type == ShardingType::kRowWise && (sh.col_offset != 0 || sh.cols != w.tables[t].dim)) {
-        throw ConfigError(plan.source, where + "/sharding_spec",
-                          fmt::format("row_wise table '{}' has a shard of {} of its {} columns", w.tables[t].name,
-                                      sh.cols, w.tables[t].dim));
-      }
       LocalShard ls;
       ls.table = t;
       ls.type = type;
       ls.shard = sh;
       ls.pooled_col = table_col[t] + sh.col_offset;
-      ls.row_wise_col = rw_col[t];
+      if (splits_rows(type)) ls.row_wise_col = block_rw_col.at(sh.col_offset);
       auto& rank = L.ranks[static_cast<std::size_t>(sh.rank)];
       rank.shards.push_back(ls);
       if (pooled_all_to_all(type)) {
         rank.pooled_send.push_back({t, ls.pooled_col, sh.cols});
         rank.pooled_group.push_back(rank.shards.size() - 1);
-      } else if (type == ShardingType::kRowWise) {
+      } else if (splits_rows(type)) {
         rank.row_wise_group.push_back(rank.shards.size() - 1);
       } else {
         rank.data_parallel_group.push_back(rank.shards.size() - 1);
-      }
-    }
-    if (type != ShardingType::kDataParallel) check_exact_cover(plan, t, w.tables[t], where);
-    if (type == ShardingType::kRowWise) {
-      // The partial sums are reduce-scattered over all ranks: every rank holds exactly one
-      // row range of every row_wise table (TorchRec's row_wise shards over all ranks).
-      std::vector<int> per_rank(static_cast<std::size_t>(world), 0);
-      for (const auto& sh : plan.tables[t].shards) ++per_rank[static_cast<std::size_t>(sh.rank)];
-      for (int r = 0; r < world; ++r) {
-        if (per_rank[static_cast<std::size_t>(r)] != 1) {
-          throw ConfigError(plan.source, where + "/ranks",
-                            fmt::format("row_wise table '{}' has {} shards on rank {}: the executor needs exactly one "
-                                        "row range on every rank",
-                                        w.tables[t].name, per_rank[static_cast<std::size_t>(r)], r));
-        }
       }
     }
     if (type == ShardingType::kDataParallel) {

@@ -9,11 +9,17 @@
 ///    holds them; the pooled all-to-all sends rank j the [b, cols] fp32 rows of j's samples
 ///    of every such shard ("output_dist": src i -> dst j bytes = b x sum of i's pooled-shard
 ///    cols x 4, self included; the model's per-pair matrix, the diagonal being a local copy);
-///  - row_wise shards produce partial pooled sums [batch_size, dims of all row_wise tables]
-///    (zeros for tables a rank holds no rows of), reduce-scattered over all ranks so that
+///  - row-split shards (row_wise, table_row_wise, grid: every column block of such a table
+///    is a "row-wise block", its rows split over some ranks, at most one range per rank)
+///    produce partial pooled sums [batch_size, row_wise_dims] (the columns of every block;
+///    zeros in the blocks a rank holds no rows of), reduce-scattered over all ranks so that
 ///    rank r receives the summed rows of its own b samples ("output_dist.row_wise", whole
 ///    array bytes batch_size x row-wise dims x 4, nccl-tests convention); backward is the
-///    all-gather of the same size;
+///    all-gather of the same size. On one node this is what the model predicts for all
+///    three types (table_row_wise / grid: a reduce-scatter inside the node); over several
+///    nodes the model reduces table_row_wise / grid inside each node and sends the sums
+///    across nodes by an all-to-all, which this executor does not do (it would run the same
+///    arithmetic as one world-wide reduce-scatter);
 ///  - data_parallel tables: a full copy on every rank, looked up on the local batch, the
 ///    dense gradient all-reduced (rows x dim x 4 bytes) and applied with SGD;
 ///  - backward of the pooled all-to-all: the transposed matrix (gradients go back);
@@ -21,8 +27,7 @@
 ///    MLP last to first), (in*out + out) x 4 bytes each, a bucket closes when it reaches
 ///    DlrmSpec::first_bucket (the first, 1 MiB) or DlrmSpec::gradient_bucket (25 MB), the
 ///    rest is the last bucket (model/dlrm_builder.cpp grad_ready / flush_bucket).
-/// table_row_wise, table_column_wise and grid are not implemented by the executor:
-/// ConfigError naming the plan file, "/tables/<name>/sharding_type" and the type.
+/// table_column_wise shards travel in the pooled all-to-all like column_wise ones.
 
 #include <array>
 #include <cstddef>
@@ -31,6 +36,7 @@
 
 #include "model/sharding_plan.hpp"
 #include "model/workload_spec.hpp"
+#include "profiler/embedding_bag_layout.hpp"
 #include "validation/dlrm_reference.hpp"
 
 namespace perfcast::validation {
@@ -43,9 +49,17 @@ struct LocalShard {
   /// Column of the pooled output [samples, total_dim] (sum of the dims of the tables
   /// before `table`, plus shard.col_offset) where this shard's columns belong.
   std::int64_t pooled_col = 0;
-  /// row_wise only: column of this table inside the row-wise partial-sum buffer
-  /// [batch_size, row_wise_dims] (+ shard.col_offset, which is 0 for row_wise).
+  /// Row-split shards only: column of this shard's block inside the row-wise partial-sum
+  /// buffer [batch_size, row_wise_dims].
   std::int64_t row_wise_col = 0;
+};
+
+/// One column block of a row-split table (a row_wise or table_row_wise table: the whole
+/// table; grid: each column block): `cols` columns at `pooled_col` of the pooled output and at
+/// `row_wise_col` of the row-wise partial sums.
+struct RowWiseBlock {
+  std::size_t table = 0;
+  std::int64_t pooled_col = 0, row_wise_col = 0, cols = 0;
 };
 
 /// One contiguous block of a pooled all-to-all message: `cols` columns of b samples,
@@ -85,7 +99,8 @@ struct MultiGpuLayout {
   int world = 1;
   std::int64_t global_batch = 0, local_batch = 0;  ///< samples
   std::int64_t total_dim = 0;                      ///< pooled width: sum of table dims
-  std::int64_t row_wise_dims = 0;                  ///< sum of the dims of row_wise tables
+  std::int64_t row_wise_dims = 0;                  ///< columns of all row-wise blocks
+  std::vector<RowWiseBlock> row_wise_blocks;       ///< in table order, then column order
   std::vector<RankLayout> ranks;
   /// Forward pooled all-to-all bytes, [src * world + dst] (diagonal: local copy).
   std::vector<std::int64_t> pooled_bytes;
@@ -104,6 +119,13 @@ struct MultiGpuLayout {
 /// different table count, a sharding type the executor does not implement (naming the
 /// table and type), a rank >= world, a batch not divisible by world.
 [[nodiscard]] MultiGpuLayout multi_gpu_layout(const DlrmSpec& workload, const ShardingPlan& plan, int world);
+
+/// Places the outputs of rank `rank`'s row-wise lookup group: `layout` (built from the
+/// group's shards in row_wise_group order) gets each shard's block column as its
+/// output_offset and row_wise_dims as its row width, so the lookup writes straight into the
+/// [batch_size, row_wise_dims] partial sums (the other blocks' columns are never written:
+/// they stay zero). Throws std::invalid_argument when the layout is not that group's.
+void place_row_wise_outputs(profiler::EmbeddingBagLayout& layout, const MultiGpuLayout& L, int rank);
 
 /// One group's sparse input in the CSR layout of embedding_bag_layout.hpp: `bags` bags per
 /// shard, shard after shard; row_wise indices re-based to the shard's first row.

@@ -281,6 +281,45 @@ TEST_CASE("sharded DLRM: 2 and 4 ranks, table/column/row-wise and data-parallel,
   }
 }
 
+/// Four ranks with the node-level types of one node: A grid (column blocks 0-3 and 4-7, rows
+/// split at 50 over ranks 0 / 1 and at 70 over ranks 3 / 2), B table_row_wise on ranks 1 and 2
+/// only, C row_wise on ranks 0 and 3 only (the other ranks add zero partial sums), D
+/// table_column_wise (columns 0-4 on rank 3, 5-7 on rank 0), E data_parallel.
+ShardingPlan node_types_plan_4(const DlrmSpec& w) {
+  ShardingPlan p;
+  p.source = "plan_node_types.json";
+  TableSharding a{ShardingType::kGrid, {0, 1, 3, 2}, {shard(0, 50, 0, 4, 0), shard(50, 70, 0, 4, 1),
+                                                      shard(0, 70, 4, 4, 3), shard(70, 50, 4, 4, 2)}};
+  TableSharding b{ShardingType::kTableRowWise, {1, 2}, {shard(0, 25, 0, 6, 1), shard(25, 35, 0, 6, 2)}};
+  TableSharding c{ShardingType::kRowWise, {0, 3}, {shard(0, 120, 0, 4, 0), shard(120, 80, 0, 4, 3)}};
+  TableSharding d{ShardingType::kTableColumnWise, {3, 0}, {shard(0, 40, 0, 5, 3), shard(0, 40, 5, 3, 0)}};
+  p.tables = {a, b, c, d, data_parallel(w.tables[4], 4)};
+  return p;
+}
+
+TEST_CASE("sharded DLRM: grid, table_row_wise and row_wise on some ranks, table_column_wise", "[validation][sharded]") {
+  const DlrmSpec w = mixed_workload();
+  const ShardingPlan p = node_types_plan_4(w);
+  const MultiGpuLayout L = multi_gpu_layout(w, p, 4);
+  CHECK(L.row_wise_dims == 4 + 4 + 6 + 4);  // A's two blocks, B, C
+  SECTION("SGD") {
+    const Run run = run_both(w, p, 4, 2, DenseOptimizer::kSgd, EmbeddingOptimizer::kSgd);
+    check_equal(run, kTol);
+    CHECK(embedding_moved(run.sharded, run.initial) > 1e-3);
+  }
+  SECTION("Adam, row-wise Adagrad: whole rows on one rank (no grid), accumulators equal") {
+    ShardingPlan q = p;
+    q.tables[0] = {ShardingType::kTableRowWise, {0, 1}, {shard(0, 50, 0, 8, 0), shard(50, 70, 0, 8, 1)}};
+    q.tables[3] = {ShardingType::kTableWise, {3}, {shard(0, 40, 0, 8, 3)}};
+    const Run run = run_both(w, q, 4, 2, DenseOptimizer::kAdam, EmbeddingOptimizer::kRowwiseAdagrad);
+    check_equal(run, kTol);
+    REQUIRE(run.sharded.rowwise_state.size() == run.single.rowwise_state.size());
+    for (std::size_t i = 0; i < run.single.rowwise_state.size(); ++i) {
+      CHECK(run.sharded.rowwise_state[i] == Approx(run.single.rowwise_state[i]).epsilon(1e-5).margin(1e-12));
+    }
+  }
+}
+
 TEST_CASE("sharded DLRM: Adam MLPs and row-wise Adagrad embeddings", "[validation][sharded]") {
   const DlrmSpec w = mixed_workload();
   for (int world : {2, 4}) {

@@ -101,7 +101,7 @@ TEST_CASE("multi-GPU layout: table-, column- and row-wise shards over 2 ranks", 
   CHECK(L.data_parallel_bytes == 0);
 }
 
-TEST_CASE("multi-GPU layout: data-parallel copies and unsupported types", "[validation][multi_gpu]") {
+TEST_CASE("multi-GPU layout: data-parallel copies and refused plans", "[validation][multi_gpu]") {
   const DlrmSpec w = workload();
   ShardingPlan p;
   p.source = "plan.json";
@@ -117,18 +117,25 @@ TEST_CASE("multi-GPU layout: data-parallel copies and unsupported types", "[vali
   CHECK(L.ranks[0].shards.size() == 2);  // A (copy), B
   CHECK(L.ranks[1].shards.size() == 2);  // A (copy), C
 
-  SECTION("table_row_wise is refused naming the table and the type") {
-    p.tables[2] = {ShardingType::kTableRowWise, {0, 1}, {shard(0, 5, 0, 4, 0), shard(5, 5, 0, 4, 1)}};
+  SECTION("two row ranges of one block on one rank are refused, naming the table and rank") {
+    p.tables[2] = {ShardingType::kTableRowWise, {0}, {shard(0, 5, 0, 4, 0), shard(5, 5, 0, 4, 0)}};
     try {
       (void)multi_gpu_layout(w, p, 2);
       FAIL("expected ConfigError");
     } catch (const ConfigError& e) {
       const std::string what = e.what();
       CHECK(what.find("'C'") != std::string::npos);
-      CHECK(what.find("table_row_wise") != std::string::npos);
+      CHECK(what.find("rank 0") != std::string::npos);
       CHECK(e.file() == "plan.json");
-      CHECK(e.pointer() == "/tables/C/sharding_type");
+      CHECK(e.pointer() == "/tables/C/ranks");
     }
+  }
+  SECTION("grid shards that do not form column blocks are refused") {
+    // Columns 0-1 split at row 5, columns 2-3 at row 3, but one shard spans columns 0-2.
+    p.tables[2] = {ShardingType::kGrid,
+                   {0, 1},
+                   {shard(0, 5, 0, 3, 0), shard(5, 5, 0, 2, 1), shard(5, 5, 2, 2, 0), shard(0, 5, 3, 1, 1)}};
+    CHECK_THROWS_AS(multi_gpu_layout(w, p, 2), ConfigError);
   }
   SECTION("a data-parallel table missing from a rank") {
     p.tables[0].shards.pop_back();
@@ -223,10 +230,73 @@ TEST_CASE("split_batch: local samples, shard inputs, row-wise indices re-based",
   CHECK_THROWS_AS(split_batch(L, w, g, 0), std::invalid_argument);
 }
 
-TEST_CASE("multi-GPU layout: a row_wise table must have one row range on every rank", "[validation][multi_gpu]") {
-  ShardingPlan p = mixed_plan();
-  p.tables[2] = {ShardingType::kRowWise, {0}, {shard(0, 10, 0, 4, 0)}};
-  CHECK_THROWS_AS(multi_gpu_layout(workload(), p, 2), ConfigError);
+TEST_CASE("multi-GPU layout: row-split tables on some ranks, grid blocks, table_column_wise", "[validation][multi_gpu]") {
+  // A table_column_wise (columns 0-1 on rank 0, 2-3 on rank 1); B grid: column blocks 0-1
+  // and 2-3, each split at row 30 over ranks 0 / 1 and 1 / 0; C table_row_wise on rank 1
+  // alone (one range: all 10 rows). Row-wise blocks in table order, then column order:
+  // B.0-1 at row-wise column 0, B.2-3 at 2, C (4 columns) at 4; row_wise_dims 8.
+  ShardingPlan p;
+  p.source = "plan.json";
+  p.tables.push_back({ShardingType::kTableColumnWise, {0, 1}, {shard(0, 100, 0, 2, 0), shard(0, 100, 2, 2, 1)}});
+  p.tables.push_back({ShardingType::kGrid,
+                      {0, 1},
+                      {shard(0, 30, 0, 2, 0), shard(30, 30, 0, 2, 1), shard(0, 30, 2, 2, 1), shard(30, 30, 2, 2, 0)}});
+  p.tables.push_back({ShardingType::kTableRowWise, {1}, {shard(0, 10, 0, 4, 1)}});
+  const DlrmSpec w = workload();
+  const auto L = multi_gpu_layout(w, p, 2);
+  CHECK(L.row_wise_dims == 8);
+  REQUIRE(L.row_wise_blocks.size() == 3);
+  CHECK(L.row_wise_blocks[0].table == 1);
+  CHECK(L.row_wise_blocks[0].pooled_col == 4);  // B starts at pooled column 4 (after A's 4)
+  CHECK(L.row_wise_blocks[0].row_wise_col == 0);
+  CHECK(L.row_wise_blocks[1].pooled_col == 6);
+  CHECK(L.row_wise_blocks[1].row_wise_col == 2);
+  CHECK(L.row_wise_blocks[2].table == 2);
+  CHECK(L.row_wise_blocks[2].pooled_col == 8);
+  CHECK(L.row_wise_blocks[2].row_wise_col == 4);
+  CHECK(L.row_wise_blocks[2].cols == 4);
+  // The whole partial-sum array: 8 samples x 8 columns x 4 B.
+  CHECK(L.row_wise_bytes == 8 * 8 * 4);
+  // table_column_wise travels in the pooled all-to-all: each rank sends 2 columns of 4 samples.
+  CHECK(L.pooled_bytes == std::vector<std::int64_t>{32, 32, 32, 32});
+  // Rank 0: A cols 0-1 (pooled), B rows 0-29 cols 0-1 and rows 30-59 cols 2-3 (row-wise).
+  const auto& r0 = L.ranks[0];
+  REQUIRE(r0.row_wise_group.size() == 2);
+  CHECK(r0.shards[r0.row_wise_group[0]].row_wise_col == 0);
+  CHECK(r0.shards[r0.row_wise_group[1]].row_wise_col == 2);
+  // Rank 1 holds B's other two ranges and all of C.
+  const auto& r1 = L.ranks[1];
+  REQUIRE(r1.row_wise_group.size() == 3);
+  CHECK(r1.shards[r1.row_wise_group[2]].row_wise_col == 4);
+
+  // The lookups write at their blocks' columns of the [B, 8] partial sums; rank 0 never
+  // writes C's columns 4-7 (they stay zero).
+  std::vector<profiler::TableShape> shapes;
+  for (const std::size_t k : r0.row_wise_group) {
+    shapes.push_back({r0.shards[k].shard.rows, static_cast<std::int32_t>(r0.shards[k].shard.cols)});
+  }
+  auto layout = profiler::make_embedding_bag_layout(shapes, L.global_batch);
+  place_row_wise_outputs(layout, L, 0);
+  CHECK(layout.total_dim == 8);
+  CHECK(layout.tables[0].output_offset == 0);
+  CHECK(layout.tables[1].output_offset == 2);
+  CHECK_THROWS_AS(place_row_wise_outputs(layout, L, 1), std::invalid_argument);  // rank 1 has 3 shards
+
+  // split_batch re-bases each range's indices: rank 0's second B shard starts at row 30.
+  DlrmBatch g;
+  g.dense.assign(8 * 4, 0.0f);
+  g.labels.assign(8, 0.0f);
+  g.offsets.push_back(0);
+  for (std::int64_t t = 0; t < 3; ++t) {
+    for (std::int64_t s = 0; s < 8; ++s) {
+      g.indices.push_back(t == 1 ? (s % 2 == 0 ? 3 : 45) : 1);  // B: even samples row 3, odd row 45
+      g.offsets.push_back(static_cast<std::int64_t>(g.indices.size()));
+    }
+  }
+  const RankInput in = split_batch(L, w, g, 0);
+  REQUIRE(in.row_wise.offsets.size() == 2 * 8 + 1);
+  // First range (rows 0-29): the 4 even samples' row 3; second (rows 30-59): the odd ones' 45 - 30.
+  CHECK(in.row_wise.indices == std::vector<std::int64_t>{3, 3, 3, 3, 15, 15, 15, 15});
 }
 
 TEST_CASE("multi-GPU layout: the bytes the executor exchanges are the ones the model predicts", "[validation][multi_gpu]") {
