@@ -2,11 +2,8 @@
 // directly; several GPUs of one node as one thread per GPU, each running its rank's
 // DeviceDlrm with NCCL, in lockstep (a barrier starts and ends every iteration).
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <exception>
-#include <mutex>
-#include <thread>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -32,6 +29,7 @@
 #include "validation/multi_gpu_layout.hpp"
 #if PERFCAST_HAVE_NCCL
 #include "validation/nccl_comm.hpp"
+#include "validation/rank_failure.hpp"
 #endif
 
 namespace perfcast::validation {
@@ -113,11 +111,24 @@ std::string cublas_version_string() {
 namespace {
 
 /// Several GPUs of one node: NCCL communicators from ncclCommInitAll, one DeviceDlrm rank per
-/// GPU, one host thread per rank. Every iteration starts when all threads pass a barrier and
-/// ends when the last rank has its loss on the host (second barrier): the wall time of the
-/// slowest rank, as a synchronous data-parallel job sees it. A rank that throws leaves the
-/// barriers; ranks already inside an NCCL collective then wait for it forever (NCCL has no
-/// timeout), so errors that can be found before the first step are checked before it.
+/// GPU, one host thread per rank (run_in_lockstep). Every iteration starts when all threads
+/// pass a barrier and ends when the last rank has its loss on the host (second barrier): the
+/// wall time of the slowest rank, as a synchronous data-parallel job sees it.
+///
+/// Failures: NCCL has no timeout, so when a rank throws (CUDA, cuBLASLt or NCCL error, ...)
+/// the other ranks may already wait inside a collective for it, on the GPU and in
+/// cudaStreamSynchronize on the host. The first failing rank F therefore aborts the
+/// communicators of all OTHER ranks (RankFailure's action, once): their pending NCCL kernels
+/// exit, their steps return or throw (later collectives on an aborted NcclComm throw; those
+/// secondary errors are ignored), and every thread stops at the next iteration start. F's own
+/// communicator is aborted only after all threads were joined, together with the rest: NCCL
+/// frees the communicators of one ncclCommInitAll only once the last of them is aborted, so
+/// none is freed while a rank thread may still be inside an NCCL call on it (nccl_comm.hpp).
+/// Then the first error is rethrown as a RankError, "rank F: <what went wrong>". Errors that
+/// can be found before the first step (ConfigError of the layout, ...) are thrown before the
+/// threads start, as they were. The successful path has no synchronization besides the two
+/// barriers; each step adds one ncclCommGetAsyncError (atomic loads), which turns an
+/// asynchronous NCCL error after a completed step into an error of that rank.
 RunResult run_dlrm_multi(const DlrmSpec& workload, const ShardingPlan& plan, const ExecutorOptions& options,
                          int world) {
   const MultiGpuLayout layout = multi_gpu_layout(workload, plan, world);  // ConfigError for what it cannot run
@@ -161,46 +172,41 @@ RunResult run_dlrm_multi(const DlrmSpec& workload, const ShardingPlan& plan, con
   const int total = options.warmup + options.iterations;
   std::vector<std::vector<float>> losses(nranks, std::vector<float>(static_cast<std::size_t>(total), 0.0f));
   std::vector<std::vector<double>> events(nranks, std::vector<double>(static_cast<std::size_t>(total), 0.0));
-  std::barrier sync(static_cast<std::ptrdiff_t>(world) + 1);
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        for (int it = 0; it < total; ++it) {
-          sync.arrive_and_wait();
-          StepTiming t;
-          const auto& my = ids[r];
-          losses[r][static_cast<std::size_t>(it)] = ranks[r]->step(my[static_cast<std::size_t>(it) % my.size()], &t);
-          events[r][static_cast<std::size_t>(it)] = t.event_s;
-          sync.arrive_and_wait();
-        }
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        sync.arrive_and_drop();
-      }
-    });
-  }
+  // The first failure aborts the communicators of the ranks that did not fail; a failure of the
+  // host thread (tracer) happens between iterations, with no collective in flight: nothing to
+  // abort then, the ranks stop at the barrier.
+  RankFailure failure([&comms](int failed) {
+    if (failed == RankFailure::kHostThread) return;
+    for (const auto& c : comms) {
+      if (c->rank() != failed) c->abort();
+    }
+  });
   std::unique_ptr<profiler::CuptiTracer> tracer;
   std::vector<double> host_s, event_s;
-  try {
-    for (int it = 0; it < total; ++it) {
-      if (it == options.warmup) tracer = start_tracer(options);  // between iterations: every rank waits
-      const auto t0 = std::chrono::steady_clock::now();
-      sync.arrive_and_wait();
-      sync.arrive_and_wait();
-      const auto t1 = std::chrono::steady_clock::now();
-      if (it >= options.warmup) host_s.push_back(std::chrono::duration<double>(t1 - t0).count());
-    }
-  } catch (...) {
-    const std::lock_guard<std::mutex> lock(error_mutex);
-    if (!error) error = std::current_exception();
-    sync.arrive_and_drop();
+  LockstepHooks hooks;
+  hooks.step = [&](int rank, int it) {
+    const auto r = static_cast<std::size_t>(rank);
+    const auto i = static_cast<std::size_t>(it);
+    StepTiming t;
+    const auto& my = ids[r];
+    losses[r][i] = ranks[r]->step(my[i % my.size()], &t);
+    events[r][i] = t.event_s;
+    comms[r]->check_async_error();
+  };
+  hooks.before_iteration = [&](int it) {
+    if (it == options.warmup) tracer = start_tracer(options);  // between iterations: every rank waits
+  };
+  hooks.after_iteration = [&](int it, double wall_s) {
+    if (it >= options.warmup) host_s.push_back(wall_s);
+  };
+  run_in_lockstep(world, total, hooks, failure);
+  if (failure.failed()) {
+    // Every thread is joined: abort the rest (the failed rank's communicator; its kernels may
+    // still wait for peers) before the DeviceDlrm destructors free memory, which would wait
+    // for them.
+    for (const auto& c : comms) c->abort();
+    failure.rethrow_if_failed();
   }
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
   const auto mean_loss = [&](int it) {
     double sum = 0;
     for (std::size_t r = 0; r < nranks; ++r) sum += losses[r][static_cast<std::size_t>(it)];

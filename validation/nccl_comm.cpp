@@ -1,6 +1,7 @@
 #include "validation/nccl_comm.hpp"
 
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -78,9 +79,39 @@ std::vector<std::unique_ptr<NcclComm>> NcclComm::init_all(const std::vector<int>
 }
 
 NcclComm::~NcclComm() {
-  if (comm_) {
+  if (comm_ && !aborted()) {
     cudaSetDevice(device_);
     ncclCommDestroy(as_comm(comm_));
+  }
+}
+
+void NcclComm::abort() noexcept {
+  // exchange: one caller aborts, however many threads ask at once.
+  if (aborted_.exchange(true, std::memory_order_acq_rel) || !comm_) return;
+  int previous = -1;
+  const bool restore = cudaGetDevice(&previous) == cudaSuccess;
+  // NCCL sets the device itself where it needs one; being on device_ keeps whatever the call
+  // allocates or synchronizes on the communicator's GPU. Errors are ignored (see the header):
+  // after a sticky CUDA error on this device cudaSetDevice may fail and the abort still runs.
+  (void)cudaSetDevice(device_);
+  (void)ncclCommAbort(as_comm(comm_));
+  if (restore) (void)cudaSetDevice(previous);
+}
+
+void NcclComm::check_async_error() const {
+  require_live("check_async_error");
+  ncclResult_t async = ncclSuccess;
+  PERFCAST_NCCL_CHECK(ncclCommGetAsyncError(as_comm(comm_), &async), as_comm(comm_));
+  // ncclInProgress: a non-blocking operation still running, not an error (nccl.h).
+  if (async != ncclSuccess && async != ncclInProgress) {
+    nccl_check(async, "ncclCommGetAsyncError (asynchronous error)", as_comm(comm_), __FILE__, __LINE__);
+  }
+}
+
+void NcclComm::require_live(const char* what) const {
+  if (aborted()) {
+    throw std::runtime_error(
+        fmt::format("NcclComm::{}: the communicator of rank {} was aborted (another rank failed)", what, rank_));
   }
 }
 
@@ -88,28 +119,40 @@ void NcclComm::all_to_all_v(const float* send, const std::vector<std::int64_t>& 
                             const std::vector<std::int64_t>& send_displs, float* recv,
                             const std::vector<std::int64_t>& recv_counts, const std::vector<std::int64_t>& recv_displs,
                             void* stream) const {
+  require_live("all_to_all_v");
   const auto n = static_cast<std::size_t>(world_);
   if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n || recv_displs.size() != n) {
     throw std::invalid_argument(fmt::format("NcclComm::all_to_all_v: counts and displacements need {} entries", n));
   }
+  for (std::size_t p = 0; p < n; ++p) {  // negative counts throw here, before the group opens
+    for (const std::int64_t v : {send_counts[p], send_displs[p], recv_counts[p], recv_displs[p]}) count(v);
+  }
   ncclComm_t c = as_comm(comm_);
   PERFCAST_NCCL_CHECK(ncclGroupStart(), c);
-  for (std::size_t p = 0; p < n; ++p) {
-    if (send_counts[p] > 0) {
-      PERFCAST_NCCL_CHECK(ncclSend(send + count(send_displs[p]), count(send_counts[p]), ncclFloat32, static_cast<int>(p),
-                                   c, as_stream(stream)),
-                          c);
+  try {
+    for (std::size_t p = 0; p < n; ++p) {
+      if (send_counts[p] > 0) {
+        PERFCAST_NCCL_CHECK(ncclSend(send + count(send_displs[p]), count(send_counts[p]), ncclFloat32,
+                                     static_cast<int>(p), c, as_stream(stream)),
+                            c);
+      }
+      if (recv_counts[p] > 0) {
+        PERFCAST_NCCL_CHECK(ncclRecv(recv + count(recv_displs[p]), count(recv_counts[p]), ncclFloat32,
+                                     static_cast<int>(p), c, as_stream(stream)),
+                            c);
+      }
     }
-    if (recv_counts[p] > 0) {
-      PERFCAST_NCCL_CHECK(ncclRecv(recv + count(recv_displs[p]), count(recv_counts[p]), ncclFloat32, static_cast<int>(p),
-                                   c, as_stream(stream)),
-                          c);
-    }
+  } catch (...) {
+    // Close the group (NCCL's group depth is per thread): a thread left inside a group would
+    // defer its later NCCL calls, ncclCommAbort of the other ranks included, forever.
+    (void)ncclGroupEnd();
+    throw;
   }
   PERFCAST_NCCL_CHECK(ncclGroupEnd(), c);
 }
 
 void NcclComm::reduce_scatter(const float* send, float* recv, std::int64_t recv_count, void* stream) const {
+  require_live("reduce_scatter");
   if (recv_count == 0) return;
   PERFCAST_NCCL_CHECK(
       ncclReduceScatter(send, recv, count(recv_count), ncclFloat32, ncclSum, as_comm(comm_), as_stream(stream)),
@@ -117,18 +160,21 @@ void NcclComm::reduce_scatter(const float* send, float* recv, std::int64_t recv_
 }
 
 void NcclComm::all_gather(const float* send, float* recv, std::int64_t send_count, void* stream) const {
+  require_live("all_gather");
   if (send_count == 0) return;
   PERFCAST_NCCL_CHECK(ncclAllGather(send, recv, count(send_count), ncclFloat32, as_comm(comm_), as_stream(stream)),
                       as_comm(comm_));
 }
 
 void NcclComm::all_reduce(float* buffer, std::int64_t n, void* stream) const {
+  require_live("all_reduce");
   if (n == 0) return;
   PERFCAST_NCCL_CHECK(ncclAllReduce(buffer, buffer, count(n), ncclFloat32, ncclSum, as_comm(comm_), as_stream(stream)),
                       as_comm(comm_));
 }
 
 void NcclComm::all_reduce_mean(float* buffer, std::int64_t n, void* stream) const {
+  require_live("all_reduce_mean");
   if (n == 0) return;
   PERFCAST_NCCL_CHECK(ncclAllReduce(buffer, buffer, count(n), ncclFloat32, ncclAvg, as_comm(comm_), as_stream(stream)),
                       as_comm(comm_));
