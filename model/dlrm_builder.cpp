@@ -180,7 +180,7 @@ class RankBuilder {
     } else {
       inter.kernels.push_back(elementwise("concat", b_ * width, 0, 2 * ab));
     }
-    prev = add(inter);
+    prev = add(std::move(inter));
 
     std::vector<std::int64_t> top_in;
     std::int64_t in = w_.interaction_width();
@@ -211,7 +211,7 @@ class RankBuilder {
     } else {
       inter_bwd.kernels.push_back(elementwise("copy", b_ * width, 0, 2 * ab));
     }
-    const int inter_b = add(inter_bwd);
+    const int inter_b = add(std::move(inter_bwd));
 
     std::vector<int> emb_grad_ready;
     if (output_dist >= 0) {

@@ -96,19 +96,31 @@ std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_siz
   return j.dump(2) + "\n";
 }
 
-std::size_t plan_hash(const ShardingPlan& p) {
-  std::size_t h = 1469598103934665603ULL;
+std::size_t table_sharding_hash(const TableSharding& t) {
+  std::uint64_t h = 1469598103934665603ULL;
   auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
-  for (const auto& t : p.tables) {
-    mix(static_cast<std::uint64_t>(t.type) + 17);
-    for (const auto& s : t.shards) {
-      mix(static_cast<std::uint64_t>(s.rank));
-      mix(static_cast<std::uint64_t>(s.row_offset));
-      mix(static_cast<std::uint64_t>(s.rows));
-      mix(static_cast<std::uint64_t>(s.col_offset));
-      mix(static_cast<std::uint64_t>(s.cols));
-    }
+  mix(static_cast<std::uint64_t>(t.type) + 17);
+  for (const auto& s : t.shards) {
+    mix(static_cast<std::uint64_t>(s.rank));
+    mix(static_cast<std::uint64_t>(s.row_offset));
+    mix(static_cast<std::uint64_t>(s.rows));
+    mix(static_cast<std::uint64_t>(s.col_offset));
+    mix(static_cast<std::uint64_t>(s.cols));
   }
+  return static_cast<std::size_t>(h);
+}
+
+std::size_t plan_hash_term(std::size_t index, std::size_t table_hash) {
+  // splitmix64's finalizer (Steele, Lea, Flood 2014) of the hash offset by the index.
+  std::uint64_t z = static_cast<std::uint64_t>(table_hash) + (static_cast<std::uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return static_cast<std::size_t>(z ^ (z >> 31));
+}
+
+std::size_t plan_hash(const ShardingPlan& p) {
+  std::size_t h = 0;
+  for (std::size_t t = 0; t < p.tables.size(); ++t) h += plan_hash_term(t, table_sharding_hash(p.tables[t]));
   return h;
 }
 

@@ -29,7 +29,13 @@ namespace perfcast {
 /// Plan file text (schema "perfcast.plan" 1.0) with shard offsets, sizes and placements.
 [[nodiscard]] std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_size, int gpus_per_node);
 
-/// Order-independent hash of a plan (types, shards, ranks), for the search's cache.
+/// Hash of a plan (types, shards, ranks), for the search's cache: the sum (mod 2^64) of
+/// plan_hash_term(t, table_sharding_hash(table t)) over the tables, so that a search that
+/// changes a few tables updates it in O(changed tables).
 [[nodiscard]] std::size_t plan_hash(const ShardingPlan& p);
+/// FNV-1a over one table's type and shards (rank, rows, columns).
+[[nodiscard]] std::size_t table_sharding_hash(const TableSharding& t);
+/// Table `index`'s term of plan_hash (a splitmix64 finalizer of both).
+[[nodiscard]] std::size_t plan_hash_term(std::size_t index, std::size_t table_hash);
 
 }  // namespace perfcast

@@ -16,7 +16,7 @@ bool better(const PlanEvaluation& a, const PlanEvaluation& b) {
 std::optional<Candidate> FixedPlansProposer::propose() {
   if (next_ >= plans_.size()) return std::nullopt;
   const auto& p = plans_[next_++];
-  return Candidate{"baseline:" + p.name, p.plan};
+  return Candidate{"baseline:" + p.name, p.plan, std::nullopt};
 }
 
 LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed)
@@ -27,6 +27,13 @@ void LocalSearchProposer::feedback(const Candidate& c, const PlanEvaluation& e) 
     current_ = c.plan;
     current_eval_ = e;
     stale_ = 0;
+    full_copy_ = true;
+    current_table_hash_.resize(current_->tables.size());
+    current_hash_ = 0;
+    for (std::size_t t = 0; t < current_->tables.size(); ++t) {
+      current_table_hash_[t] = table_sharding_hash(current_->tables[t]);
+      current_hash_ += plan_hash_term(t, current_table_hash_[t]);
+    }
   } else {
     ++stale_;
   }
@@ -75,7 +82,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     switch (rng_() % 3) {
       case 0:  // rows over the GPUs of the idlest (or a random) node
         if (spec.rows < g) return "";
-        p.tables[*t] = table_row_wise(spec, node_ranks(other_node));
+        touch(p, *t) = table_row_wise(spec, node_ranks(other_node));
         return "table_row_wise";
       case 1: {  // columns over 2 or 4 GPUs of the table's node
         const int k = rng_() % 2 ? 2 : 4;
@@ -85,12 +92,12 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
           const int r = home / g * g + static_cast<int>(rng_() % static_cast<std::uint64_t>(g));
           if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
         }
-        p.tables[*t] = table_column_wise(spec, ranks);
+        touch(p, *t) = table_column_wise(spec, ranks);
         return "table_column_wise";
       }
       default:  // two column blocks, each row-split over one node
         if (spec.dim < 8 || spec.rows < g) return "";
-        p.tables[*t] = grid(spec, {node_ranks(home / g), node_ranks(other_node)});
+        touch(p, *t) = grid(spec, {node_ranks(home / g), node_ranks(other_node)});
         return "grid";
     }
   }
@@ -101,15 +108,15 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (!t) return "";
     int to = rng_() % 2 ? idlest_rank() : random_rank();
     if (to == p.tables[*t].ranks[0]) to = (to + 1 + static_cast<int>(pick(static_cast<std::size_t>(n - 1)))) % n;
-    p.tables[*t] = table_wise(w_->tables[*t], to);
+    touch(p, *t) = table_wise(w_->tables[*t], to);
     return "move";
   }
   if (u < 0.60) {  // swap
     const auto a = tw_table(true), b = tw_table(false);
     if (!a || !b || p.tables[*a].ranks[0] == p.tables[*b].ranks[0]) return "";
     const int ra = p.tables[*a].ranks[0], rb = p.tables[*b].ranks[0];
-    p.tables[*a] = table_wise(w_->tables[*a], rb);
-    p.tables[*b] = table_wise(w_->tables[*b], ra);
+    touch(p, *a) = table_wise(w_->tables[*a], rb);
+    touch(p, *b) = table_wise(w_->tables[*b], ra);
     return "swap";
   }
   if (u < 0.75) {  // split column-wise over 2 or 4 ranks
@@ -122,7 +129,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
       const int r = ranks.size() == 1 && rng_() % 2 ? idlest_rank() : random_rank();
       if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
     }
-    p.tables[*t] = column_wise(w_->tables[*t], ranks);
+    touch(p, *t) = column_wise(w_->tables[*t], ranks);
     return "split";
   }
   // Tables that are not table-wise: merge back, or switch a table to DP / row-wise.
@@ -133,7 +140,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (other.empty()) return "";
     const auto t = other[pick(other.size())];
     const auto& ranks = p.tables[t].ranks;
-    p.tables[t] = table_wise(w_->tables[t], ranks[pick(ranks.size())]);
+    touch(p, t) = table_wise(w_->tables[t], ranks[pick(ranks.size())]);
     return "merge";
   }
   const auto t = pick(T);
@@ -141,21 +148,29 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   if (u < 0.925) {
     // Only small tables are worth replicating: under 1% of the rank's embedding budget.
     if (table_bytes(*w_, w_->tables[t]) > 0.01 * budget_) return "";
-    p.tables[t] = data_parallel(w_->tables[t], n);
+    touch(p, t) = data_parallel(w_->tables[t], n);
     return "data_parallel";
   }
   std::vector<int> all(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
   if (w_->tables[t].rows < n) return "";
-  p.tables[t] = row_wise(w_->tables[t], all);
+  touch(p, t) = row_wise(w_->tables[t], all);
   return "row_wise";
 }
 
 std::optional<Candidate> LocalSearchProposer::propose() {
   if (!current_) return std::nullopt;
   for (int attempt = 0; attempt < 64; ++attempt) {
+    // scratch_ equals current_ except the tables the last proposals changed (it comes back
+    // through recycle()): restore those instead of copying the whole plan.
     ShardingPlan& p = scratch_;
-    p = *current_;
+    if (full_copy_ || p.tables.size() != current_->tables.size()) {
+      p = *current_;
+      full_copy_ = false;
+    } else {
+      for (const std::size_t t : touched_) p.tables[t] = current_->tables[t];
+    }
+    touched_.clear();
     // After many proposals without progress, kick harder: several moves at once.
     const int moves = stale_ > 200 ? 3 : 1;
     std::string name;
@@ -166,7 +181,15 @@ std::optional<Candidate> LocalSearchProposer::propose() {
     if (name.empty()) continue;
     if (stale_ > 200) stale_ = 0;
     p.source = "search";
-    return Candidate{"local:" + name, std::move(p)};
+    // plan_hash(p) from current_'s: replace the terms of the tables the moves changed.
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    std::size_t h = current_hash_;
+    for (const std::size_t t : touched_) {
+      h -= plan_hash_term(t, current_table_hash_[t]);
+      h += plan_hash_term(t, table_sharding_hash(p.tables[t]));
+    }
+    return Candidate{"local:" + name, std::move(p), h};
   }
   return std::nullopt;
 }
@@ -191,7 +214,7 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
       if (!c) continue;
       any = true;
       ++result.proposals;
-      const std::size_t h = plan_hash(c->plan);
+      const std::size_t h = c->hash ? *c->hash : plan_hash(c->plan);
       auto it = cache.find(h);
       if (it == cache.end()) {
         it = cache.emplace(h, evaluator.evaluate(c->plan)).first;

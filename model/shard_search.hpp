@@ -23,6 +23,8 @@ namespace perfcast {
 struct Candidate {
   std::string origin;  ///< proposer and move, e.g. "local:move"
   ShardingPlan plan;
+  /// plan_hash(plan) when the proposer knows it already (computed incrementally), else unset.
+  std::optional<std::size_t> hash;
 };
 
 class Proposer {
@@ -71,6 +73,18 @@ class LocalSearchProposer final : public Proposer {
   Bytes budget_;  ///< embedding bytes a rank can hold (embedding_budget), computed once
   std::optional<ShardingPlan> current_;
   ShardingPlan scratch_;  ///< the next proposal, built by copy-assignment (reuses capacity)
+  /// Tables mutate() changed in scratch_ since it last equalled current_ (restored from
+  /// current_ before the next proposal), and whether scratch_ needs a whole copy instead
+  /// (current_ changed).
+  std::vector<std::size_t> touched_;
+  bool full_copy_ = true;
+  /// current_'s table_sharding_hash per table and plan_hash, for the proposals' hashes.
+  std::vector<std::size_t> current_table_hash_;
+  std::size_t current_hash_ = 0;
+  TableSharding& touch(ShardingPlan& p, std::size_t t) {
+    touched_.push_back(t);
+    return p.tables[t];
+  }
   PlanEvaluation current_eval_;
   int stale_ = 0;
   /// Applies one random move to `p`; returns its name, or "" when the move did not apply.

@@ -107,3 +107,44 @@ TEST_CASE("search: never worse than the best baseline, deterministic for a seed"
   }
   CHECK(a.best_eval.feasible);
 }
+
+TEST_CASE("local search: proposals carry plan_hash, kept incrementally, and scratch restores exactly", "[shard]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = small_dlrm(12, 100'000, 32);
+  LocalSearchProposer local(w, s, 7);
+  // Start from round-robin; feed back invented evaluations so that some proposals are
+  // accepted (current plan changes: whole copy) and most are not (restore of the touched tables).
+  Candidate start{"baseline", default_plan(w, s.world_size()), std::nullopt};
+  PlanEvaluation e0;
+  e0.feasible = true;
+  e0.iteration_time = 1.0;
+  e0.rank_embedding_time.assign(static_cast<std::size_t>(s.world_size()), 0.0);
+  e0.rank_embedding_time[3] = 1.0;
+  local.feedback(start, e0);
+  ShardingPlan current = start.plan;
+  double best = 1.0;
+  for (int i = 0; i < 400; ++i) {
+    auto c = local.propose();
+    REQUIRE(c);
+    REQUIRE(c->hash.has_value());
+    CHECK(*c->hash == plan_hash(c->plan));
+    // Exactly the tables the proposal changed differ from the current plan, every time.
+    std::size_t changed = 0;
+    for (std::size_t t = 0; t < current.tables.size(); ++t) changed += plan_hash_term(t, table_sharding_hash(c->plan.tables[t])) != plan_hash_term(t, table_sharding_hash(current.tables[t]));
+    CHECK(changed >= 1);
+    CHECK(changed <= 6);  // at most three moves of two tables
+    PlanEvaluation e = e0;
+    e.iteration_time = i % 7 == 0 ? best * 0.99 : best * 1.01;  // accept one in seven
+    if (e.iteration_time < best) {
+      best = e.iteration_time;
+      current = c->plan;
+    }
+    local.feedback(*c, e);
+    local.recycle(std::move(*c));
+  }
+  // plan_hash: equal plans hash equal; a different shard changes it.
+  ShardingPlan a = default_plan(w, 8), b = a;
+  CHECK(plan_hash(a) == plan_hash(b));
+  b.tables[5] = table_wise(w.tables[5], (a.tables[5].ranks[0] + 1) % 8);
+  CHECK(plan_hash(a) != plan_hash(b));
+}
