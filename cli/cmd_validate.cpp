@@ -30,7 +30,7 @@ namespace perfcast::cli {
 namespace {
 
 struct ValidateArgs {
-  std::string system, name, out_dir = "validation/results", json, interaction = "cat";
+  std::string system, name, out_dir = "validation/results", json, interaction = "cat", mlp_dtype = "fp32";
   std::vector<std::string> summarize, compare;
   int configs = 10;
   int first = 0;
@@ -120,6 +120,9 @@ int run_validate(const ValidateArgs& a) {
   options.iterations = a.iterations;
   options.generator.max_rows = a.max_rows;
   options.generator.interaction = a.interaction == "dot" ? Interaction::kDot : Interaction::kCat;
+  for (const DType t : {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16}) {
+    if (dtype_name(t) == a.mlp_dtype) options.generator.mlp_dtype = t;
+  }
 
   validation::Provenance prov;
   prov.date = utc_now_iso8601();
@@ -141,7 +144,9 @@ int run_validate(const ValidateArgs& a) {
     prov.driver = cuda_version_text(dev.driver_version);
     prov.cuda = cuda_version_text(dev.runtime_version);
     const std::string name =
-        a.name.empty() ? fmt::format("{}_seed{}", std::filesystem::path(a.system).stem().string(), a.seed) : a.name;
+        a.name.empty() ? fmt::format("{}_seed{}{}", std::filesystem::path(a.system).stem().string(), a.seed,
+                                     a.mlp_dtype == "fp32" ? "" : "_" + a.mlp_dtype)
+                       : a.name;
     out_file = std::filesystem::path(a.out_dir) / validation::safe_file_name(dev.name) / (name + ".jsonl");
     std::filesystem::create_directories(out_file.parent_path());
     out.open(out_file, std::ios::app);  // lines are appended: several runs may share a file
@@ -219,13 +224,17 @@ Action add_validate(CLI::App& app) {
   cmd->add_option("--first", a->first, "index of the first config (default 0): split a long run over several commands")
       ->check(CLI::Range(0, 100000000));
   cmd->add_option("--seed", a->seed, "generator seed: config i of a seed is always the same");
-  cmd->add_option("--name", a->name, "result file name (default <system>_seed<S>)");
+  cmd->add_option("--name", a->name, "result file name (default <system>_seed<S>, plus _<dtype> unless fp32)");
   cmd->add_option("--out-dir", a->out_dir, "results folder; lines go to <dir>/<gpu>/<name>.jsonl (default validation/results)");
   cmd->add_option("--warmup", a->warmup, "executor warm-up iterations per config (default 3)")->check(CLI::Range(0, 100000));
   cmd->add_option("--iterations", a->iterations, "executor timed iterations per config (default 10)")
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--interaction", a->interaction, "cat: D per table (default, as the reference); dot: one D per config")
       ->check(CLI::IsMember({"cat", "dot"}));
+  cmd->add_option("--mlp-dtype", a->mlp_dtype,
+                  "MLP math of every config: fp32 (default, as the reference), tf32, or bf16 / fp16 mixed precision "
+                  "(result file <system>_seed<S>_<dtype>)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_option("--max-rows", a->max_rows, "largest table drawn, rows (default 4000000)")->check(CLI::Range(100, 1 << 30));
   cmd->add_option("--json", a->json, "also write all results and the summary as JSON to FILE, or - for standard output");
   cmd->add_flag("--dry-run", a->dry_run, "generate and predict only (no executor, no GPU, no result file)");

@@ -88,7 +88,7 @@ nlohmann::json draw_workload(PortableRandom& rng, int gpus, bool heavy, std::uin
       {"bottom_mlp", {512, 1024, 256, bottom_out}},
       {"top_mlp", {1024, 512, 256, 1}},
       {"interaction", dot ? "dot" : "cat"},
-      {"mlp_dtype", "fp32"},
+      {"mlp_dtype", std::string(dtype_name(o.mlp_dtype))},
       {"dense_optimizer", "sgd"},
       {"gradient_bucket", "25MB"},
       {"sync_each_iteration", true},

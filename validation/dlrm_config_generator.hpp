@@ -45,6 +45,9 @@ struct GeneratorOptions {
   /// kCat (default): D drawn per table, as the reference does; kDot: one D per config (dot
   /// interaction needs every table's D to equal the bottom MLP's output).
   Interaction interaction = Interaction::kCat;
+  /// The MLPs' math (DlrmSpec::mlp_dtype): fp32 (the reference's runs), tf32, or fp16 / bf16
+  /// mixed precision. Draws nothing: config i of a seed has the same shapes in every dtype.
+  DType mlp_dtype = DType::kFp32;
   /// Share of HBM x G the tables may use (the reference's rejection rule).
   double table_memory_share = 0.8;
   /// Redraws before giving up on a config (std::runtime_error naming the system).

@@ -109,6 +109,23 @@ TEST_CASE("config generator: dot interaction uses one D per config", "[validatio
   }
 }
 
+TEST_CASE("config generator: the MLP dtype changes nothing but the dtype", "[validation]") {
+  const SystemSpec s = load_system(kSystems / "h100_sxm.json");
+  GeneratorOptions bf16;
+  bf16.mlp_dtype = DType::kBf16;
+  for (int i = 0; i < 3; ++i) {
+    const auto a = generate_dlrm_config(s, 9, i);
+    const auto b = generate_dlrm_config(s, 9, i, bf16);
+    CHECK(a.spec.mlp_dtype == DType::kFp32);
+    CHECK(b.spec.mlp_dtype == DType::kBf16);
+    CHECK(b.workload_json.at("mlp_dtype") == "bf16");
+    nlohmann::json ja = a.workload_json, jb = b.workload_json;
+    ja.erase("mlp_dtype");
+    jb.erase("mlp_dtype");
+    CHECK(ja == jb);  // same tables, batch, MLPs, plan input
+  }
+}
+
 TEST_CASE("config generator: every workload round-trips through parse_workload", "[validation]") {
   const SystemSpec s = load_system(kSystems / "h100_sxm.json");
   const auto dir = std::filesystem::temp_directory_path() / "perfcast_generator_test";
