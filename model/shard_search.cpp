@@ -49,6 +49,17 @@ int LocalSearchProposer::idlest_rank() const {
   return static_cast<int>(std::min_element(t.begin(), t.end()) - t.begin());
 }
 
+namespace {
+
+/// table_wise(t, rank) written into `s` in place (its vectors keep their capacity).
+void assign_table_wise(TableSharding& s, const EmbeddingTableSpec& t, int rank) {
+  s.type = ShardingType::kTableWise;
+  s.ranks.assign(1, rank);
+  s.shards.assign(1, Shard{0, t.rows, 0, t.dim, rank});
+}
+
+}  // namespace
+
 std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   const int n = s_->world_size();
   if (n < 2) return "";
@@ -57,7 +68,8 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   auto random_rank = [&] { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); };
   // A table-wise table, preferably on the busiest rank.
   auto tw_table = [&](bool from_busiest) -> std::optional<std::size_t> {
-    std::vector<std::size_t> c;
+    std::vector<std::size_t>& c = pick_buffer_;  // reused: no allocation per proposal
+    c.clear();
     const int busy = busiest_rank();
     for (std::size_t t = 0; t < T; ++t)
       if (p.tables[t].type == ShardingType::kTableWise && (!from_busiest || p.tables[t].ranks[0] == busy)) c.push_back(t);
@@ -108,15 +120,15 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (!t) return "";
     int to = rng_() % 2 ? idlest_rank() : random_rank();
     if (to == p.tables[*t].ranks[0]) to = (to + 1 + static_cast<int>(pick(static_cast<std::size_t>(n - 1)))) % n;
-    touch(p, *t) = table_wise(w_->tables[*t], to);
+    assign_table_wise(touch(p, *t), w_->tables[*t], to);
     return "move";
   }
   if (u < 0.60) {  // swap
     const auto a = tw_table(true), b = tw_table(false);
     if (!a || !b || p.tables[*a].ranks[0] == p.tables[*b].ranks[0]) return "";
     const int ra = p.tables[*a].ranks[0], rb = p.tables[*b].ranks[0];
-    touch(p, *a) = table_wise(w_->tables[*a], rb);
-    touch(p, *b) = table_wise(w_->tables[*b], ra);
+    assign_table_wise(touch(p, *a), w_->tables[*a], rb);
+    assign_table_wise(touch(p, *b), w_->tables[*b], ra);
     return "swap";
   }
   if (u < 0.75) {  // split column-wise over 2 or 4 ranks
@@ -133,14 +145,16 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     return "split";
   }
   // Tables that are not table-wise: merge back, or switch a table to DP / row-wise.
-  std::vector<std::size_t> other;
+  std::vector<std::size_t>& other = pick_buffer_;
+  other.clear();
   for (std::size_t t = 0; t < T; ++t)
     if (p.tables[t].type != ShardingType::kTableWise) other.push_back(t);
   if (u < 0.85) {
     if (other.empty()) return "";
     const auto t = other[pick(other.size())];
     const auto& ranks = p.tables[t].ranks;
-    touch(p, t) = table_wise(w_->tables[t], ranks[pick(ranks.size())]);
+    const int to = ranks[pick(ranks.size())];
+    assign_table_wise(touch(p, t), w_->tables[t], to);
     return "merge";
   }
   const auto t = pick(T);

@@ -77,6 +77,7 @@ class LocalSearchProposer final : public Proposer {
   /// current_ before the next proposal), and whether scratch_ needs a whole copy instead
   /// (current_ changed).
   std::vector<std::size_t> touched_;
+  std::vector<std::size_t> pick_buffer_;  ///< mutate()'s candidate tables (reused)
   bool full_copy_ = true;
   /// current_'s table_sharding_hash per table and plan_hash, for the proposals' hashes.
   std::vector<std::size_t> current_table_hash_;
