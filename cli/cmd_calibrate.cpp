@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -28,6 +29,8 @@ struct CalibrateArgs {
   std::string out;
   std::string json;
   bool leave_one_out = false;
+  std::vector<std::string> families;  ///< kernels: write only these families (empty: all fitted)
+  std::string note;                   ///< kernels: free-text provenance written into the calibration
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -69,6 +72,10 @@ Action add_calibrate(CLI::App& app) {
   kernels->add_option("--measurements", k->logs, "measurement JSONL files (repeatable)")->required();
   kernels->add_option("--out", k->out, "calibration file (default: configs/calibration/<gpu>.json beside the systems folder)");
   kernels->add_option("--json", k->json, "write the fit report as JSON to FILE, or - for standard output");
+  kernels->add_option("--families", k->families,
+                      "write only these fitted families (e.g. gemm.fp32,memcpy.h2d); the others stay spec-derived")
+      ->delimiter(',');
+  kernels->add_option("--note", k->note, "free-text provenance to record in the calibration (data split, left-out families)");
   auto kernels_action = [k]() {
     const SystemSpec s = load_system(k->system);
     std::vector<Measurement> all;
@@ -82,9 +89,23 @@ Action add_calibrate(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw ConfigError(k->logs.front(), "", e.what());
     }
+    if (!k->families.empty()) {
+      std::vector<std::string> fitted;
+      for (const auto& f : cal.fits) fitted.push_back(f.family);
+      for (const auto& name : k->families) {
+        if (!cal.find(name))
+          throw ConfigError("--families", "",
+                            fmt::format("\"{}\" was not fitted (fitted: {}); a family needs 10 training measurements",
+                                        name, fmt::join(fitted, ", ")));
+      }
+      std::erase_if(cal.fits, [&](const FamilyFit& f) {
+        return std::find(k->families.begin(), k->families.end(), f.family) == k->families.end();
+      });
+    }
     cal.date = today();
     cal.commit = build_info::kGitCommit;
     cal.measurements = k->logs;
+    cal.note = k->note;
     std::string out = k->out;
     if (out.empty()) {
       out = (std::filesystem::path(k->system).parent_path() / ".." / "calibration" / calibration_file_name(s.gpu.name))

@@ -14,6 +14,7 @@
 
 #include "model/execution_trace.hpp"
 #include "model/trace_stats.hpp"
+#include "predictors/kernel_calibration.hpp"
 #include "predictors/registry.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/json_reader.hpp"
@@ -119,9 +120,10 @@ class RankBuilder {
  public:
   /// `shapes` and `gpu`: predicted kernels (both set) or measured ones (both null).
   RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, bool infer_waits, ReplayRankInfo& info,
-              const std::vector<TraceKernelShape>* shapes = nullptr, const GpuSpec* gpu = nullptr)
+              const std::vector<TraceKernelShape>* shapes = nullptr, const GpuSpec* gpu = nullptr,
+              const KernelCalibration* calibration = nullptr)
       : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)),
-        shapes_(shapes), gpu_(gpu) {
+        shapes_(shapes), gpu_(gpu), calibration_(calibration) {
     has_nccl_.assign(t.ops.size(), 0);
     for (const auto& a : t.gpu) {
       if (!a.is_nccl() || a.launch < 0) continue;
@@ -144,6 +146,7 @@ class RankBuilder {
       cursor_ = std::max(cursor_, s.start);
       info_.step_numbers.push_back(s.number);
       info_.measured.push_back(t_.step_wall(k));
+      step_number_ = s.number;
       for (int c : calls[static_cast<std::size_t>(k)]) process(c);
     }
     const auto next = static_cast<std::size_t>(k1_) + 1;
@@ -171,6 +174,8 @@ class RankBuilder {
   LaneMap lanes_;
   const std::vector<TraceKernelShape>* shapes_;
   const GpuSpec* gpu_;
+  const KernelCalibration* calibration_;
+  std::int64_t step_number_ = -1;  ///< ProfilerStep#N being built
   std::unordered_map<int, std::size_t> sample_of_lead_;  ///< lead activity -> info_.samples index
   std::vector<char> has_nccl_;
   std::vector<Seconds> measured_start_, measured_end_;  ///< per op; NaN for markers and syncs
@@ -251,6 +256,8 @@ class RankBuilder {
         sample.label = kernel_label(*sh.desc);
         sample.measured = a.duration;
         sample.kernels = 1;
+        sample.rank = info_.rank;
+        sample.step = step_number_;
         info_.samples.push_back(std::move(sample));
         info_.predicted_kernels++;
         return *sh.desc;
@@ -324,7 +331,10 @@ class RankBuilder {
       } else {
         op.name = op_label(t_, ci);
         const KernelDesc k = kernel_of(ai, a);
-        kernels.push_back(predict_kernel(k, gpu_ && !std::holds_alternative<MeasuredKernelDesc>(k) ? *gpu_ : GpuSpec{}));
+        if (gpu_ && !std::holds_alternative<MeasuredKernelDesc>(k))
+          kernels.push_back(predict_with_calibration(k, *gpu_, calibration_));
+        else
+          kernels.push_back(predict_kernel(k, GpuSpec{}));
         if (const auto it = sample_of_lead_.find(ai); it != sample_of_lead_.end() && shapes_->at(static_cast<std::size_t>(ai)).desc)
           info_.samples[it->second].predicted = kernels.back().time;
         op.kernels.push_back(k);
@@ -468,7 +478,8 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     std::vector<TraceKernelShape> shapes;
     if (predicted) shapes = trace_kernel_shapes(traces[r], ets[r]);
     RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info,
-                  predicted ? &shapes : nullptr, predicted ? &options.system->gpu : nullptr);
+                  predicted ? &shapes : nullptr, predicted ? &options.system->gpu : nullptr,
+                  predicted ? options.calibration : nullptr);
     b.build();
     out->graph.ranks.push_back(std::move(b.program));
     out->timed.ops.push_back(std::move(b.timing));
@@ -522,6 +533,8 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
       sample.label = fmt::format("{} {} B on {} ranks", collective_name(c.desc.kind), tc.bytes, n);
       sample.measured = e.time;
       sample.kernels = static_cast<int>(traces.size());
+      const int step = traces[0].step_of_activity(static_cast<int>(nccl[0][k] - traces[0].gpu.data()));
+      if (step >= 0) sample.step = traces[0].steps[static_cast<std::size_t>(step)].number;
       e = comm->estimate(c.desc, g);
       sample.predicted = e.time;
       out->collective_samples.push_back(std::move(sample));
@@ -609,6 +622,11 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
       step_log_sum += std::log(std::max(step_err, 1e-6));
       res.step_max_abs_error = std::max(res.step_max_abs_error, step_err);
       res.step_count++;
+      if (options.evaluate.has_rank(info.rank) && options.evaluate.has_step(s.step)) {
+        res.selected_measured += s.measured;
+        res.selected_simulated += s.simulated;
+        res.selected_steps++;
+      }
       rr.steps.push_back(s);
     }
     if (!rr.steps.empty()) {
@@ -626,12 +644,14 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     res.system = fmt::format("{} ({})", options.system->name, options.system->file);
     std::vector<const KernelSample*> all;
     for (const auto& info : rg.ranks) {
-      for (const auto& s : info.samples) all.push_back(&s);
+      for (const auto& s : info.samples)
+        if (options.evaluate.has_rank(s.rank) && options.evaluate.has_step(s.step)) all.push_back(&s);
       res.unrecognized += info.unrecognized;
       res.unrecognized_time += info.unrecognized_time;
       res.predicted_kernels += info.predicted_kernels;
     }
-    for (const auto& s : rg.collective_samples) all.push_back(&s);
+    for (const auto& s : rg.collective_samples)
+      if (options.evaluate.has_step(s.step)) all.push_back(&s);
     res.unrecognized += rg.unrecognized_collectives * static_cast<int>(rg.ranks.size());
     res.families = family_errors(all);
   }

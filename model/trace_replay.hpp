@@ -36,7 +36,9 @@
 ///
 /// Predicted kernels (ReplayKernels::kPredicted): every GPU activity whose shape the trace
 /// gives (trace_kernels.hpp) gets our predictor's duration on the given system's GPU
-/// (spec-derived: kernel calibrations are not applied here), and every NCCL kernel with a
+/// (spec-derived, unless ReplayOptions::calibration gives a kernel calibration: the
+/// system's automatic one in configs/calibration/ is not applied here, so that a replay
+/// says what a given calibration does), and every NCCL kernel with a
 /// message size the collective model's time for its group size on that system; the rest
 /// keep their measured durations and are counted as unrecognized. Host times stay
 /// measured. Each predicted op (kernels of one CPU op together) is compared with the sum
@@ -54,11 +56,13 @@
 #include "model/kineto_trace.hpp"
 #include "model/simulator.hpp"
 #include "model/trace_kernels.hpp"
+#include "model/trace_measurements.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast {
 
 struct ExecutionTrace;
+struct KernelCalibration;
 
 /// Where kernel durations come from.
 enum class ReplayKernels {
@@ -86,6 +90,14 @@ struct ReplayOptions {
   /// Execution traces linked to the Kineto traces, one per input trace in input order
   /// (nullptr entries allowed), or empty: more shapes (e.g. embedding output widths).
   std::vector<const ExecutionTrace*> execution_traces;
+  /// kPredicted: kernel calibration applied where it covers a kernel's family
+  /// (predict_with_calibration), else spec-derived; nullptr: spec-derived only.
+  const KernelCalibration* calibration = nullptr;
+  std::string calibration_file;  ///< for reports
+  /// kPredicted: the per-family errors (ReplayResult::families) and the selected step
+  /// error count only these ranks and steps (a held-out part of the trace); the
+  /// simulation always runs every rank and step. Collectives are selected by step only.
+  TraceSelection evaluate;
 };
 
 /// One predicted op (or collective) against its measurement.
@@ -95,6 +107,8 @@ struct KernelSample {
   Seconds measured = 0;    ///< sum of the op's measured kernels (collectives: min over ranks)
   Seconds predicted = 0;
   int kernels = 0;         ///< measured kernels in the op
+  int rank = -1;           ///< the rank it ran on; -1 for collectives (all ranks)
+  std::int64_t step = -1;  ///< ProfilerStep#N number of the step it was launched in
 };
 
 /// What the graph builder found in one rank's trace.
@@ -183,7 +197,12 @@ struct ReplayResult {
   /// The same over every (rank, step).
   double step_geomean_abs_error = 0, step_max_abs_error = 0;
   int step_count = 0;
-  std::vector<FamilyError> families;  ///< kPredicted only; families with at least one op
+  std::vector<FamilyError> families;  ///< kPredicted only; families with at least one op in options.evaluate
+  /// Over the (rank, step) pairs of options.evaluate: summed measured and simulated step
+  /// times (selected_error() = simulated / measured - 1 of the mean step) and their count.
+  Seconds selected_measured = 0, selected_simulated = 0;
+  int selected_steps = 0;
+  [[nodiscard]] double selected_error() const { return selected_measured > 0 ? selected_simulated / selected_measured - 1 : 0; }
   std::string system;                 ///< kPredicted: system name and file
   int unrecognized = 0;               ///< kPredicted: kernels (all ranks) that kept their measured time
   Seconds unrecognized_time = 0;

@@ -137,7 +137,10 @@ std::string render_replay_text(const ReplayResult& r) {
                      first.step_numbers.size() > 1 ? "s" : "", steps, g.gpu);
   const bool predicted = r.options.kernels == ReplayKernels::kPredicted;
   out += fmt::format("  kernels: {}; collectives: {}; host: {}{}\n\n",
-                     predicted ? "predicted (spec-derived) on " + r.system + " where the trace gives the shape" : "measured durations",
+                     predicted ? fmt::format("predicted ({}) on {} where the trace gives the shape",
+                                             r.options.calibration ? "calibrated by " + r.options.calibration_file + " where it covers the family, else spec-derived" : "spec-derived",
+                                             r.system)
+                               : "measured durations",
                      predicted ? "collective model where the size is known"
                      : g.ranks.size() > 1 ? "own duration = min over ranks" : "measured (one rank: includes peer waits)",
                      r.options.host == ReplayHostModel::kMeasured ? "measured per op" : "mean per op",
@@ -165,9 +168,15 @@ std::string render_replay_text(const ReplayResult& r) {
                        i.collectives, i.host_syncs, i.joins, i.stepped_back, i.inferred, format_time(i.start_offset),
                        format_time(i.launch_call_mean), format_time(i.blocked), lanes);
   }
+  if (!r.options.evaluate.empty() && r.selected_steps > 0)
+    out += fmt::format("selected ({}): {} rank-steps, mean step measured {}, simulated {}, error {}\n",
+                       r.options.evaluate.describe(), r.selected_steps, format_time(r.selected_measured / r.selected_steps),
+                       format_time(r.selected_simulated / r.selected_steps), percent(r.selected_error()));
   if (predicted) {
     out += fmt::format("\npredicted kernels against the trace ({} kernels predicted; {} kept their measured time: {})\n",
                        r.predicted_kernels, r.unrecognized, format_time(r.unrecognized_time));
+    if (!r.options.evaluate.empty())
+      out += fmt::format("family errors over {} (collectives: selected by step)\n", r.options.evaluate.describe());
     out += fmt::format("{:<12} {:>6} {:>16} {:>12} {:>12} {:>9}\n", "family", "ops", "geomean |error|", "measured",
                        "predicted", "bias");
     for (const auto& f : r.families)
@@ -184,7 +193,15 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
   j["context"]["gpu"] = g.gpu;
   const bool predicted = r.options.kernels == ReplayKernels::kPredicted;
   j["context"]["kernels"] = predicted ? "predicted" : "measured";
-  if (predicted) j["context"]["system"] = r.system;
+  if (predicted) {
+    j["context"]["system"] = r.system;
+    j["context"]["kernel_calibration"] = r.options.calibration ? json(r.options.calibration_file) : json();
+  }
+  if (!r.options.evaluate.empty()) {
+    j["context"]["evaluated"] = r.options.evaluate.describe();
+    j["selected"] = {{"steps", r.selected_steps}, {"measured_s", r.selected_measured}, {"simulated_s", r.selected_simulated},
+                     {"error", r.selected_error()}};
+  }
   j["context"]["host_model"] = r.options.host == ReplayHostModel::kMeasured ? "measured" : "mean";
   j["context"]["collective_duration"] = g.ranks.size() > 1 ? "min over ranks" : "measured";
   j["context"]["infer_waits"] = r.options.infer_waits;

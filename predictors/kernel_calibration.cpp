@@ -85,7 +85,13 @@ struct Sample {
   double compute, memory, time;
 };
 
-/// Fits overhead + max(compute * a, memory * b) (a = 1 / e_compute, b = 1 / e_memory).
+/// Fits overhead + max(compute * a, memory * b) (a = 1 / e_compute, b = 1 / e_memory) with
+/// a, b >= 1: no efficiency above the spec peak. Kernels of a few microseconds (profiler
+/// traces of small batches) barely constrain the work terms, and an unconstrained fit can
+/// trade overhead against "efficiencies" of 1.8x peak that would then mispredict large
+/// kernels; with the bound, large kernels are predicted at most at the peak. Solved as
+/// NNLS in (t0, a - 1, b - 1). Objective: sum of |relative error|, by IRLS (each row
+/// weighted by 1 / sqrt(max(|previous residual|, 1%))); the first pass is least squares.
 FamilyFit fit_family(const std::string& family, const std::vector<Sample>& train, bool has_compute) {
   FamilyFit f;
   f.family = family;
@@ -94,14 +100,20 @@ FamilyFit fit_family(const std::string& family, const std::vector<Sample>& train
   for (int iter = 0; iter < 50; ++iter) {
     Eigen::MatrixXd A(static_cast<Eigen::Index>(train.size()), 3);
     Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(train.size()));
+    bool any_compute = false, any_memory = false;
     for (std::size_t i = 0; i < train.size(); ++i) {
       const auto& s = train[i];
       const bool compute_bound = has_compute && s.compute * a >= s.memory * b;
-      const double w = 1.0 / s.time;  // relative error
-      A.row(static_cast<Eigen::Index>(i)) << w, compute_bound ? s.compute * w : 0.0, compute_bound ? 0.0 : s.memory * w;
+      (compute_bound ? any_compute : any_memory) = true;
+      const double r = (t0 + std::max(s.compute * a, s.memory * b)) / s.time - 1;
+      const double irls = iter == 0 ? 1.0 : 1.0 / std::sqrt(std::max(std::fabs(r), 0.01));
+      const double w = irls / s.time;  // relative error, IRLS L1
+      const auto row = static_cast<Eigen::Index>(i);
+      A.row(row) << w, compute_bound ? s.compute * w : 0.0, compute_bound ? 0.0 : s.memory * w;
+      y[row] = irls - (compute_bound ? s.compute * w : s.memory * w);  // the fixed 1 x work of a, b = 1 + (>= 0)
     }
     const Eigen::VectorXd c = nnls(A, y);
-    const double na = has_compute && c[1] > 0 ? c[1] : a, nb = c[2] > 0 ? c[2] : b;
+    const double na = has_compute && any_compute ? 1 + c[1] : a, nb = any_memory ? 1 + c[2] : b;
     const bool done = std::fabs(na - a) < 1e-9 * std::fabs(a + 1) && std::fabs(nb - b) < 1e-9 * std::fabs(b + 1) &&
                       std::fabs(c[0] - t0) < 1e-12;
     a = na;
@@ -240,6 +252,10 @@ KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, con
       const auto [c, mem] = work_terms(m.kernel, gpu);
       by_family[fam].push_back({Sample{c, mem, m.timing.median}, held_out(m.kernel)});
     }
+    if (!m.source.empty() && std::find(cal.sources.begin(), cal.sources.end(), m.source) == cal.sources.end())
+      cal.sources.push_back(m.source);
+    if (!m.date.empty() && std::find(cal.measured_dates.begin(), cal.measured_dates.end(), m.date) == cal.measured_dates.end())
+      cal.measured_dates.push_back(m.date);
     if (cal.gpu.empty()) {
       cal.gpu = m.device.name;
       cal.driver = m.device.driver;
@@ -262,6 +278,7 @@ KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, con
     cal.fits.push_back(f);
   }
   for (const auto& [fam, samples] : embedding) fit_embedding(fam, samples, cal);
+  std::sort(cal.measured_dates.begin(), cal.measured_dates.end());
   if (cal.fits.empty()) throw std::invalid_argument("no kernel family has the 10 measurements a fit needs");
   return cal;
 }
@@ -316,6 +333,9 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
   nlohmann::json j = {{"schema", "perfcast.kernel_calibration"}, {"schema_version", "1.0"}, {"gpu", c.gpu},
                       {"driver", c.driver}, {"cuda_runtime", c.cuda_runtime}, {"cublas", c.cublas},
                       {"date", c.date}, {"perfcast_commit", c.commit}, {"measurements", c.measurements}, {"families", fits}};
+  if (!c.sources.empty()) j["sources"] = c.sources;
+  if (!c.measured_dates.empty()) j["measured_dates"] = c.measured_dates;
+  if (!c.note.empty()) j["note"] = c.note;
   return j.dump(2) + "\n";
 }
 
@@ -329,9 +349,17 @@ KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {
   c.cublas = root.string_or("cublas", "");
   c.date = root.string_or("date", "");
   c.commit = root.string_or("perfcast_commit", "");
+  c.note = root.string_or("note", "");
   if (auto m = root.find("measurements")) {
     const JsonArray a = m->as_array();
     for (std::size_t i = 0; i < a.size(); ++i) c.measurements.push_back(a[i].as_string());
+  }
+  for (const auto& [key, list] : {std::pair<const char*, std::vector<std::string>*>{"sources", &c.sources},
+                                  std::pair<const char*, std::vector<std::string>*>{"measured_dates", &c.measured_dates}}) {
+    if (auto v = root.find(key)) {
+      const JsonArray a = v->as_array();
+      for (std::size_t i = 0; i < a.size(); ++i) list->push_back(a[i].as_string());
+    }
   }
   const JsonArray fams = root.array("families");
   for (std::size_t i = 0; i < fams.size(); ++i) {

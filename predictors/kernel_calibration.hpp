@@ -5,9 +5,12 @@
 /// GEMM, per dtype: time = overhead + max(compute_at_peak / e_compute, memory_at_peak / e_memory)
 /// with the wave- and tile-quantized work terms of gemm_work(): the spec model's shape
 /// with fitted efficiencies and launch overhead. Streaming kernels (elementwise, memcpy
-/// by direction): time = overhead + bytes / (bandwidth x e). Fitted by minimising squared
-/// relative error (alternating regime assignment and non-negative least squares, Eigen),
-/// on a deterministic 80% of the shapes; the other 20% give the held-out error.
+/// by direction): time = overhead + bytes / (bandwidth x e). Efficiencies are bounded by 1
+/// (never above the spec peak). Fitted by minimising the sum of |relative error|
+/// (iteratively reweighted least squares; alternating regime assignment and non-negative
+/// least squares, Eigen): robust to the outliers of profiler traces (a kernel delayed by
+/// a concurrent stream) and to whole-microsecond durations. On a deterministic 80% of the
+/// shapes; the other 20% give the held-out error.
 ///
 /// Embedding lookups ("embedding_forward", "embedding_backward": one batched multi-table
 /// kernel each, with embedding_work()'s terms of all tables together):
@@ -49,6 +52,12 @@ struct KernelCalibration {
   std::string driver, cuda_runtime, cublas;
   std::string date, commit;
   std::vector<std::string> measurements;  ///< source files
+  /// Distinct Measurement::source values (traces: "FILE rank R step S"), in first-seen
+  /// order; empty for our own microbenchmarks.
+  std::vector<std::string> sources;
+  /// Distinct Measurement::date values (when the measured run happened), sorted.
+  std::vector<std::string> measured_dates;
+  std::string note;  ///< free text: how the data was split, why families were left out ("" if none)
   std::vector<FamilyFit> fits;
 
   [[nodiscard]] const FamilyFit* find(const std::string& family) const;

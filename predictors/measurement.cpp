@@ -176,6 +176,7 @@ std::string measurement_to_jsonl(const Measurement& m) {
       {"commit", m.commit},
   };
   if (!m.kernel_name.empty()) j["kernel_name"] = m.kernel_name;
+  if (!m.source.empty()) j["source"] = m.source;
   return j.dump() + "\n";
 }
 
@@ -188,7 +189,7 @@ std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
     m.kernel = kernel_from_json(root.object("kernel"));
     m.kernel_name = root.string_or("kernel_name", "");
     const JsonObject t = root.object("timing");
-    m.timing.timer = t.at("timer").as_enum({"cupti", "cuda_events"});
+    m.timing.timer = t.at("timer").as_enum({"cupti", "cuda_events", "kineto"});
     m.timing.repetitions = static_cast<int>(t.integer("repetitions", 1, 1 << 30));
     m.timing.median = t.quantity("median", Dimension::kTime);
     if (m.timing.median <= 0) t.fail("median", "must be positive");
@@ -209,6 +210,7 @@ std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
     d.finish();
     m.date = root.string_or("date", "");
     m.commit = root.string_or("commit", "");
+    m.source = root.string_or("source", "");
     root.finish();
     out.push_back(std::move(m));
   });

@@ -8,7 +8,11 @@
 ///    "timing": {"timer": "cupti", "repetitions": 50, "median": "1.234ms", "mean": ..., "p10": ..., "p90": ..., "stddev": ..., "cv": 0.01},
 ///    "device": {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "sm_clock": "1.98GHz", "memory_clock": "2.619GHz",
 ///               "driver": "580.65", "cuda_runtime": "13.0", "cublas": "13.0.0"},
-///    "date": "2026-11-22T03:00:00Z", "commit": "abc123"}
+///    "date": "2026-11-22T03:00:00Z", "commit": "abc123",
+///    "source": "trace.json.gz rank 3 step 1009"}   (optional: where a measurement taken from
+///                                                   someone else's run came from)
+/// Timers: "cupti", "cuda_events" (our microbenchmarks) and "kineto" (a kernel's duration in
+/// a PyTorch profiler trace, repetitions 1: model/trace_measurements.hpp).
 /// Units as strings, as in every user-facing file.
 
 #include <filesystem>
@@ -31,7 +35,7 @@ struct DeviceFingerprint {
 };
 
 struct TimingStats {
-  std::string timer;  ///< "cupti" (kernel activity records) or "cuda_events" (fallback)
+  std::string timer;  ///< "cupti" (kernel activity records), "cuda_events" (fallback) or "kineto" (a profiler trace)
   int repetitions = 0;
   Seconds median = 0, mean = 0, p10 = 0, p90 = 0, stddev = 0;
   double cv = 0;      ///< stddev / mean
@@ -44,6 +48,7 @@ struct Measurement {
   DeviceFingerprint device;
   std::string date;
   std::string commit;
+  std::string source;  ///< "" for our own measurements; else the trace file, rank and step
 };
 
 /// Robust statistics of repeated timings (median, p10, p90, mean, stddev, cv). Throws

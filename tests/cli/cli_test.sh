@@ -109,6 +109,15 @@ expect "replay et count" 2 '2 execution traces for 1 Kineto traces' -- "$perfcas
 expect "import" 0 'not recognized (keep their measured duration): 1 ops' -- "$perfcast" import --kineto "$ks" --out "$tmp/imported.json"
 expect "predict imported" 0 'imported trace: 1 traced rank' -- "$perfcast" predict --system "$v100" --workload "$tmp/imported.json"
 expect "import bad et" 2 'broken.json' -- "$perfcast" import --kineto "$ks" --et "$src/tests/data/broken.json" --out "$tmp/out.json"
+# Kernel measurements from a trace (5 recognized ops of calibratable families in
+# kineto_shapes.json), selections, and a fit that needs 10 per family.
+expect "replay measurements" 0 'selected (ranks 0, steps 1)' -- "$perfcast" replay --kineto "$ks" --ranks 0 --steps 1 --measurements-out "$tmp/m.jsonl"
+[ "$(grep -c '"timer":"kineto"' "$tmp/m.jsonl")" = 5 ] && echo "ok   replay measurements: 5 lines" \
+  || { echo "FAIL replay measurements: expected 5 kineto lines"; fails=$((fails + 1)); }
+expect "replay measurements bad ranks" 2 'expected a comma-separated list' -- "$perfcast" replay --kineto "$ks" --ranks 3-1 --measurements-out "$tmp/out.json"
+expect "replay measurements empty selection" 2 'no recognized op of a calibratable family' -- "$perfcast" replay --kineto "$ks" --ranks 5 --measurements-out "$tmp/out.json"
+expect "replay calibration needs predicted" 2 '--calibration is used only with --kernels predicted' -- "$perfcast" replay --kineto "$ks" --calibration "$tmp/m.jsonl" --json "$tmp/out.json"
+expect "calibrate kernels too few" 2 'no kernel family has the 10 measurements' -- "$perfcast" calibrate kernels --system "$v100" --measurements "$tmp/m.jsonl" --out "$tmp/out.json"
 
 # index-stats on hand-built raw arrays (int32 little-endian): T=2 tables, B=3 bags.
 i32() { for v in "$@"; do printf "\\x$(printf %02x $((v & 255)))\\x$(printf %02x $(((v >> 8) & 255)))\\x00\\x00"; done; }
