@@ -88,8 +88,10 @@ int run(const RunArgs& a) {
     std::cout << fmt::format("perfcast run: {} on {} ({} GPU{})\n", workload.name, system.name, r.world,
                              r.world == 1 ? "" : "s");
     for (const auto& d : r.devices) std::cout << "  device " << d.index << ": " << profiler::describe(d) << "\n";
-    std::cout << fmt::format("  batch {} , {} embedding tables, plan: {}\n", workload.batch_size, workload.tables.size(),
-                             plan.source);
+    const bool mixed = workload.mlp_dtype == DType::kFp16 || workload.mlp_dtype == DType::kBf16;
+    std::cout << fmt::format("  batch {}, {} embedding tables ({}), MLPs {}{}, plan: {}\n", workload.batch_size,
+                             workload.tables.size(), dtype_name(workload.embedding_dtype), dtype_name(workload.mlp_dtype),
+                             mixed ? " mixed precision" : "", plan.source);
     std::cout << fmt::format("\nmeasured iteration time: median {}  p10 {}  p90 {}  ({:.0f} samples/s)\n", us(r.median_s),
                              us(r.p10_s), us(r.p90_s), j["samples_per_s"].get<double>());
     std::cout << fmt::format("  {} timed iterations after {} warm-up, timer {}; loss {:.4f} -> {:.4f}\n", a.iterations,
