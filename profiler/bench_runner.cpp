@@ -24,6 +24,7 @@
 #include "profiler/bench_gemm.hpp"
 #include "profiler/bench_kernels.hpp"
 #include "profiler/cuda_check.hpp"
+#include "profiler/device_buffer.hpp"
 #include "profiler/cupti_tracer.hpp"
 #include "profiler/embedding_bag_layout.hpp"
 #include "profiler/kernels/embedding_bag.hpp"
@@ -50,18 +51,6 @@ void progress_line(std::size_t done, std::size_t total, const std::string& label
 namespace {
 
 /// Owning device allocation.
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { PERFCAST_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes)); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
-
 /// Owning host allocation, page-locked or not.
 struct HostBuffer {
   void* p = nullptr;
@@ -123,7 +112,7 @@ struct BenchRunner::Impl {
     next_external_id += static_cast<std::uint64_t>(s.repetitions);
     for (int r = 0; r < s.repetitions; ++r) {
       if (s.flush_l2) {
-        PERFCAST_CUDA_CHECK(cudaMemsetAsync(flush->p, r & 0xff, flush_bytes, stream));
+        PERFCAST_CUDA_CHECK(cudaMemsetAsync(flush->get(), r & 0xff, flush_bytes, stream));
       }
       if (tracer) {
         tracer->push_external_id(first + static_cast<std::uint64_t>(r));
@@ -229,14 +218,14 @@ Measurement BenchRunner::measure(const BenchCase& c, const SweepSettings& settin
     DeviceBuffer dst(bytes);
     if (mc->kind == CopyKind::kDeviceToDevice) {
       DeviceBuffer src(bytes);
-      PERFCAST_CUDA_CHECK(cudaMemsetAsync(src.p, 1, bytes, s.stream));
-      t = s.time([&] { PERFCAST_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s.stream)); },
+      PERFCAST_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, bytes, s.stream));
+      t = s.time([&] { PERFCAST_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s.stream)); },
                  settings);
     } else {
       HostBuffer host(bytes, c.pinned);
       const bool h2d = mc->kind == CopyKind::kHostToDevice;
       t = s.time([&] {
-        PERFCAST_CUDA_CHECK(cudaMemcpyAsync(h2d ? dst.p : host.p, h2d ? host.p : dst.p, bytes,
+        PERFCAST_CUDA_CHECK(cudaMemcpyAsync(h2d ? dst.get() : host.p, h2d ? host.p : dst.get(), bytes,
                                             h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s.stream));
       }, settings);
     }
@@ -271,7 +260,7 @@ Measurement BenchRunner::measure(const BenchCase& c, const SweepSettings& settin
     if (prec == WeightPrecision::kFp32) {
       bench::launch_fill_uniform_f32(weights.as<float>(), layout.total_weight_elements, 3, -0.1f, 0.1f, stream);
     } else {
-      bench::launch_fill_uniform_16(weights.p, layout.total_weight_elements, 3, -0.1f, 0.1f, prec == WeightPrecision::kBf16, stream);
+      bench::launch_fill_uniform_16(weights.get(), layout.total_weight_elements, 3, -0.1f, 0.1f, prec == WeightPrecision::kBf16, stream);
     }
     for (std::size_t ti = 0; ti < eb->tables.size(); ++ti) {
       const auto& tb = eb->tables[ti];
@@ -283,8 +272,8 @@ Measurement BenchRunner::measure(const BenchCase& c, const SweepSettings& settin
       const std::int64_t n = (ti + 1 < eb->tables.size() ? table_start[ti + 1] : num_indices) - table_start[ti];
       bench::launch_generate_indices(indices.as<std::int64_t>() + table_start[ti], n, tb.rows, p, 100 + ti, stream);
     }
-    PERFCAST_CUDA_CHECK(cudaMemcpyAsync(offs.p, offsets.data(), offsets.size() * 8, cudaMemcpyHostToDevice, s.stream));
-    PERFCAST_CUDA_CHECK(cudaMemcpyAsync(metas.p, layout.tables.data(), layout.tables.size() * sizeof(EmbeddingTableMeta),
+    PERFCAST_CUDA_CHECK(cudaMemcpyAsync(offs.get(), offsets.data(), offsets.size() * 8, cudaMemcpyHostToDevice, s.stream));
+    PERFCAST_CUDA_CHECK(cudaMemcpyAsync(metas.get(), layout.tables.data(), layout.tables.size() * sizeof(EmbeddingTableMeta),
                                         cudaMemcpyHostToDevice, s.stream));
     PERFCAST_CUDA_CHECK(cudaStreamSynchronize(s.stream));  // host vectors die at scope end
     auto batch = kernels::make_device_batch(layout, prec, PoolingMode::kSum, num_indices);
@@ -292,7 +281,7 @@ Measurement BenchRunner::measure(const BenchCase& c, const SweepSettings& settin
     batch.indices = indices.as<std::int64_t>();
     batch.offsets = offs.as<std::int64_t>();
     if (eb->pass == EmbeddingPass::kForward) {
-      t = s.time([&] { kernels::launch_embedding_bag_forward(batch, weights.p, output.as<float>(), stream); }, settings);
+      t = s.time([&] { kernels::launch_embedding_bag_forward(batch, weights.get(), output.as<float>(), stream); }, settings);
     } else {
       if (eb->optimizer != EmbeddingOptimizer::kSgd && eb->optimizer != EmbeddingOptimizer::kRowwiseAdagrad) {
         throw std::invalid_argument("embedding backward: only SGD and row-wise Adagrad are implemented");
@@ -302,14 +291,14 @@ Measurement BenchRunner::measure(const BenchCase& c, const SweepSettings& settin
       std::optional<DeviceBuffer> state;
       if (opt.kind == OptimizerKind::kRowwiseAdagrad) {
         state.emplace(static_cast<std::size_t>(layout.total_rows) * 4);
-        PERFCAST_CUDA_CHECK(cudaMemsetAsync(state->p, 0, static_cast<std::size_t>(layout.total_rows) * 4, s.stream));
+        PERFCAST_CUDA_CHECK(cudaMemsetAsync(state->get(), 0, static_cast<std::size_t>(layout.total_rows) * 4, s.stream));
       }
       bench::launch_fill_uniform_f32(output.as<float>(), eb->batch * layout.total_dim, 4, -1.f, 1.f, stream);
       const std::size_t ws = kernels::embedding_bag_backward_workspace_bytes(num_indices);
       DeviceBuffer workspace(ws);
       t = s.time([&] {
-        kernels::launch_embedding_bag_backward_update(batch, weights.p, state ? state->as<float>() : nullptr,
-                                                      output.as<float>(), opt, workspace.p, ws, stream);
+        kernels::launch_embedding_bag_backward_update(batch, weights.get(), state ? state->as<float>() : nullptr,
+                                                      output.as<float>(), opt, workspace.get(), ws, stream);
       }, settings);
     }
   } else {

@@ -21,7 +21,7 @@ strip gpu-carry/perfcast gpu-carry/perfcast_profiler_tests gpu-carry/perfcast_va
 # Non-CUDA shared libraries the device image may lack (fmt, spdlog, ...); CUDA's (cudart, CUPTI,
 # cuBLASLt, NCCL) come from the image's toolkit and are far too large to carry.
 ldd gpu-carry/perfcast gpu-carry/perfcast_validation_tests gpu-carry/libperfcast_inject.so | awk '/=> \// {print $3}' |
-  grep -v -E 'libcuda|libcupti|libcublas|libnccl|libc\.so|libm\.so|libstdc|libgcc|ld-linux|libdl|libpthread|librt|libutil' |
+  { grep -v -E 'libcuda|libcupti|libcublas|libnccl|libc\.so|libm\.so|libstdc|libgcc|ld-linux|libdl|libpthread|librt|libutil' || true; } |
   sort -u | xargs -r -I{} cp -L {} gpu-carry/lib/
 # Keep gpu-carry/ out of git (and so out of commits) without touching .gitignore.
 exclude=$(git rev-parse --git-path info/exclude)

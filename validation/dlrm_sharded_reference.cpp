@@ -414,7 +414,7 @@ DlrmModel gather_sharded(const ShardedDlrmState& st, const MultiGpuLayout& L) {
         }
         float& state = m.rowwise_state[sz(tm.row_offset + full_row)];
         const float G = g.rowwise_state[sz(gm.row_offset + r)];
-        if (ls.type == ShardingType::kColumnWise) {
+        if (ls.shard.cols != tm.dim) {  // column_wise, table_column_wise, grid: one accumulator per shard row
           state += static_cast<float>(gm.dim) * G / static_cast<float>(tm.dim);
         } else {
           state = G;

@@ -42,8 +42,9 @@
 /// dlrm_sharded_reference_test.cpp): per sample, every operator computes the same values
 /// from the same inputs; only the order of fp32 sums across ranks differs (MLP gradients,
 /// row-wise partial sums, data-parallel gradients), so results agree to a few fp32 ulps,
-/// and bit for bit with one rank. Known non-equivalence: a column_wise table with row-wise
-/// Adagrad keeps one accumulator per row of each column shard (the mean of g^2 over the
+/// and bit for bit with one rank. Known non-equivalence: a table split by columns
+/// (column_wise, table_column_wise, grid) with row-wise Adagrad keeps one accumulator per row
+/// of each column shard (the mean of g^2 over the
 /// shard's columns), as TorchRec does, so its update differs from the unsharded table's.
 
 #include <cstdint>
@@ -93,8 +94,8 @@ struct ShardedStepTrace {
 /// table (and the row-wise accumulators of those rows). Throws std::invalid_argument when
 /// the model's batch, tables or pooled width do not match the layout, its embeddings were
 /// not drawn, or a table's shards do not tile it exactly (every element on exactly one
-/// rank; data_parallel: on every rank). multi_gpu_layout does not check the tiling
-/// (parse_plan does), so a hand-made plan with a gap or an overlap is caught here.
+/// rank; data_parallel: on every rank). multi_gpu_layout checks the tiling too (naming the
+/// table); this check covers a layout built or edited by hand.
 [[nodiscard]] ShardedDlrmState init_sharded_dlrm(const DlrmModel& full, const MultiGpuLayout& layout);
 
 /// One training step of every rank on `global` (B samples, all tables, DlrmBatch CSR).

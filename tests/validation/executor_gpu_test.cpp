@@ -137,9 +137,10 @@ double relative_update_error(const std::vector<double>& p0, const std::vector<do
 }
 
 /// Mixed precision against the fp32 CPU reference, from the same model and batches.
-/// Tolerances from a CPU emulation of the mixed step (every stored half value rounded, the
-/// loss scale applied and undone) on these configs: loss error ~2e-5 (fp16) / 6e-5 (bf16);
-/// update errors of the MLP weights, biases and embeddings ~1e-2 (fp16) / 1.5e-2 (bf16) each,
+/// Tolerances sized by a one-off CPU emulation of the mixed step made during review (every
+/// stored half value rounded, the loss scale applied and undone; a scratch program, not part
+/// of the repository, so these are estimates): loss error ~2e-5 (fp16) / 6e-5 (bf16); update
+/// errors of the MLP weights, biases and embeddings ~1e-2 (fp16) / 1.5e-2 (bf16) each,
 /// checked separately so that no part hides behind a larger one. SGD runs at lr 1 so that a
 /// stale half copy of the weights moves the second step's loss by ~2e-2 (far outside
 /// loss_tol). Adam's first step is about lr * sign(g) whatever the gradient's scale, so it
