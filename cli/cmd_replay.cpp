@@ -107,7 +107,7 @@ Action add_replay(CLI::App& app) {
     if (!measurements_out->empty()) {
       std::size_t count = 0;
       for (std::size_t i = 0; i < traces.size(); ++i) {
-        const int rank = traces[i].rank.value_or(static_cast<int>(i));
+        const int rank = replay_rank(traces, i);  // the numbering --ranks and the family errors use
         for (const auto& m : trace_measurements(traces[i], rank, opts.execution_traces.empty() ? nullptr : opts.execution_traces[i],
                                                 opts.evaluate)) {
           measurement_lines += measurement_to_jsonl(m);

@@ -57,7 +57,10 @@ Action add_shard(CLI::App& app) {
                                                            w.batch_size, s.world_size()));
     }
     const auto comm = make_collective_model(s);
-    PlanEvaluator evaluator(s, w, *comm);
+    // The kernel calibration predict applies, so that the search and the report below agree.
+    const std::optional<KernelCalibration> calibration = load_system_kernel_calibration(s);
+    const KernelCalibration* cal = calibration ? &*calibration : nullptr;
+    PlanEvaluator evaluator(s, w, *comm, 3, true, cal);
     const auto baselines = baseline_plans(w, s, a->seed);
     FixedPlansProposer fixed(baselines);
     LocalSearchProposer local(w, s, a->seed);
@@ -75,7 +78,7 @@ Action add_shard(CLI::App& app) {
     if (tty) std::fprintf(stderr, "\r%60s\r", "");
 
     // Baselines side by side (their evaluations are cached in the evaluator's estimates).
-    PlanEvaluator again(s, w, *comm);
+    PlanEvaluator again(s, w, *comm, 3, true, cal);
     nlohmann::json base_json = nlohmann::json::array();
     std::string text = fmt::format("perfcast shard: {} on {} ({} ranks), {} tables\n\n{:<22} {:>14} {:>9}  {}\n", w.name, s.name,
                                    s.world_size(), w.tables.size(), "plan", "iteration", "fits", "");

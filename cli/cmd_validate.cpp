@@ -120,9 +120,7 @@ int run_validate(const ValidateArgs& a) {
   options.iterations = a.iterations;
   options.generator.max_rows = a.max_rows;
   options.generator.interaction = a.interaction == "dot" ? Interaction::kDot : Interaction::kCat;
-  for (const DType t : {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16}) {
-    if (dtype_name(t) == a.mlp_dtype) options.generator.mlp_dtype = t;
-  }
+  options.generator.mlp_dtype = dtype_from_name(a.mlp_dtype).value_or(DType::kFp32);  // IsMember checked it
 
   validation::Provenance prov;
   prov.date = utc_now_iso8601();

@@ -6,8 +6,9 @@
 namespace perfcast {
 
 PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations,
-                             bool incremental)
-    : system_(&s), workload_(&w), comm_(&comm), iterations_(iterations), incremental_(incremental) {}
+                             bool incremental, const KernelCalibration* calibration)
+    : system_(&s), workload_(&w), comm_(&comm), calibration_(calibration), iterations_(iterations),
+      incremental_(incremental) {}
 
 PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   ++evaluations_;
@@ -41,7 +42,7 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
         t.kernels.reserve(ops[i].kernels.size());
         for (const auto& k : ops[i].kernels) {
           auto it = estimates_.find(k);
-          if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, nullptr)).first;
+          if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, calibration_)).first;
           t.kernels.push_back(it->second);
         }
       }

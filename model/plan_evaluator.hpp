@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/annotate.hpp"
+#include "predictors/kernel_calibration.hpp"
 #include "model/dlrm_builder.hpp"
 #include "model/memory_estimate.hpp"
 #include "model/simulator.hpp"
@@ -38,8 +39,11 @@ class PlanEvaluator {
  public:
   /// `incremental` false: every plan is built and annotated from scratch (the reference
   /// the incremental path is tested against).
+  /// `calibration`: the kernel calibration `predict` applies on this system
+  /// (load_system_kernel_calibration), or nullptr for the spec-derived predictors; it must
+  /// outlive the evaluator.
   PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations = 3,
-                bool incremental = true);
+                bool incremental = true, const KernelCalibration* calibration = nullptr);
   [[nodiscard]] PlanEvaluation evaluate(const ShardingPlan& plan);
   [[nodiscard]] std::size_t evaluations() const { return evaluations_; }
   /// Ranks whose programs were rebuilt and re-annotated, summed over evaluations.
@@ -49,6 +53,7 @@ class PlanEvaluator {
   const SystemSpec* system_;
   const DlrmSpec* workload_;
   const CollectiveModel* comm_;
+  const KernelCalibration* calibration_;
   int iterations_;
   bool incremental_;
   std::unique_ptr<DlrmGraphBuilder> builder_;

@@ -59,13 +59,16 @@ PredictionModels load_prediction_models(Prediction& p) {
   m.comm = make_collective_model(p.system);
   p.collective_model = std::string(m.comm->name());
   if (!p.system.comms_calibration.empty()) p.collective_model += " (" + p.system.comms_calibration.string() + ")";
-  const auto path = std::filesystem::path(p.system.file).parent_path() / ".." / "calibration" /
-                    calibration_file_name(p.system.gpu.name);
-  if (std::filesystem::exists(path)) {
-    m.calibration = parse_kernel_calibration(load_json_file(path));
-    p.kernel_calibration = path.lexically_normal().string();
-  }
+  m.calibration = load_system_kernel_calibration(p.system, &p.kernel_calibration);
   return m;
+}
+
+std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system, std::string* path_out) {
+  const auto path = std::filesystem::path(system.file).parent_path() / ".." / "calibration" /
+                    calibration_file_name(system.gpu.name);
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (path_out) *path_out = path.lexically_normal().string();
+  return parse_kernel_calibration(load_json_file(path));
 }
 
 std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,

@@ -77,6 +77,11 @@ struct PredictionModels {
 /// `p.kernel_calibration`. Throws ConfigError for an unreadable calibration file.
 [[nodiscard]] PredictionModels load_prediction_models(Prediction& p);
 
+/// The kernel calibration `predict` applies on `system`: configs/calibration/<gpu>.json
+/// next to the system file's folder, when it exists (its path in *path, if given).
+[[nodiscard]] std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system,
+                                                                             std::string* path = nullptr);
+
 /// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
 void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
 

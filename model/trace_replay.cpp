@@ -403,8 +403,7 @@ class RankBuilder {
 /// Traces ordered by rank; throws on duplicates.
 std::vector<std::pair<int, const KinetoTrace*>> by_rank(const std::vector<KinetoTrace>& traces) {
   std::vector<std::pair<int, const KinetoTrace*>> out;
-  const bool all_ranked = std::all_of(traces.begin(), traces.end(), [](const KinetoTrace& t) { return t.rank.has_value(); });
-  for (std::size_t i = 0; i < traces.size(); ++i) out.emplace_back(all_ranked ? *traces[i].rank : static_cast<int>(i), &traces[i]);
+  for (std::size_t i = 0; i < traces.size(); ++i) out.emplace_back(replay_rank(traces, i), &traces[i]);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (std::size_t i = 1; i < out.size(); ++i) {
     if (out[i].first == out[i - 1].first)
@@ -656,6 +655,11 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     res.families = family_errors(all);
   }
   return res;
+}
+
+int replay_rank(const std::vector<KinetoTrace>& traces, std::size_t i) {
+  const bool all_ranked = std::all_of(traces.begin(), traces.end(), [](const KinetoTrace& t) { return t.rank.has_value(); });
+  return all_ranked ? *traces[i].rank : static_cast<int>(i);
 }
 
 }  // namespace perfcast

@@ -216,4 +216,8 @@ struct ReplayResult {
 /// compares. Throws ConfigError for bad traces, SimulationError if the graph cannot run.
 [[nodiscard]] ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayOptions& options = {});
 
+/// The rank replay gives trace `i`: its own (distributedInfo) when every trace has one, else
+/// its position in `traces` for all of them.
+[[nodiscard]] int replay_rank(const std::vector<KinetoTrace>& traces, std::size_t i);
+
 }  // namespace perfcast

@@ -322,8 +322,9 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
                         {"overhead", fmt::format("{:.4f}us", f.overhead * 1e6)},
                         {"train_samples", f.train_samples},
                         {"heldout_samples", f.heldout_samples},
-                        {"train_geomean_abs_error", f.train_geomean_abs_error},
-                        {"heldout_geomean_abs_error", f.heldout_geomean_abs_error}};
+                        {"train_geomean_abs_error", f.train_geomean_abs_error}};
+    // No held-out samples, no held-out error (a 0 would read as a perfect score).
+    if (f.heldout_samples > 0) j["heldout_geomean_abs_error"] = f.heldout_geomean_abs_error;
     if (f.compute_efficiency > 0) j["compute_efficiency"] = f.compute_efficiency;
     if (f.l2_efficiency > 0) j["l2_efficiency"] = f.l2_efficiency;
     if (f.row_round_time > 0) j["row_round_time"] = fmt::format("{:.6f}us", f.row_round_time * 1e6);

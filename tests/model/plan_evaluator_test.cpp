@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/annotate.hpp"
+#include "model/predict.hpp"
 #include "model/dlrm_builder.hpp"
 #include "model/shard_search.hpp"
 #include "model/simulator.hpp"
@@ -77,4 +78,23 @@ TEST_CASE("incremental evaluation equals evaluation from scratch: two nodes, nod
   const auto plans = visited(s, w, 80);
   REQUIRE(plans.size() >= 80);
   check_equal(s, w, plans);
+}
+
+TEST_CASE("with a system's kernel calibration the evaluator gives predict's iteration time", "[shard]") {
+  // hgx_a100_40gb picks up configs/calibration/nvidia_a100_pg509_200.json (fitted on the HTA trace).
+  const SystemSpec s = load_system(src("configs/systems/hgx_a100_40gb.json"));
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_default.json"));
+  std::string path;
+  const auto cal = load_system_kernel_calibration(s, &path);
+  REQUIRE(cal.has_value());
+  CHECK(path.find("nvidia_a100_pg509_200.json") != std::string::npos);
+  const auto comm = make_collective_model(s);
+  PlanEvaluator calibrated(s, w, *comm, 3, true, &*cal);
+  PlanEvaluator spec(s, w, *comm);
+  const ShardingPlan plan = default_plan(w, s.world_size());
+  const auto p = predict_parsed(s, w, plan, {});
+  CHECK(p->kernel_calibration == path);
+  CHECK(calibrated.evaluate(plan).iteration_time == Approx(p->timeline.iteration_time).epsilon(1e-12));
+  // The calibration changes the objective: the spec-derived evaluator differs.
+  CHECK(spec.evaluate(plan).iteration_time != calibrated.evaluate(plan).iteration_time);
 }
