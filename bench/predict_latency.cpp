@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "model/annotate.hpp"
-#include "model/dlrm_builder.hpp"
-#include "model/simulator.hpp"
-#include "model/timeline_analysis.hpp"
+#include "model/sim/annotate.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "model/sim/simulator.hpp"
+#include "model/sim/timeline_analysis.hpp"
 #include "topology/collective.hpp"
 
 using namespace perfcast;

@@ -11,10 +11,10 @@
 #include <random>
 #include <string>
 
-#include "model/dlrm_builder.hpp"
-#include "model/memory_estimate.hpp"
-#include "model/shard_search.hpp"
-#include "model/simulator.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/sharding/shard_search.hpp"
+#include "model/sim/simulator.hpp"
 #include "topology/collective_calibration.hpp"
 
 using namespace perfcast;

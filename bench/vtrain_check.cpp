@@ -33,9 +33,9 @@
 
 #include <fmt/format.h>
 
-#include "model/predict.hpp"
-#include "model/simulator.hpp"
-#include "model/transformer_builder.hpp"
+#include "model/predict/predict.hpp"
+#include "model/sim/simulator.hpp"
+#include "model/graph/transformer_builder.hpp"
 #include "validation/error_metrics.hpp"
 
 using namespace perfcast;

@@ -10,7 +10,7 @@
 #include "cli/output_file.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast::cli {

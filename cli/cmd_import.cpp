@@ -6,10 +6,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/execution_trace.hpp"
-#include "model/kineto_trace.hpp"
-#include "model/trace_workload.hpp"
-#include "topology/units.hpp"
+#include "model/traces/execution_trace.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_workload.hpp"
+#include "core/units.hpp"
 
 namespace perfcast::cli {
 

@@ -10,7 +10,7 @@
 #include "cli/output_file.hpp"
 #include "predictors/index_data.hpp"
 #include "predictors/index_stats_file.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast::cli {

@@ -3,8 +3,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/predict.hpp"
-#include "model/report.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/report.hpp"
 
 namespace perfcast::cli {
 

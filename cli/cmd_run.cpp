@@ -13,15 +13,15 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "perfcast/build_info.hpp"
 #include "profiler/cuda_error.hpp"
 #include "profiler/device_info.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 #include "validation/executor.hpp"
-#include "topology/utc_time.hpp"
+#include "core/utc_time.hpp"
 
 namespace perfcast::cli {
 namespace {

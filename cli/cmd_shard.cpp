@@ -9,10 +9,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/plan_shapes.hpp"
-#include "model/predict.hpp"
-#include "model/report.hpp"
-#include "model/shard_search.hpp"
+#include "model/sharding/plan_shapes.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/report.hpp"
+#include "model/sharding/shard_search.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
 

@@ -3,9 +3,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/kineto_trace.hpp"
-#include "model/trace_reports.hpp"
-#include "model/trace_stats.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_reports.hpp"
+#include "model/traces/trace_stats.hpp"
 
 namespace perfcast::cli {
 

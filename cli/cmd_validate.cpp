@@ -21,10 +21,10 @@
 #include "cli/output_file.hpp"
 #include "perfcast/build_info.hpp"
 #include "profiler/device_info.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "validation/executor.hpp"
 #include "validation/validate_harness.hpp"
-#include "topology/utc_time.hpp"
+#include "core/utc_time.hpp"
 
 namespace perfcast::cli {
 namespace {

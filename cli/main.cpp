@@ -8,9 +8,9 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
-#include "model/simulator.hpp"
+#include "model/sim/simulator.hpp"
 #include "perfcast/build_info.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"perfcast: predict multi-GPU ML training iteration time and pick embedding sharding plans"};

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "topology/units.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "predictors/index_distribution.hpp"
-#include "topology/units.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "predictors/index_data.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast {
 

@@ -29,7 +29,7 @@
 #include "predictors/kernel_desc.hpp"
 #include "predictors/measurement.hpp"
 #include "topology/gpu_spec.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast {
 

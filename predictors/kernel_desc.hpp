@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "predictors/index_distribution.hpp"
-#include "topology/dtype.hpp"
-#include "topology/units.hpp"
+#include "core/dtype.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

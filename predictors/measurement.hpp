@@ -12,7 +12,7 @@
 ///    "source": "trace.json.gz rank 3 step 1009"}   (optional: where a measurement taken from
 ///                                                   someone else's run came from)
 /// Timers: "cupti", "cuda_events" (our microbenchmarks) and "kineto" (a kernel's duration in
-/// a PyTorch profiler trace, repetitions 1: model/trace_measurements.hpp).
+/// a PyTorch profiler trace, repetitions 1: model/traces/trace_measurements.hpp).
 /// Units as strings, as in every user-facing file.
 
 #include <filesystem>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "predictors/kernel_desc.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "topology/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace perfcast::profiler {
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "predictors/kernel_desc.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast::profiler {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "topology/system_spec.hpp"
-#include "topology/units.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "topology/collective.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "topology/nccl_tests_parser.hpp"
 
 namespace perfcast {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "topology/dtype.hpp"
-#include "topology/units.hpp"
+#include "core/dtype.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "topology/system_spec.hpp"
-#include "topology/units.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

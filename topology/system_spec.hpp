@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "topology/gpu_spec.hpp"
-#include "topology/json_reader.hpp"
-#include "topology/units.hpp"
+#include "core/json_reader.hpp"
+#include "core/units.hpp"
 
 namespace perfcast {
 

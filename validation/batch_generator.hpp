@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/workload_spec.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "predictors/index_distribution.hpp"
 #include "validation/dlrm_reference.hpp"
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "model/memory_estimate.hpp"
-#include "model/sharding_baselines.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/sharding/sharding_baselines.hpp"
 
 namespace perfcast::validation {
 namespace {

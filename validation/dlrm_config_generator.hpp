@@ -11,7 +11,7 @@
 ///  - global batch in {512, 1024, 2048, 4096};
 ///  - tables placed by the size_lookup_greedy sharder (the reference's accuracy runs);
 ///  - rejected (and redrawn) when the tables exceed 0.8 x HBM x G (the reference's rule) or
-///    when any rank does not fit by perfcast's memory model (model/memory_estimate.hpp).
+///    when any rank does not fit by perfcast's memory model (model/graph/memory_estimate.hpp).
 ///
 /// The reference draws its tables from Meta's synthetic production-like datasets, whose
 /// per-table sizes are not public in this repository. The pool here uses the 26 real
@@ -32,8 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast::validation {

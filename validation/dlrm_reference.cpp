@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "profiler/embedding_bag_reference.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "validation/counter_rng.hpp"
 #include "validation/dlrm_reference_ops.hpp"
 

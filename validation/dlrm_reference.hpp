@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/workload_spec.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/embedding_bag_layout.hpp"
 #include "profiler/embedding_bag_types.hpp"
 #include "profiler/host_embedding_weights.hpp"

@@ -50,7 +50,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/workload_spec.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/embedding_bag_layout.hpp"
 #include "profiler/host_embedding_weights.hpp"
 #include "validation/dlrm_reference.hpp"

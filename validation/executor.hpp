@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/device_info.hpp"
 #include "topology/system_spec.hpp"
 

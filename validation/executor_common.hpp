@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/cupti_tracer.hpp"
 #include "validation/device_dlrm.hpp"
 #include "validation/executor.hpp"

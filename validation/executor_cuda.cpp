@@ -20,7 +20,7 @@
 #include "profiler/cupti_tracer.hpp"
 #include "profiler/device_info.hpp"
 #include "profiler/trace_measurements.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "validation/batch_generator.hpp"
 #include "validation/device_dlrm.hpp"
 #include "validation/executor.hpp"

@@ -2,7 +2,7 @@
 /// \file multi_gpu_layout.hpp
 /// What each rank of a one-node multi-GPU DLRM run holds and exchanges, derived from a
 /// ShardingPlan (CPU only, no CUDA; the NCCL executor and its tests use it). Matches the
-/// communication model/dlrm_builder.cpp predicts:
+/// communication model/graph/dlrm_builder.cpp predicts:
 ///  - every rank runs the MLPs data-parallel on a local batch b = batch_size / world
 ///    (global sample s belongs to rank s / b);
 ///  - table_wise and column_wise shards are looked up on the GLOBAL batch by the rank that
@@ -26,7 +26,7 @@
 ///  - DDP gradient buckets: layers in autograd order (top MLP last to first, then bottom
 ///    MLP last to first), (in*out + out) x 4 bytes each, a bucket closes when it reaches
 ///    DlrmSpec::first_bucket (the first, 1 MiB) or DlrmSpec::gradient_bucket (25 MB), the
-///    rest is the last bucket (model/dlrm_builder.cpp grad_ready / flush_bucket).
+///    rest is the last bucket (model/graph/dlrm_builder.cpp grad_ready / flush_bucket).
 /// table_column_wise shards travel in the pooled all-to-all like column_wise ones.
 
 #include <array>
@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/embedding_bag_layout.hpp"
 #include "validation/dlrm_reference.hpp"
 

@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "model/predict.hpp"
-#include "model/sharding_plan.hpp"
-#include "model/transformer_spec.hpp"
-#include "topology/json_reader.hpp"
+#include "model/predict/predict.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/transformer_spec.hpp"
+#include "core/json_reader.hpp"
 
 namespace perfcast::validation {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/dlrm_builder.hpp"
+#include "model/graph/dlrm_builder.hpp"
 
 using namespace perfcast;
 

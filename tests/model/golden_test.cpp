@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "model/predict.hpp"
-#include "model/report.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/report.hpp"
 
 using namespace perfcast;
 

@@ -23,10 +23,10 @@
 
 #include <unistd.h>
 
-#include "model/kineto_trace.hpp"
-#include "model/trace_input.hpp"
-#include "model/trace_stats.hpp"
-#include "topology/json_reader.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_input.hpp"
+#include "model/traces/trace_stats.hpp"
+#include "core/json_reader.hpp"
 
 using namespace perfcast;
 

@@ -1,7 +1,7 @@
 // Max-min fair sharing and the fluid finish times, worked by hand.
 #include <catch2/catch.hpp>
 
-#include "model/link_contention.hpp"
+#include "model/sim/link_contention.hpp"
 
 using namespace perfcast;
 

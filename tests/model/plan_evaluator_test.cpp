@@ -2,11 +2,11 @@
 // simulating every plan from scratch.
 #include <catch2/catch.hpp>
 
-#include "model/annotate.hpp"
-#include "model/predict.hpp"
-#include "model/dlrm_builder.hpp"
-#include "model/shard_search.hpp"
-#include "model/simulator.hpp"
+#include "model/sim/annotate.hpp"
+#include "model/predict/predict.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "model/sharding/shard_search.hpp"
+#include "model/sim/simulator.hpp"
 #include "topology/collective_calibration.hpp"
 
 using namespace perfcast;

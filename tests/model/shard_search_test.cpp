@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "model/memory_estimate.hpp"
-#include "model/plan_shapes.hpp"
-#include "model/shard_search.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/sharding/plan_shapes.hpp"
+#include "model/sharding/shard_search.hpp"
 #include "topology/collective_calibration.hpp"
 
 using namespace perfcast;

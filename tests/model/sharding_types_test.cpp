@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "model/dlrm_builder.hpp"
-#include "model/memory_estimate.hpp"
-#include "model/plan_shapes.hpp"
-#include "model/shard_search.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/sharding/plan_shapes.hpp"
+#include "model/sharding/shard_search.hpp"
 #include "topology/collective_calibration.hpp"
 
 using namespace perfcast;

@@ -2,8 +2,8 @@
 // every expected time below follows from the rules in simulator.hpp by hand.
 #include <catch2/catch.hpp>
 
-#include "model/simulator.hpp"
-#include "model/timeline_analysis.hpp"
+#include "model/sim/simulator.hpp"
+#include "model/sim/timeline_analysis.hpp"
 
 using namespace perfcast;
 

@@ -12,15 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/execution_trace.hpp"
-#include "model/kineto_trace.hpp"
-#include "model/trace_kernels.hpp"
-#include "model/trace_predict.hpp"
-#include "model/trace_replay.hpp"
-#include "model/trace_workload.hpp"
+#include "model/traces/execution_trace.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_kernels.hpp"
+#include "model/predict/trace_predict.hpp"
+#include "model/traces/trace_replay.hpp"
+#include "model/traces/trace_workload.hpp"
 #include "predictors/registry.hpp"
 #include "topology/collective_calibration.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 
 using namespace perfcast;
 

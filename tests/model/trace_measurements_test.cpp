@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/kineto_trace.hpp"
-#include "model/trace_measurements.hpp"
-#include "model/trace_replay.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_measurements.hpp"
+#include "model/traces/trace_replay.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 
 using namespace perfcast;

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/kineto_trace.hpp"
-#include "model/trace_replay.hpp"
-#include "model/trace_stats.hpp"
-#include "topology/json_reader.hpp"
+#include "model/traces/kineto_trace.hpp"
+#include "model/traces/trace_replay.hpp"
+#include "model/traces/trace_stats.hpp"
+#include "core/json_reader.hpp"
 
 using namespace perfcast;
 

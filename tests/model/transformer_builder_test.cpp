@@ -6,8 +6,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/predict.hpp"
-#include "model/transformer_builder.hpp"
+#include "model/predict/predict.hpp"
+#include "model/graph/transformer_builder.hpp"
 #include "predictors/spec_predictors.hpp"
 
 using namespace perfcast;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "model/predict.hpp"
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/predict/predict.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 
 using namespace perfcast;
 

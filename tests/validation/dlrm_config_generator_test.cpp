@@ -6,8 +6,8 @@
 #include <fstream>
 #include <set>
 
-#include "model/memory_estimate.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "topology/system_spec.hpp"
 #include "validation/dlrm_config_generator.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "topology/json_reader.hpp"
+#include "core/json_reader.hpp"
 #include "validation/batch_generator.hpp"
 #include "validation/dlrm_reference.hpp"
 

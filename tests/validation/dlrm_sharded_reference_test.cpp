@@ -24,8 +24,8 @@
 
 #include "plan_builders.hpp"
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "profiler/embedding_bag_reference.hpp"
 #include "validation/batch_generator.hpp"
 #include "validation/dlrm_reference.hpp"

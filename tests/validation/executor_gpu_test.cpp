@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/sharding_plan.hpp"
+#include "model/graph/sharding_plan.hpp"
 #include "profiler/cuda_error.hpp"
 #include "profiler/device_info.hpp"
 #include "validation/batch_generator.hpp"

@@ -17,7 +17,7 @@
 #if defined(PERFCAST_HAVE_NCCL) && PERFCAST_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
-#include "model/sharding_plan.hpp"
+#include "model/graph/sharding_plan.hpp"
 #include "profiler/cuda_check.hpp"
 #include "validation/multi_gpu_layout.hpp"
 #include "validation/nccl_comm.hpp"

@@ -8,10 +8,10 @@
 
 #include "plan_builders.hpp"
 
-#include "model/dlrm_builder.hpp"
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
-#include "topology/json_reader.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
+#include "core/json_reader.hpp"
 #include "validation/multi_gpu_layout.hpp"
 
 using namespace perfcast;

@@ -18,8 +18,8 @@
 #include "profiler/device_info.hpp"
 
 #if defined(PERFCAST_HAVE_NCCL) && PERFCAST_HAVE_NCCL
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "validation/batch_generator.hpp"
 #include "validation/device_dlrm.hpp"
 #include "validation/dlrm_reference.hpp"

@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include "model/sharding_plan.hpp"
-#include "model/workload_spec.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
 
 namespace perfcast::test {
 

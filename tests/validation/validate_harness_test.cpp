@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/predict.hpp"
+#include "model/predict/predict.hpp"
 #include "topology/system_spec.hpp"
 #include "validation/validate_harness.hpp"
 

@@ -1,6 +1,6 @@
 """Reading perfcast workload files (schema "perfcast.workload" 1.x) without torch.
 
-The same rules as model/workload_spec.cpp (DLRM) and model/transformer_spec.cpp (GPT):
+The same rules as model/graph/workload_spec.cpp (DLRM) and model/graph/transformer_spec.cpp (GPT):
 quantities are strings with units ("25MB"), tables may carry "repeat", defaults are the
 C++ defaults. Also the index samplers of validation/batch_generator.hpp as scalar
 functions (the benchmarks vectorize the same formulas in torch), provenance helpers and
@@ -26,7 +26,7 @@ class WorkloadError(ValueError):
 
 
 def parse_bytes(text, file="<input>", pointer=""):
-    """'25MB' -> 25e6 (decimal and binary prefixes, as topology/units.cpp)."""
+    """'25MB' -> 25e6 (decimal and binary prefixes, as core/units.cpp)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*", str(text))
     if not m or m.group(2) not in _BYTE_UNITS:
         raise WorkloadError(file, pointer, f'expected a size such as "25MB", got {text!r}')
@@ -125,7 +125,7 @@ def read_distribution(d, file, pointer):
 
 
 def read_transformer(doc, file="<input>"):
-    """A transformer workload document (model/transformer_spec.cpp's defaults)."""
+    """A transformer workload document (model/graph/transformer_spec.cpp's defaults)."""
     _schema(doc, file)
     if doc.get("model") != "transformer":
         raise WorkloadError(file, "/model", f'expected "transformer", got {doc.get("model")!r}')

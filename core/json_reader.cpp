@@ -1,0 +1,352 @@
+#include "core/json_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+const std::set<std::string, std::less<>> kDocumentationKeys = {"source", "sources", "note"};
+
+std::string escape_pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+std::string type_name(const nlohmann::json& j) { return j.type_name(); }
+
+}  // namespace
+
+ConfigError::ConfigError(std::string file, std::string pointer, const std::string& message)
+    : std::runtime_error(fmt::format("{}: {}: {}", file, pointer.empty() ? "/" : pointer, message)),
+      file_(std::move(file)),
+      pointer_(std::move(pointer)) {}
+
+void for_each_json_line(const std::filesystem::path& path, std::string_view expected,
+                        const std::function<void(const JsonDocument&)>& each) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    JsonDocument doc;
+    doc.file = fmt::format("{} line {}", path.string(), lineno);
+    try {
+      doc.root = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      throw ConfigError(doc.file, "", fmt::format("invalid JSON (expected {})", expected));
+    }
+    each(doc);
+  }
+}
+
+JsonDocument load_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  JsonDocument doc;
+  doc.file = path.string();
+  try {
+    doc.root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::size_t line = 1, col = 1;
+    const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    for (std::size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    throw ConfigError(doc.file, "", fmt::format("invalid JSON at line {}, column {}", line, col));
+  }
+  return doc;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) { best_d = d; best = c; }
+  }
+  return best;
+}
+
+// ---- JsonValue ---------------------------------------------------------------------
+
+void JsonValue::fail(const std::string& message) const { throw ConfigError(*file_, pointer_, message); }
+
+std::string JsonValue::as_string() const {
+  if (!j_->is_string()) fail(fmt::format("expected a string, got {}", type_name(*j_)));
+  return j_->get<std::string>();
+}
+
+double JsonValue::as_number() const {
+  if (!j_->is_number()) fail(fmt::format("expected a number, got {}", type_name(*j_)));
+  const double v = j_->get<double>();
+  if (!std::isfinite(v)) fail("expected a finite number");
+  return v;
+}
+
+std::int64_t JsonValue::as_integer(std::int64_t lo, std::int64_t hi) const {
+  if (!j_->is_number()) fail(fmt::format("expected an integer, got {}", type_name(*j_)));
+  std::int64_t v = 0;
+  if (j_->is_number_integer()) {
+    if (j_->is_number_unsigned() && j_->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+      fail(fmt::format("expected an integer in [{}, {}], got {}", lo, hi, j_->dump()));
+    v = j_->get<std::int64_t>();
+  } else {
+    const double d = j_->get<double>();
+    if (std::floor(d) != d || std::fabs(d) > 9.0e18) fail(fmt::format("expected an integer, got {}", j_->dump()));
+    v = static_cast<std::int64_t>(d);
+  }
+  if (v < lo || v > hi) fail(fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double JsonValue::as_number_in(double lo, double hi) const {
+  const double v = as_number();
+  if (v < lo || v > hi) fail(fmt::format("expected a number in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+bool JsonValue::as_bool() const {
+  if (!j_->is_boolean()) fail(fmt::format("expected true or false, got {}", type_name(*j_)));
+  return j_->get<bool>();
+}
+
+double JsonValue::as_quantity(Dimension d) const {
+  if (!j_->is_string()) {
+    fail(fmt::format("expected {} as a string with a unit such as {}, got {}", dimension_name(d),
+                     dimension_example(d), j_->dump()));
+  }
+  try {
+    return parse_quantity(j_->get<std::string>(), d);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+
+std::string JsonValue::as_enum(const std::vector<std::string>& choices) const {
+  const std::string s = as_string();
+  if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+  std::string msg = fmt::format("unknown value \"{}\"; expected one of: {}", s, fmt::join(choices, ", "));
+  const std::string guess = closest_match(s, choices);
+  if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
+  fail(msg);
+}
+
+JsonObject JsonValue::as_object() const {
+  if (!j_->is_object()) fail(fmt::format("expected an object, got {}", type_name(*j_)));
+  return JsonObject(j_, file_, pointer_);
+}
+
+JsonArray JsonValue::as_array() const {
+  if (!j_->is_array()) fail(fmt::format("expected an array, got {}", type_name(*j_)));
+  return JsonArray(j_, file_, pointer_);
+}
+
+// ---- JsonObject --------------------------------------------------------------------
+
+JsonObject::JsonObject(const nlohmann::json* j, std::shared_ptr<const std::string> file, std::string pointer)
+    : j_(j), file_(std::move(file)), pointer_(std::move(pointer)) {
+  if (!j_->is_object()) throw ConfigError(*file_, pointer_, fmt::format("expected an object, got {}", j_->type_name()));
+}
+
+JsonObject::JsonObject(const JsonDocument& doc)
+    : JsonObject(&doc.root, std::make_shared<const std::string>(doc.file), "") {}
+
+std::string JsonObject::child_pointer(std::string_view key) const {
+  return pointer_ + "/" + escape_pointer_token(key);
+}
+
+void JsonObject::fail(std::string_view key, const std::string& message) const {
+  throw ConfigError(*file_, key.empty() ? pointer_ : child_pointer(key), message);
+}
+
+JsonValue JsonObject::at(std::string_view key) const {
+  known_.emplace(key);
+  const auto it = j_->find(std::string(key));
+  if (it == j_->end()) fail(key, "missing required key");
+  return JsonValue(&*it, file_, child_pointer(key));
+}
+
+std::optional<JsonValue> JsonObject::find(std::string_view key) const {
+  known_.emplace(key);
+  const auto it = j_->find(std::string(key));
+  if (it == j_->end()) return std::nullopt;
+  return JsonValue(&*it, file_, child_pointer(key));
+}
+
+bool JsonObject::has(std::string_view key) const { return j_->contains(std::string(key)); }
+
+std::vector<std::string> JsonObject::keys() const {
+  std::vector<std::string> out;
+  for (auto it = j_->begin(); it != j_->end(); ++it) {
+    if (kDocumentationKeys.count(it.key())) continue;
+    known_.insert(it.key());
+    out.push_back(it.key());
+  }
+  return out;
+}
+
+JsonObject JsonObject::object(std::string_view key) const { return at(key).as_object(); }
+JsonArray JsonObject::array(std::string_view key) const { return at(key).as_array(); }
+
+std::string JsonObject::string_or(std::string_view key, std::string def) const {
+  auto v = find(key);
+  return v ? v->as_string() : std::move(def);
+}
+double JsonObject::quantity_or(std::string_view key, Dimension d, double def) const {
+  auto v = find(key);
+  return v ? v->as_quantity(d) : def;
+}
+std::int64_t JsonObject::integer_or(std::string_view key, std::int64_t lo, std::int64_t hi, std::int64_t def) const {
+  auto v = find(key);
+  return v ? v->as_integer(lo, hi) : def;
+}
+double JsonObject::number_or(std::string_view key, double lo, double hi, double def) const {
+  auto v = find(key);
+  return v ? v->as_number_in(lo, hi) : def;
+}
+bool JsonObject::bool_or(std::string_view key, bool def) const {
+  auto v = find(key);
+  return v ? v->as_bool() : def;
+}
+std::string JsonObject::enum_or(std::string_view key, const std::vector<std::string>& choices, std::string def) const {
+  auto v = find(key);
+  return v ? v->as_enum(choices) : std::move(def);
+}
+
+void JsonObject::require_schema(std::string_view name, int major) const {
+  const JsonValue schema = at("schema");
+  const std::string got = schema.as_string();
+  if (got != name) schema.fail(fmt::format("expected schema \"{}\", got \"{}\"", name, got));
+  const JsonValue version = at("schema_version");
+  const std::string v = version.as_string();
+  int got_major = -1;
+  try {
+    got_major = std::stoi(v.substr(0, v.find('.')));
+  } catch (const std::exception&) {
+    version.fail(fmt::format("expected a version such as \"{}.0\", got \"{}\"", major, v));
+  }
+  if (got_major != major) {
+    version.fail(fmt::format("this perfcast reads {} version {}.x, the file says {}", name, major, v));
+  }
+}
+
+void JsonObject::finish() const {
+  std::vector<std::string> candidates(known_.begin(), known_.end());
+  for (auto it = j_->begin(); it != j_->end(); ++it) {
+    if (known_.count(it.key()) || kDocumentationKeys.count(it.key())) continue;
+    std::string msg = "unknown key";
+    const std::string guess = closest_match(it.key(), candidates);
+    if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
+    else if (!candidates.empty()) msg += fmt::format("; known keys here: {}", fmt::join(candidates, ", "));
+    fail(it.key(), msg);
+  }
+}
+
+// ---- JsonArray -------------------------------------------------------------------
+
+JsonValue JsonArray::operator[](std::size_t i) const {
+  return JsonValue(&(*j_)[i], file_, pointer_ + "/" + std::to_string(i));
+}
+
+void JsonArray::fail(const std::string& message) const { throw ConfigError(*file_, pointer_, message); }
+
+void JsonArray::require_size(std::size_t lo, std::size_t hi) const {
+  if (size() < lo || size() > hi) {
+    if (hi == std::numeric_limits<std::size_t>::max()) fail(fmt::format("expected at least {} entries, got {}", lo, size()));
+    fail(fmt::format("expected {} to {} entries, got {}", lo, hi, size()));
+  }
+}
+
+// ---- overrides ---------------------------------------------------------------------
+
+std::string to_json_pointer(std::string_view path) {
+  if (!path.empty() && path.front() == '/') return std::string(path);
+  std::string out;
+  std::string token;
+  auto flush = [&] {
+    out += "/" + escape_pointer_token(token);
+    token.clear();
+  };
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    const char c = path[i];
+    if (c == '.') {
+      if (!token.empty()) flush();
+    } else if (c == '[') {
+      if (!token.empty()) flush();
+      const std::size_t close = path.find(']', i);
+      if (close == std::string_view::npos) throw ConfigError("--set", std::string(path), "unbalanced '['");
+      token = std::string(path.substr(i + 1, close - i - 1));
+      flush();
+      i = close;
+    } else {
+      token += c;
+    }
+  }
+  if (!token.empty()) flush();
+  return out;
+}
+
+void apply_override(JsonDocument& doc, std::string_view path, std::string_view value) {
+  const std::string ptr_text = to_json_pointer(path);
+  if (ptr_text.empty() || ptr_text == "/") throw ConfigError("--set", std::string(path), "empty path");
+  nlohmann::json::json_pointer ptr;
+  try {
+    ptr = nlohmann::json::json_pointer(ptr_text);
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError("--set", ptr_text, "malformed path");
+  }
+  const auto parent = ptr.parent_pointer();
+  if (!doc.root.contains(parent)) {
+    throw ConfigError("--set", ptr_text, fmt::format("{} has no {}", doc.file, parent.to_string().empty() ? "/" : parent.to_string()));
+  }
+  nlohmann::json& container = doc.root[parent];
+  nlohmann::json parsed = nlohmann::json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) parsed = std::string(value);
+  if (container.is_array()) {
+    std::size_t idx = 0;
+    try {
+      idx = std::stoul(ptr.back());
+    } catch (const std::exception&) {
+      throw ConfigError("--set", ptr_text, "expected an array index");
+    }
+    if (idx >= container.size()) {
+      throw ConfigError("--set", ptr_text, fmt::format("index {} is out of range (the array has {} entries)", idx, container.size()));
+    }
+    container[idx] = std::move(parsed);
+  } else if (container.is_object()) {
+    container[ptr.back()] = std::move(parsed);
+  } else {
+    throw ConfigError("--set", ptr_text, fmt::format("{} holds a {}, not an object or array", parent.to_string(), container.type_name()));
+  }
+}
+
+}  // namespace perfcast

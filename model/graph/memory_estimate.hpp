@@ -1,0 +1,51 @@
+#pragma once
+/// \file memory_estimate.hpp
+/// Device memory per rank for a DLRM and a sharding plan:
+///  - embedding: the rank's shards (rows x cols x weight bytes) and optimizer state
+///    (SGD none, Adam two fp32 moments per element, row-wise Adagrad one fp32 per row);
+///  - dense: MLP weights, gradients, DDP bucket copies (fp32) and optimizer state;
+///  - io: embedding input and output buffers of the rank's shards for the global batch
+///    (indices and offsets in, pooled fp32 rows out, and the received local-batch outputs),
+///    times the pipeline depth (in-flight batches);
+///  - activations: the MLP and interaction activations kept for the backward, and their
+///    gradients;
+///  - reserved: a share of HBM held back for the CUDA context, cuBLAS and NCCL buffers and
+///    allocator fragmentation.
+
+#include <string>
+#include <vector>
+
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct RankMemory {
+  int rank = 0;
+  Bytes embedding = 0;
+  Bytes dense = 0;
+  Bytes io = 0;
+  Bytes activations = 0;
+  Bytes reserved = 0;
+  Bytes capacity = 0;  ///< the GPU's memory
+  [[nodiscard]] Bytes total() const { return embedding + dense + io + activations + reserved; }
+  [[nodiscard]] bool fits() const { return total() <= capacity; }
+};
+
+struct MemoryOptions {
+  /// Share of HBM reserved: 0.15, TorchRec's HeuristicalStorageReservation default
+  /// (docs/sharding-planners.md section 2.5).
+  double reserved_share = 0.15;
+  /// Batches whose embedding inputs are in flight (TorchRec's TRAIN_SPARSE_DIST pipeline
+  /// holds 2 inputs; a plain loop 1).
+  int pipeline_depth = 1;
+};
+
+[[nodiscard]] std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& plan, const SystemSpec& s,
+                                                      const MemoryOptions& options = {});
+
+/// "" when every rank fits, else e.g. "rank 3 needs 91.2 GiB of 80.0 GiB (embedding 85.1 GiB, ...)".
+[[nodiscard]] std::string memory_verdict(const std::vector<RankMemory>& m);
+
+}  // namespace perfcast

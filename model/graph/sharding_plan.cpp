@@ -1,0 +1,299 @@
+#include "model/graph/sharding_plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+
+std::string_view sharding_type_name(ShardingType t) {
+  switch (t) {
+    case ShardingType::kDataParallel: return "data_parallel";
+    case ShardingType::kTableWise: return "table_wise";
+    case ShardingType::kRowWise: return "row_wise";
+    case ShardingType::kColumnWise: return "column_wise";
+    case ShardingType::kTableRowWise: return "table_row_wise";
+    case ShardingType::kTableColumnWise: return "table_column_wise";
+    case ShardingType::kGrid: return "grid";
+  }
+  return "?";
+}
+
+ShardingPlan default_plan(const DlrmSpec& w, int world_size) {
+  ShardingPlan p;
+  p.source = "default: table_wise round-robin";
+  for (std::size_t i = 0; i < w.tables.size(); ++i) {
+    TableSharding ts;
+    ts.type = ShardingType::kTableWise;
+    const int r = static_cast<int>(i % static_cast<std::size_t>(world_size));
+    ts.ranks = {r};
+    ts.shards = {Shard{0, w.tables[i].rows, 0, w.tables[i].dim, r}};
+    p.tables.push_back(ts);
+  }
+  return p;
+}
+
+namespace {
+
+/// Even split of `total` into `parts` (the first ones one larger).
+std::vector<std::int64_t> even_split(std::int64_t total, std::size_t parts) {
+  std::vector<std::int64_t> out(parts, total / static_cast<std::int64_t>(parts));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(total % static_cast<std::int64_t>(parts)); ++i) out[i]++;
+  return out;
+}
+
+int parse_placement(const JsonValue& v, int world_size) {
+  const std::string s = v.as_string();
+  int rank = -1, local = -1;
+  if (std::sscanf(s.c_str(), "rank:%d/cuda:%d", &rank, &local) != 2 || rank < 0) {
+    v.fail(fmt::format("expected a placement such as \"rank:3/cuda:3\", got \"{}\"", s));
+  }
+  if (rank >= world_size) v.fail(fmt::format("rank {} does not exist (the system has {} ranks)", rank, world_size));
+  return rank;
+}
+
+/// "" when the shards tile the table as a grid: column blocks side by side covering
+/// [0, dim), each block's shards contiguous row ranges covering [0, rows) with the
+/// block's width; else what is wrong. Shards are sorted in place by (column, row).
+std::string tiling_error(std::vector<Shard>& shards, const EmbeddingTableSpec& spec) {
+  std::stable_sort(shards.begin(), shards.end(), [](const Shard& a, const Shard& b) {
+    return a.col_offset != b.col_offset ? a.col_offset < b.col_offset : a.row_offset < b.row_offset;
+  });
+  std::int64_t col = 0;
+  std::size_t i = 0;
+  while (i < shards.size()) {
+    const std::int64_t block_col = shards[i].col_offset, width = shards[i].cols;
+    if (block_col != col) {
+      return fmt::format("columns {}..{} are {}", std::min(col, block_col), std::max(col, block_col) - 1,
+                         block_col > col ? "not covered by any shard" : "covered twice");
+    }
+    std::int64_t row = 0;
+    for (; i < shards.size() && shards[i].col_offset == block_col; ++i) {
+      if (shards[i].cols != width) {
+        return fmt::format("the shards at column offset {} differ in width ({} and {}); shards must form column blocks",
+                           block_col, width, shards[i].cols);
+      }
+      if (shards[i].row_offset != row) {
+        return fmt::format("rows {}..{} of columns {}..{} are {}", std::min(row, shards[i].row_offset),
+                           std::max(row, shards[i].row_offset) - 1, block_col, block_col + width - 1,
+                           shards[i].row_offset > row ? "not covered by any shard" : "covered twice");
+      }
+      row += shards[i].rows;
+    }
+    if (row != spec.rows) {
+      return fmt::format("the shards of columns {}..{} cover rows 0..{} of the table's {}", block_col, block_col + width - 1,
+                         row - 1, spec.rows);
+    }
+    col += width;
+  }
+  if (col != spec.dim) return fmt::format("the shards cover columns 0..{} of the table's {}", col - 1, spec.dim);
+  return "";
+}
+
+/// Column blocks of a tiled table: [first, last) index ranges into the sorted shards.
+std::vector<std::pair<std::size_t, std::size_t>> column_blocks(const std::vector<Shard>& shards) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t i = 0; i < shards.size();) {
+    std::size_t j = i;
+    while (j < shards.size() && shards[j].col_offset == shards[i].col_offset) ++j;
+    out.emplace_back(i, j);
+    i = j;
+  }
+  return out;
+}
+
+/// "" when the sharding's shape matches its type (after tiling_error passed), else why.
+std::string shape_error(const TableSharding& ts, int gpus_per_node) {
+  const auto blocks = column_blocks(ts.shards);
+  auto one_node = [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i)
+      if (ts.shards[i].rank / gpus_per_node != ts.shards[first].rank / gpus_per_node) return false;
+    return true;
+  };
+  auto distinct_ranks = [&](std::size_t first, std::size_t last) {
+    std::set<int> seen;
+    for (std::size_t i = first; i < last; ++i)
+      if (!seen.insert(ts.shards[i].rank).second) return false;
+    return true;
+  };
+  const std::string type(sharding_type_name(ts.type));
+  switch (ts.type) {
+    case ShardingType::kDataParallel: return "";
+    case ShardingType::kTableWise:
+      return ts.shards.size() == 1 ? "" : "a table_wise table is one shard";
+    case ShardingType::kRowWise:
+    case ShardingType::kTableRowWise:
+      if (blocks.size() != 1) return type + " shards split rows only (every shard spans all columns)";
+      if (!distinct_ranks(0, ts.shards.size())) return type + " shards must be on different ranks";
+      if (ts.type == ShardingType::kTableRowWise && !one_node(0, ts.shards.size())) {
+        return fmt::format("table_row_wise shards must be on the ranks of one node ({} GPUs per node)", gpus_per_node);
+      }
+      return "";
+    case ShardingType::kColumnWise:
+    case ShardingType::kTableColumnWise:
+      for (const auto& [first, last] : blocks)
+        if (last - first != 1) return type + " shards split columns only (every shard spans all rows)";
+      if (ts.type == ShardingType::kTableColumnWise && !one_node(0, ts.shards.size())) {
+        return fmt::format("table_column_wise shards must be on the ranks of one node ({} GPUs per node)", gpus_per_node);
+      }
+      return "";
+    case ShardingType::kGrid:
+      for (const auto& [first, last] : blocks) {
+        if (!one_node(first, last) || !distinct_ranks(first, last)) {
+          return fmt::format("the row shards of grid column block {}..{} must be on different ranks of one node ({} GPUs per node)",
+                             ts.shards[first].col_offset, ts.shards[first].col_offset + ts.shards[first].cols - 1,
+                             gpus_per_node);
+        }
+      }
+      return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node) {
+  if (gpus_per_node <= 0) gpus_per_node = world_size;
+  const JsonObject root(doc);
+  root.require_schema("perfcast.plan", 1);
+  ShardingPlan plan;
+  plan.source = doc.file;
+  if (auto ws = root.find("world_size")) {
+    const auto n = ws->as_integer(1, 1 << 20);
+    if (n != world_size) ws->fail(fmt::format("the plan is for {} ranks, the system has {}", n, world_size));
+  }
+  const JsonObject tables = root.object("tables");
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < w.tables.size(); ++i) index[w.tables[i].name] = i;
+  plan.tables.resize(w.tables.size());
+  std::vector<bool> seen(w.tables.size(), false);
+  std::vector<std::string> names;
+  for (const auto& t : w.tables) names.push_back(t.name);
+
+  for (const auto& name : tables.keys()) {
+    const auto it = index.find(name);
+    if (it == index.end()) {
+      std::string msg = fmt::format("the workload has no table \"{}\"", name);
+      const std::string guess = closest_match(name, names);
+      if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
+      tables.fail(name, msg);
+    }
+    const EmbeddingTableSpec& spec = w.tables[it->second];
+    const JsonObject t = tables.object(name);
+    TableSharding ts;
+    const std::string type = t.at("sharding_type").as_enum(
+        {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"});
+    for (int k = 0; k < kShardingTypeCount; ++k)
+      if (sharding_type_name(static_cast<ShardingType>(k)) == type) ts.type = static_cast<ShardingType>(k);
+    [[maybe_unused]] const std::string kernel = t.enum_or("compute_kernel", {"fused", "dense", "fused_uvm_caching", "quant"}, "fused");
+    const JsonArray ranks = t.array("ranks");
+    ranks.require_size(1, static_cast<std::size_t>(world_size));
+    std::set<int> unique_ranks;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const int r = static_cast<int>(ranks[i].as_integer(0, world_size - 1));
+      ts.ranks.push_back(r);
+      unique_ranks.insert(r);
+    }
+    if (ts.type == ShardingType::kTableWise && ts.ranks.size() != 1) ranks.fail("table_wise needs exactly one rank");
+    const bool columns_only = ts.type == ShardingType::kColumnWise || ts.type == ShardingType::kTableColumnWise;
+    if (!columns_only && ts.type != ShardingType::kGrid && unique_ranks.size() != ts.ranks.size()) ranks.fail("ranks repeat");
+
+    if (auto spec_v = t.find("sharding_spec")) {
+      const JsonArray shards = spec_v->as_array();
+      shards.require_size(1, 1 << 16);
+      for (std::size_t i = 0; i < shards.size(); ++i) {
+        const JsonObject s = shards[i].as_object();
+        const JsonArray off = s.array("shard_offsets");
+        const JsonArray size = s.array("shard_sizes");
+        off.require_size(2, 2);
+        size.require_size(2, 2);
+        Shard sh;
+        sh.row_offset = off[0].as_integer(0, spec.rows - 1);
+        sh.col_offset = off[1].as_integer(0, spec.dim - 1);
+        sh.rows = size[0].as_integer(1, spec.rows - sh.row_offset);
+        sh.cols = size[1].as_integer(1, spec.dim - sh.col_offset);
+        sh.rank = parse_placement(s.at("placement"), world_size);
+        s.finish();
+        ts.shards.push_back(sh);
+      }
+      if (ts.type == ShardingType::kDataParallel) {
+        // Every rank holds the whole table: one full shard per listed rank.
+        std::set<int> placed;
+        for (const auto& sh : ts.shards) {
+          if (sh.rows != spec.rows || sh.cols != spec.dim) {
+            spec_v->fail("a data_parallel shard must cover the whole table");
+          }
+          placed.insert(sh.rank);
+        }
+        if (placed != unique_ranks || ts.shards.size() != unique_ranks.size()) {
+          spec_v->fail("a data_parallel table needs exactly one shard on each of its ranks");
+        }
+      }
+      for (std::size_t i = 0; i < ts.shards.size(); ++i) {
+        if (!unique_ranks.count(ts.shards[i].rank)) {
+          shards[i].as_object().fail("placement", fmt::format("rank {} is not among the table's \"ranks\"", ts.shards[i].rank));
+        }
+      }
+      if (ts.type != ShardingType::kDataParallel) {
+        const std::string tiling = tiling_error(ts.shards, spec);
+        if (!tiling.empty()) spec_v->fail(fmt::format("the shards do not tile the {} x {} table: {}", spec.rows, spec.dim, tiling));
+        const std::string shape = shape_error(ts, gpus_per_node);
+        if (!shape.empty()) spec_v->fail(shape);
+      }
+    } else {
+      switch (ts.type) {
+        case ShardingType::kDataParallel:
+        case ShardingType::kTableWise:
+          for (int r : ts.ranks) ts.shards.push_back(Shard{0, spec.rows, 0, spec.dim, r});
+          break;
+        case ShardingType::kGrid:
+          t.fail("sharding_spec", "a grid table needs a sharding_spec (its column blocks and their row shards)");
+        case ShardingType::kRowWise:
+        case ShardingType::kTableRowWise: {
+          const auto parts = even_split(spec.rows, ts.ranks.size());
+          std::int64_t off = 0;
+          for (std::size_t i = 0; i < parts.size(); ++i) {
+            ts.shards.push_back(Shard{off, parts[i], 0, spec.dim, ts.ranks[i]});
+            off += parts[i];
+          }
+          break;
+        }
+        case ShardingType::kColumnWise:
+        case ShardingType::kTableColumnWise: {
+          const auto parts = even_split(spec.dim, ts.ranks.size());
+          std::int64_t off = 0;
+          for (std::size_t i = 0; i < parts.size(); ++i) {
+            ts.shards.push_back(Shard{0, spec.rows, off, parts[i], ts.ranks[i]});
+            off += parts[i];
+          }
+          break;
+        }
+      }
+      if (ts.type == ShardingType::kRowWise || ts.type == ShardingType::kTableRowWise) {
+        if (spec.rows < static_cast<std::int64_t>(ts.ranks.size())) {
+          ranks.fail(fmt::format("{} rows cannot be split over {} ranks", spec.rows, ts.ranks.size()));
+        }
+      }
+      if (columns_only && spec.dim < static_cast<std::int64_t>(ts.ranks.size())) {
+        ranks.fail(fmt::format("{} columns cannot be split over {} ranks", spec.dim, ts.ranks.size()));
+      }
+      const std::string shape = shape_error(ts, gpus_per_node);
+      if (!shape.empty()) ranks.fail(shape);
+    }
+    if (ts.type == ShardingType::kDataParallel && static_cast<int>(unique_ranks.size()) != world_size) {
+      ranks.fail(fmt::format("data_parallel tables live on every rank; list all {} ranks", world_size));
+    }
+    t.finish();
+    plan.tables[it->second] = ts;
+    seen[it->second] = true;
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) tables.fail(w.tables[i].name, "missing: every workload table needs a sharding");
+  }
+  root.finish();
+  return plan;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,83 @@
+#pragma once
+/// \file sharding_plan.hpp
+/// Where each embedding table lives. The file format (schema "perfcast.plan" 1.x) uses
+/// TorchRec's ParameterSharding field names so plans carry over:
+///   {"tables": {"<name>": {"sharding_type": "table_wise", "compute_kernel": "fused",
+///     "ranks": [3], "sharding_spec": [{"shard_offsets": [0, 0], "shard_sizes": [rows, dim],
+///     "placement": "rank:3/cuda:3"}]}}}
+/// `sharding_spec` is optional; without it, row_wise and table_row_wise split rows and
+/// column_wise and table_column_wise split columns evenly over `ranks` (grid needs it).
+///
+/// Types (TorchRec semantics, docs/sharding-planners.md section 2.2):
+///  - data_parallel: a full copy on every rank;
+///  - table_wise: the whole table on one rank;
+///  - row_wise: rows split over ranks (partial pooled sums, reduce-scatter over all ranks);
+///  - column_wise: column shards on any ranks (each pooled like a table-wise table);
+///  - table_row_wise (TWRW): rows split over the ranks of ONE node: intra-node
+///    reduce-scatter, then the pooled all-to-all across nodes between ranks of the same
+///    local index;
+///  - table_column_wise (TWCW): column shards on ranks of ONE node, each shard pooled
+///    like a table-wise table;
+///  - grid: column blocks, each block's rows split over the ranks of one node (each
+///    block communicates like a table_row_wise table of the block's width).
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/graph/workload_spec.hpp"
+#include "core/json_reader.hpp"
+
+namespace perfcast {
+
+enum class ShardingType { kDataParallel, kTableWise, kRowWise, kColumnWise, kTableRowWise, kTableColumnWise, kGrid };
+inline constexpr int kShardingTypeCount = 7;
+
+[[nodiscard]] std::string_view sharding_type_name(ShardingType t);
+
+/// Row-split types: a shard sees its share of the rows' lookups and produces partial
+/// pooled sums that are reduced (row_wise, table_row_wise, grid).
+[[nodiscard]] constexpr bool splits_rows(ShardingType t) {
+  return t == ShardingType::kRowWise || t == ShardingType::kTableRowWise || t == ShardingType::kGrid;
+}
+/// Types whose shards are pooled and sent by the global pooled all-to-all (table_wise,
+/// column_wise, table_column_wise).
+[[nodiscard]] constexpr bool pooled_all_to_all(ShardingType t) {
+  return t == ShardingType::kTableWise || t == ShardingType::kColumnWise || t == ShardingType::kTableColumnWise;
+}
+/// Types reduced inside one node and exchanged across nodes (table_row_wise, grid).
+[[nodiscard]] constexpr bool node_reduced(ShardingType t) {
+  return t == ShardingType::kTableRowWise || t == ShardingType::kGrid;
+}
+
+struct Shard {
+  std::int64_t row_offset = 0, rows = 0;
+  std::int64_t col_offset = 0, cols = 0;
+  int rank = 0;
+};
+
+struct TableSharding {
+  ShardingType type = ShardingType::kTableWise;
+  std::vector<int> ranks;     ///< data_parallel: every rank
+  std::vector<Shard> shards;  ///< data_parallel: one full shard per rank
+};
+
+/// One entry per table of the workload, in the workload's table order.
+struct ShardingPlan {
+  std::string source;  ///< file, or "default: table_wise round-robin"
+  std::vector<TableSharding> tables;
+};
+
+/// Table-wise, round-robin over ranks in table order (the default).
+[[nodiscard]] ShardingPlan default_plan(const DlrmSpec& w, int world_size);
+
+/// Reads a plan; every workload table must appear, ranks must be < world_size, shards
+/// must tile the table exactly (column blocks of contiguous row ranges), shard
+/// placements must be among the table's `ranks`, and the node-local types
+/// (table_row_wise, table_column_wise, each grid column block) must stay inside one
+/// node of `gpus_per_node` ranks (0: one node of world_size). Throws ConfigError naming
+/// the JSON path.
+[[nodiscard]] ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node = 0);
+
+}  // namespace perfcast

@@ -1,0 +1,127 @@
+#include "model/graph/transformer_spec.hpp"
+
+#include <fmt/format.h>
+
+namespace perfcast {
+namespace {
+
+constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
+
+DType dtype_of(const std::string& s) { return *dtype_from_name(s); }
+
+}  // namespace
+
+std::int64_t TransformerSpec::padded_vocab() const {
+  const std::int64_t multiple = 128 * tp;  // Megatron: make_vocab_size_divisible_by (128) x tp
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+double TransformerSpec::parameters() const {
+  const double h = double(hidden), d = double(head_dim());
+  const double qkv = h * (heads + 2.0 * kv_heads) * d + (heads + 2.0 * kv_heads) * d;
+  const double proj = h * h + h;
+  const double f1 = activation == Activation::kSwiglu ? 2.0 * ffn_hidden : double(ffn_hidden);
+  const double mlp = h * f1 + f1 + double(ffn_hidden) * h + h;
+  const double per_layer = qkv + proj + mlp + 4 * h;  // + two layer norms (weight, bias)
+  double emb = double(padded_vocab()) * h + (position == PositionEmbedding::kLearned ? double(seq_len) * h : 0.0);
+  if (!tied_embeddings) emb += double(padded_vocab()) * h;
+  return per_layer * double(layers) + emb + 2 * h;  // + final layer norm
+}
+
+TransformerSpec parse_transformer(const JsonDocument& doc) {
+  const JsonObject root(doc);
+  root.require_schema("perfcast.workload", 1);
+  TransformerSpec w;
+  w.file = doc.file;
+  w.name = root.string("name");
+  [[maybe_unused]] const std::string model = root.at("model").as_enum({"transformer"});
+  w.kind = root.enum_or("architecture", {"decoder", "encoder"}, "decoder") == "decoder" ? TransformerKind::kDecoder
+                                                                                       : TransformerKind::kEncoder;
+  w.hidden = root.integer("hidden", 1, kMaxWidth);
+  w.heads = root.integer("heads", 1, 4096);
+  w.kv_heads = root.integer_or("kv_heads", 1, 4096, w.heads);
+  w.layers = root.integer("layers", 1, 10000);
+  w.seq_len = root.integer("seq_len", 1, std::int64_t{1} << 24);
+  w.vocab = root.integer("vocab", 1, std::int64_t{1} << 24);
+  w.ffn_hidden = root.integer_or("ffn_hidden", 1, kMaxWidth, 4 * w.hidden);
+  w.activation = root.enum_or("activation", {"gelu", "swiglu"}, "gelu") == "gelu" ? Activation::kGelu : Activation::kSwiglu;
+  w.position = root.enum_or("position_embedding", {"learned", "rope"}, "learned") == "learned" ? PositionEmbedding::kLearned
+                                                                                               : PositionEmbedding::kRope;
+  w.tied_embeddings = root.bool_or("tied_embeddings", true);
+  w.precision = dtype_of(root.enum_or("precision", {"fp32", "tf32", "bf16", "fp16", "fp8"}, "bf16"));
+  w.grad_reduce_dtype = dtype_of(root.enum_or("grad_reduce_dtype", {"fp32", "bf16", "fp16"}, "fp32"));
+  w.micro_batch = root.integer("micro_batch", 1, std::int64_t{1} << 20);
+  w.global_batch = root.integer("global_batch", 1, std::int64_t{1} << 30);
+  const std::string rc = root.enum_or("recompute", {"none", "selective", "full"}, "none");
+  w.recompute = rc == "none" ? Recompute::kNone : rc == "selective" ? Recompute::kSelective : Recompute::kFull;
+  [[maybe_unused]] const std::string opt = root.enum_or("optimizer", {"adam"}, "adam");
+  w.distributed_optimizer = root.bool_or("distributed_optimizer", false);
+  const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "1f1b");
+  if (schedule == "interleaved") {
+    root.fail("schedule", "the interleaved 1F1B schedule is not simulated yet; use \"1f1b\"");
+  }
+  w.sequence_parallel = root.bool_or("sequence_parallel", false);
+  w.attention = root.enum_or("attention", {"flash", "unfused"}, "flash") == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
+  w.dropout = root.number_or("dropout", 0.0, 0.99, 0.1);
+  if (const auto par = root.find("parallelism")) {
+    const JsonObject p = par->as_object();
+    w.tp = static_cast<int>(p.integer_or("tp", 1, 4096, 1));
+    w.pp = static_cast<int>(p.integer_or("pp", 1, 4096, 1));
+    if (const auto dp = p.find("dp")) {
+      if (dp->is_string()) {
+        [[maybe_unused]] const std::string a = dp->as_enum({"auto"});
+        w.dp = 0;
+      } else {
+        w.dp = static_cast<int>(dp->as_integer(1, 1 << 20));
+      }
+    }
+    p.finish();
+  }
+  root.finish();
+
+  if (w.hidden % w.heads != 0) {
+    throw ConfigError(doc.file, "/heads", fmt::format("hidden {} does not divide into {} heads", w.hidden, w.heads));
+  }
+  if (w.heads % w.kv_heads != 0) {
+    throw ConfigError(doc.file, "/kv_heads", fmt::format("{} query heads do not group over {} kv heads", w.heads, w.kv_heads));
+  }
+  if (w.global_batch % w.micro_batch != 0) {
+    throw ConfigError(doc.file, "/global_batch",
+                      fmt::format("global batch {} is not a multiple of the micro batch {}", w.global_batch, w.micro_batch));
+  }
+  return w;
+}
+
+void resolve_parallelism(TransformerSpec& w, int world) {
+  const std::string at = "/parallelism";
+  const int tp_pp = w.tp * w.pp;
+  if (w.dp == 0) {
+    if (world % tp_pp != 0) {
+      throw ConfigError(w.file, at, fmt::format("tp {} x pp {} = {} does not divide the system's {} GPUs (dp \"auto\")",
+                                                w.tp, w.pp, tp_pp, world));
+    }
+    w.dp = world / tp_pp;
+  }
+  if (tp_pp * w.dp != world) {
+    throw ConfigError(w.file, at, fmt::format("tp {} x pp {} x dp {} = {} GPUs, but the system has {} (set dp to \"auto\" "
+                                              "or change the parallelism)", w.tp, w.pp, w.dp, tp_pp * w.dp, world));
+  }
+  if (w.heads % w.tp != 0 || w.kv_heads % w.tp != 0) {
+    throw ConfigError(w.file, at + "/tp", fmt::format("{} heads ({} kv heads) do not divide over tp {}", w.heads, w.kv_heads, w.tp));
+  }
+  if (w.ffn_hidden % w.tp != 0) {
+    throw ConfigError(w.file, at + "/tp", fmt::format("ffn_hidden {} does not divide over tp {}", w.ffn_hidden, w.tp));
+  }
+  if (w.layers % w.pp != 0) {
+    throw ConfigError(w.file, at + "/pp", fmt::format("{} layers do not divide over pp {}", w.layers, w.pp));
+  }
+  if (w.sequence_parallel && w.seq_len * w.micro_batch % w.tp != 0) {
+    throw ConfigError(w.file, "/sequence_parallel", fmt::format("seq_len x micro_batch does not divide over tp {}", w.tp));
+  }
+  if (w.global_batch % (w.micro_batch * w.dp) != 0) {
+    throw ConfigError(w.file, "/global_batch", fmt::format("global batch {} is not a multiple of micro batch {} x dp {}",
+                                                           w.global_batch, w.micro_batch, w.dp));
+  }
+}
+
+}  // namespace perfcast

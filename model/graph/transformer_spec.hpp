@@ -1,0 +1,69 @@
+#pragma once
+/// \file transformer_spec.hpp
+/// Transformer training workloads (schema "perfcast.workload" 1.x, model "transformer"):
+/// a Megatron-style encoder (BERT) or decoder (GPT, Llama) stack trained with tensor (TP),
+/// pipeline (PP, 1F1B) and data parallelism (DP), as Megatron-LM's arguments describe it.
+///
+/// Sizes are counts (tokens, elements), not bytes. `vocab` is the tokenizer's size; the
+/// builder pads it to a multiple of 128 x tp as Megatron does (--make-vocab-size-divisible-by 128).
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/json_reader.hpp"
+
+namespace perfcast {
+
+enum class TransformerKind { kEncoder, kDecoder };
+enum class Activation { kGelu, kSwiglu };
+enum class Recompute { kNone, kSelective, kFull };
+enum class AttentionImpl { kFlash, kUnfused };
+enum class PositionEmbedding { kLearned, kRope };
+
+struct TransformerSpec {
+  std::string name;
+  std::string file;
+  TransformerKind kind = TransformerKind::kDecoder;
+  std::int64_t hidden = 0;       ///< model width h
+  std::int64_t heads = 0;        ///< query heads
+  std::int64_t kv_heads = 0;     ///< key/value heads (= heads without GQA)
+  std::int64_t layers = 0;
+  std::int64_t seq_len = 0;      ///< tokens per sequence
+  std::int64_t vocab = 0;        ///< tokenizer vocabulary (unpadded)
+  std::int64_t ffn_hidden = 0;   ///< MLP inner width (default 4h)
+  Activation activation = Activation::kGelu;
+  PositionEmbedding position = PositionEmbedding::kLearned;
+  bool tied_embeddings = true;   ///< LM head shares the input embedding
+  DType precision = DType::kBf16;  ///< GEMM inputs and activations (tf32/fp32: fp32 storage)
+  DType grad_reduce_dtype = DType::kFp32;  ///< data-parallel gradient all-reduce type
+  std::int64_t micro_batch = 1;  ///< sequences per micro-batch
+  std::int64_t global_batch = 1; ///< sequences per iteration, all DP ranks
+  Recompute recompute = Recompute::kNone;
+  bool distributed_optimizer = false;  ///< Adam states sharded over DP (reduce-scatter + all-gather)
+  int tp = 1, pp = 1;
+  int dp = 0;                    ///< 0: "auto" = GPUs / (tp x pp)
+  bool sequence_parallel = false;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
+
+  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// Vocabulary padded to a multiple of 128 x tp (Megatron's _vocab_size_with_padding).
+  [[nodiscard]] std::int64_t padded_vocab() const;
+  /// Micro-batches per iteration and pipeline: global / (micro x dp). Needs dp resolved.
+  [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
+  /// Parameters of the whole model (embedding counted once when tied).
+  [[nodiscard]] double parameters() const;
+};
+
+/// Reads a transformer workload (schema "perfcast.workload" 1.x, "model": "transformer").
+/// Throws ConfigError (file, JSON path, message).
+[[nodiscard]] TransformerSpec parse_transformer(const JsonDocument& doc);
+
+/// Checks the parallelism against a world size and resolves dp "auto". Throws ConfigError
+/// naming "/parallelism" when tp x pp x dp differs from `world`, or when a size does not
+/// divide (heads over tp, layers over pp, global batch over micro x dp, ...).
+void resolve_parallelism(TransformerSpec& w, int world);
+
+}  // namespace perfcast

@@ -1,0 +1,64 @@
+#pragma once
+/// \file workload_spec.hpp
+/// Training workloads as users describe them (schema "perfcast.workload" 1.x).
+/// MLP shapes follow DLRM's --arch-mlp-bot / --arch-mlp-top convention: "bottom_mlp"
+/// starts with the number of dense features and lists each layer's output width;
+/// "top_mlp" lists each layer's output width (its input is the interaction's output).
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "predictors/index_distribution.hpp"
+#include "predictors/kernel_desc.hpp"
+#include "core/dtype.hpp"
+#include "core/json_reader.hpp"
+#include "core/units.hpp"
+
+namespace perfcast {
+
+struct EmbeddingTableSpec {
+  std::string name;
+  std::int64_t rows = 0;
+  std::int64_t dim = 0;
+  double pooling = 1;  ///< mean indices per sample (bag length)
+  IndexDistribution distribution;
+};
+
+enum class Interaction { kDot, kCat };
+enum class DenseOptimizer { kSgd, kAdam };
+
+struct DlrmSpec {
+  std::string name;
+  std::string file;
+  std::int64_t batch_size = 0;             ///< global batch (samples per iteration, all ranks)
+  std::vector<std::int64_t> bottom_mlp;    ///< [dense features, layer widths...]
+  std::vector<std::int64_t> top_mlp;       ///< [layer widths...], last is 1
+  Interaction interaction = Interaction::kDot;
+  DType mlp_dtype = DType::kFp32;          ///< GEMM math type
+  DType embedding_dtype = DType::kFp32;    ///< embedding weight storage
+  int index_bytes = 8;                     ///< int64 (8) or int32 (4)
+  EmbeddingOptimizer embedding_optimizer = EmbeddingOptimizer::kSgd;
+  DenseOptimizer dense_optimizer = DenseOptimizer::kSgd;
+  Bytes gradient_bucket = 25e6;            ///< DDP bucket_cap_mb (25 MB default)
+  Bytes first_bucket = 1024.0 * 1024.0;    ///< DDP's first bucket (1 MiB default)
+  bool sync_each_iteration = true;         ///< host reads the loss every iteration (loss.item())
+  std::vector<EmbeddingTableSpec> tables;
+
+  [[nodiscard]] std::int64_t dense_features() const { return bottom_mlp.front(); }
+  /// Width of the top MLP's input.
+  [[nodiscard]] std::int64_t interaction_width() const;
+  /// Total dense parameters (weights + biases of both MLPs).
+  [[nodiscard]] double dense_parameters() const;
+};
+
+/// Reads a workload file (schema "perfcast.workload" 1.x, model "dlrm"). Throws ConfigError.
+[[nodiscard]] DlrmSpec parse_workload(const JsonDocument& doc);
+[[nodiscard]] DlrmSpec load_workload(const std::filesystem::path& path);
+
+/// Reads an "index distribution" object: {"kind": "uniform"} | {"kind": "zipf", "alpha": a}
+/// | {"kind": "hot_set", "hot_rows": f, "hot_accesses": g} | {"kind": "reuse_histogram", "shares": [17]}.
+[[nodiscard]] IndexDistribution parse_index_distribution(const JsonObject& o);
+
+}  // namespace perfcast

@@ -1,0 +1,130 @@
+#include "model/predict/predict.hpp"
+
+#include <fmt/format.h>
+
+#include "model/graph/dlrm_builder.hpp"
+#include "model/predict/trace_predict.hpp"
+#include "model/graph/transformer_builder.hpp"
+#include "topology/collective_calibration.hpp"
+
+namespace perfcast {
+
+void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set", text, "expected PATH=VALUE, e.g. workload.batch_size=4096");
+  }
+  const std::string path = text.substr(0, eq);
+  const std::string value = text.substr(eq + 1);
+  const auto dot = path.find_first_of(".[/");
+  const std::string head = path.substr(0, dot);
+  const std::string rest = dot == std::string::npos ? "" : path.substr(dot + (path[dot] == '.' ? 1 : 0));
+  if (rest.empty()) throw ConfigError("--set", path, "expected a key after the file name, e.g. system.nodes");
+  if (head == "system") return apply_override(system, rest, value);
+  if (head == "workload") return apply_override(workload, rest, value);
+  if (head == "plan") {
+    if (!plan) throw ConfigError("--set", path, "no --plan was given");
+    return apply_override(*plan, rest, value);
+  }
+  std::string msg = fmt::format("unknown file \"{}\"; a path starts with system., workload. or plan.", head);
+  const std::string guess = closest_match(head, {"system", "workload", "plan"});
+  if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
+  throw ConfigError("--set", path, msg);
+}
+
+std::unique_ptr<Prediction> predict(const PredictRequest& req) {
+  JsonDocument system_doc = load_json_file(req.system);
+  JsonDocument workload_doc = load_json_file(req.workload);
+  std::optional<JsonDocument> plan_doc;
+  if (req.plan) plan_doc = load_json_file(*req.plan);
+  for (const auto& o : req.overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
+  SystemSpec system = parse_system(system_doc);
+  Workload any = parse_any_workload(workload_doc);
+  if (auto* tf = std::get_if<TransformerSpec>(&any)) {
+    if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
+    return predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations);
+  }
+  if (auto* tw = std::get_if<TraceWorkload>(&any)) {
+    if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
+    return predict_trace(std::move(system), std::move(*tw), req.overrides, req.iterations);
+  }
+  DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
+  const int world = system.world_size();
+  ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
+  return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
+}
+
+PredictionModels load_prediction_models(Prediction& p) {
+  PredictionModels m;
+  m.comm = make_collective_model(p.system);
+  p.collective_model = std::string(m.comm->name());
+  if (!p.system.comms_calibration.empty()) p.collective_model += " (" + p.system.comms_calibration.string() + ")";
+  m.calibration = load_system_kernel_calibration(p.system, &p.kernel_calibration);
+  return m;
+}
+
+std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system, std::string* path_out) {
+  const auto path = std::filesystem::path(system.file).parent_path() / ".." / "calibration" /
+                    calibration_file_name(system.gpu.name);
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (path_out) *path_out = path.lexically_normal().string();
+  return parse_kernel_calibration(load_json_file(path));
+}
+
+std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
+                                           std::vector<std::string> overrides, int iterations) {
+  auto p = std::make_unique<Prediction>();
+  p->overrides = std::move(overrides);
+  p->system = std::move(system);
+  p->workload = std::move(workload);
+  p->plan = std::move(plan);
+  const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
+  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node);
+  const PredictionModels models = load_prediction_models(*p);
+  Annotator annotator(p->system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
+  p->timed = annotator.annotate(p->graph);
+  SimulationOptions opts;
+  opts.iterations = iterations;
+  p->timeline = simulate(p->timed, p->system.host, opts);
+  p->analysis = analyze_timeline(p->timeline, p->graph);
+  p->memory = estimate_memory(w, p->plan, p->system);
+  if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
+    p->warnings.push_back("the plan does not fit in device memory: " + verdict);
+  }
+  if (p->kernel_calibration.empty()) {
+    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
+                          calibration_file_name(p->system.gpu.name) + ")");
+  }
+  return p;
+}
+
+std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload, std::vector<std::string> overrides,
+                                                int iterations) {
+  resolve_parallelism(workload, system.world_size());
+  auto p = std::make_unique<Prediction>();
+  p->overrides = std::move(overrides);
+  p->system = std::move(system);
+  p->plan.source = "none (transformer)";
+  p->graph = build_transformer_graph(workload, p->system.world_size());
+  p->memory = estimate_transformer_memory(workload, p->system);
+  p->workload = std::move(workload);
+  const PredictionModels models = load_prediction_models(*p);
+  Annotator annotator(p->system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
+  p->timed = annotator.annotate(p->graph);
+  SimulationOptions opts;
+  opts.iterations = iterations;
+  p->timeline = simulate(p->timed, p->system.host, opts);
+  p->analysis = analyze_timeline(p->timeline, p->graph);
+  if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
+    p->warnings.push_back("the model does not fit in device memory: " + verdict);
+  }
+  if (p->kernel_calibration.empty()) {
+    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
+                          calibration_file_name(p->system.gpu.name) + ")");
+  }
+  return p;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,88 @@
+#pragma once
+/// \file predict.hpp
+/// The one pipeline: read configs (with what-if overrides) -> build the execution graph
+/// -> annotate with predictors -> simulate -> analyze. Every command is this or a loop
+/// around it.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/sim/annotate.hpp"
+#include "model/graph/execution_graph.hpp"
+#include "model/graph/memory_estimate.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/sim/simulator.hpp"
+#include "model/sim/timeline_analysis.hpp"
+#include "model/predict/workload.hpp"
+#include "model/graph/workload_spec.hpp"
+#include "topology/collective.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct PredictRequest {
+  std::filesystem::path system;
+  std::filesystem::path workload;
+  std::optional<std::filesystem::path> plan;
+  /// What-if edits "PATH=VALUE" where PATH starts with "system.", "workload." or "plan.".
+  std::vector<std::string> overrides;
+  int iterations = 3;
+};
+
+/// Everything a report needs. Not copyable: the timed graph points into `graph`.
+struct Prediction {
+  SystemSpec system;
+  Workload workload;  ///< DlrmSpec or TransformerSpec (parallelism resolved)
+  ShardingPlan plan;  ///< DLRM only (empty for transformers)
+  ExecutionGraph graph;
+  TimedGraph timed;
+  Timeline timeline;
+  TimelineAnalysis analysis;
+  std::vector<RankMemory> memory;
+  std::string collective_model;
+  std::string kernel_calibration;  ///< calibration file used, or "" (spec-derived predictors)
+  std::vector<std::string> overrides;
+  std::vector<std::string> warnings;
+
+  Prediction() = default;
+  Prediction(const Prediction&) = delete;
+  Prediction& operator=(const Prediction&) = delete;
+};
+
+/// Throws ConfigError for bad input, SimulationError for graphs that cannot run.
+[[nodiscard]] std::unique_ptr<Prediction> predict(const PredictRequest& request);
+
+/// The pipeline on specs already read (the sharding search's final report uses it).
+[[nodiscard]] std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
+                                                         std::vector<std::string> overrides = {}, int iterations = 3);
+
+/// The pipeline for a Transformer workload already read; resolves its parallelism
+/// against the system (ConfigError when tp x pp x dp differs from the GPU count).
+[[nodiscard]] std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload,
+                                                              std::vector<std::string> overrides = {}, int iterations = 3);
+
+/// The models a prediction annotates with: the system's collective model (calibrated when
+/// the system names a collective calibration) and the kernel calibration of its GPU, found
+/// by name beside the system files (configs/calibration/<gpu>.json), or none (spec-derived
+/// predictors). The annotator points into `calibration`: keep this alive while annotating.
+struct PredictionModels {
+  std::unique_ptr<CollectiveModel> comm;
+  std::optional<KernelCalibration> calibration;
+};
+
+/// Loads the models for `p.system` and records their names in `p.collective_model` and
+/// `p.kernel_calibration`. Throws ConfigError for an unreadable calibration file.
+[[nodiscard]] PredictionModels load_prediction_models(Prediction& p);
+
+/// The kernel calibration `predict` applies on `system`: configs/calibration/<gpu>.json
+/// next to the system file's folder, when it exists (its path in *path, if given).
+[[nodiscard]] std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system,
+                                                                             std::string* path = nullptr);
+
+/// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
+void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
+
+}  // namespace perfcast

@@ -1,0 +1,102 @@
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/report/report.hpp"
+#include "perfcast/build_info.hpp"
+#include "core/utc_time.hpp"
+
+namespace perfcast {
+namespace {
+
+nlohmann::json workload_json(const Workload& any) {
+  if (const auto* d = std::get_if<DlrmSpec>(&any)) {
+    return {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
+  }
+  if (const auto* t = std::get_if<TraceWorkload>(&any)) {
+    return {{"name", t->name}, {"file", t->file}, {"model", "trace"}, {"batch", t->batch},
+            {"traced_ranks", t->graph.ranks.size()}, {"collectives", t->graph.collectives.size()}};
+  }
+  const auto& w = std::get<TransformerSpec>(any);
+  return {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
+          {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
+          {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"pp", w.pp}, {"dp", w.dp}}}};
+}
+
+nlohmann::json context(const Prediction& p) {
+  return {
+      {"perfcast_version", build_info::kVersion},
+      {"git_commit", build_info::kGitCommit},
+      {"date", utc_now_iso8601()},
+      {"system", {{"name", p.system.name}, {"file", p.system.file}, {"gpu", p.system.gpu.name},
+                  {"nodes", p.system.nodes}, {"gpus_per_node", p.system.gpus_per_node}}},
+      {"workload", workload_json(p.workload)},
+      {"plan", p.plan.source},
+      {"overrides", p.overrides},
+      {"calibration", p.kernel_calibration.empty() ? std::string("none: spec-derived predictors") : p.kernel_calibration},
+      {"collective_model", p.collective_model},
+      {"iterations_simulated", p.timeline.iterations},
+  };
+}
+
+}  // namespace
+
+std::string context_json(const Prediction& p) { return context(p).dump(); }
+
+std::string render_json(const Prediction& p) {
+  nlohmann::json j;
+  j["context"] = context(p);
+  j["iteration_time_s"] = p.timeline.iteration_time;
+  j["samples_per_s"] = p.timeline.iteration_time > 0 ? workload_batch(p.workload) / p.timeline.iteration_time : 0.0;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& b : p.analysis.ranks) {
+    const auto& m = p.memory[static_cast<std::size_t>(b.rank)];
+    ranks.push_back({
+        {"rank", b.rank},
+        {"compute_busy_s", b.compute_busy},
+        {"communication_busy_s", b.communication_busy},
+        {"exposed_communication_s", b.exposed_communication},
+        {"copy_busy_s", b.copy_busy},
+        {"host_busy_s", b.host_busy},
+        {"host_bound_idle_s", b.host_bound_idle},
+        {"gpu_idle_s", b.gpu_idle},
+        {"memory", {{"embedding_bytes", m.embedding}, {"dense_bytes", m.dense}, {"io_bytes", m.io}, {"activation_bytes", m.activations},
+                    {"reserved_bytes", m.reserved}, {"total_bytes", m.total()}, {"capacity_bytes", m.capacity},
+                    {"fits", m.fits()}}},
+    });
+  }
+  j["ranks"] = ranks;
+  nlohmann::json cp = nlohmann::json::array();
+  for (const auto& e : p.analysis.critical_path) cp.push_back({{"op", e.label}, {"time_s", e.time}, {"events", e.count}});
+  j["critical_path"] = cp;
+  // Per-op predictions of rank 0 (one iteration), for inspection.
+  nlohmann::json ops = nlohmann::json::array();
+  const auto& prog = p.graph.ranks.front();
+  for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+    const Op& op = prog.ops[i];
+    nlohmann::json o = {{"name", op.name}, {"phase", phase_name(op.phase)}, {"stream", stream_name(op.stream)}};
+    if (op.collective) {
+      const auto& c = p.graph.collectives[static_cast<std::size_t>(*op.collective)];
+      const auto& e = p.timed.collectives[static_cast<std::size_t>(*op.collective)];
+      o["collective"] = {{"kind", collective_name(c.desc.kind)}, {"time_s", e.time}, {"algorithm", e.algorithm},
+                         {"protocol", e.protocol}, {"bus_bandwidth_Bps", e.bus_bandwidth}, {"bottleneck", e.bottleneck}};
+      if (c.desc.kind != CollectiveKind::kAllToAllV) o["collective"]["bytes"] = c.desc.bytes;
+    } else {
+      nlohmann::json ks = nlohmann::json::array();
+      for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+        const auto& e = p.timed.ops.front()[i].kernels[k];
+        ks.push_back({{"kernel", kernel_label(op.kernels[k])}, {"time_s", e.time}, {"predictor", e.predictor},
+                      {"bound", e.bound}, {"calibrated", e.calibrated}});
+      }
+      o["kernels"] = ks;
+    }
+    ops.push_back(o);
+  }
+  j["rank0_ops"] = ops;
+  j["warnings"] = p.warnings;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace perfcast

@@ -1,0 +1,72 @@
+#include "model/sharding/plan_evaluator.hpp"
+
+#include "model/sim/simulator.hpp"
+#include "predictors/kernel_calibration.hpp"
+
+namespace perfcast {
+
+PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations,
+                             bool incremental, const KernelCalibration* calibration)
+    : system_(&s), workload_(&w), comm_(&comm), calibration_(calibration), iterations_(iterations),
+      incremental_(incremental) {}
+
+PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
+  ++evaluations_;
+  if (!builder_ || !incremental_) {
+    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node);
+  }
+  GraphChanges changes;
+  const ExecutionGraph& g = builder_->build(plan, &changes);
+  timed_.graph = &g;
+  timed_.ops.resize(g.ranks.size());
+  rank_embedding_time_.resize(g.ranks.size(), 0.0);
+  // Re-annotate the rebuilt ranks only (the same predictor call as Annotator, cached by
+  // descriptor), and sum their embedding kernel time. An op whose kernels equal those of
+  // the op at the same index in the rank's previous program keeps its timing: the
+  // estimate is a function of the descriptor alone, so this is exact (and it saves
+  // hashing the descriptors of the ops a move does not touch, most of them).
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+    if (!changes.all && !changes.ranks[r]) continue;
+    ++ranks_rebuilt_;
+    const auto& ops = g.ranks[r].ops;
+    const auto& before = builder_->previous_program(r).ops;  // what timed_.ops[r] annotates
+    auto& timings = timed_.ops[r];
+    if (before.empty()) timings.clear();
+    timings.resize(ops.size());
+    Seconds embedding = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      OpTiming& t = timings[i];
+      const bool same = i < before.size() && ops[i].kernels == before[i].kernels;
+      if (!same) {
+        t = OpTiming{};
+        t.kernels.reserve(ops[i].kernels.size());
+        for (const auto& k : ops[i].kernels) {
+          auto it = estimates_.find(k);
+          if (it == estimates_.end()) it = estimates_.emplace(k, predict_with_calibration(k, system_->gpu, calibration_)).first;
+          t.kernels.push_back(it->second);
+        }
+      }
+      for (std::size_t k = 0; k < ops[i].kernels.size(); ++k)
+        if (std::holds_alternative<EmbeddingDesc>(ops[i].kernels[k])) embedding += t.kernels[k].time;
+    }
+    rank_embedding_time_[r] = embedding;
+  }
+  timed_.collectives.resize(g.collectives.size());
+  for (std::size_t c = 0; c < g.collectives.size(); ++c) {
+    if (!changes.all && !changes.collectives[c]) continue;
+    timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, g.groups[static_cast<std::size_t>(g.collectives[c].group)]);
+  }
+  PlanEvaluation e;
+  SimulationOptions opt;
+  opt.iterations = iterations_;
+  timeline_ = simulate(timed_, system_->host, opt, std::move(timeline_));
+  e.iteration_time = timeline_.iteration_time;
+  e.rank_embedding_time = rank_embedding_time_;
+  const auto memory = estimate_memory(*workload_, plan, *system_);
+  for (const auto& m : memory) e.rank_memory.push_back(m.total());
+  e.reason = memory_verdict(memory);
+  e.feasible = e.reason.empty();
+  return e;
+}
+
+}  // namespace perfcast

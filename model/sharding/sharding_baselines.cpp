@@ -1,0 +1,182 @@
+#include "model/sharding/sharding_baselines.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "model/graph/memory_estimate.hpp"
+#include "model/sharding/plan_shapes.hpp"
+
+namespace perfcast {
+namespace {
+
+/// Longest-first greedy: tables by cost, each onto the rank with the least accumulated
+/// cost that still has memory for it (or the emptiest rank when none has).
+ShardingPlan greedy(const DlrmSpec& w, const SystemSpec& s, const std::vector<double>& cost, const std::string& name) {
+  const int n = s.world_size();
+  const Bytes budget = embedding_budget(w, s);
+  std::vector<std::size_t> order(w.tables.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return cost[a] > cost[b]; });
+  std::vector<double> load(static_cast<std::size_t>(n), 0.0), mem(static_cast<std::size_t>(n), 0.0);
+  ShardingPlan p;
+  p.source = name;
+  p.tables.resize(w.tables.size());
+  for (std::size_t t : order) {
+    const Bytes bytes = table_bytes(w, w.tables[t]);
+    int best = -1;
+    for (int r = 0; r < n; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (mem[ur] + bytes > budget) continue;
+      if (best < 0 || load[ur] < load[static_cast<std::size_t>(best)]) best = r;
+    }
+    if (best < 0) best = static_cast<int>(std::min_element(mem.begin(), mem.end()) - mem.begin());
+    load[static_cast<std::size_t>(best)] += cost[t];
+    mem[static_cast<std::size_t>(best)] += bytes;
+    p.tables[t] = table_wise(w.tables[t], best);
+  }
+  return p;
+}
+
+/// TorchRec EmbeddingPerfEstimator for one table-wise or column-wise shard of width d
+/// (docs/sharding-planners.md section 2.3), seconds: compute = (ids + lookups + outputs)
+/// bytes x width penalty / HBM, backward compute 2x, output all-to-all both ways.
+double torchrec_shard_perf(const DlrmSpec& w, const SystemSpec& s, const EmbeddingTableSpec& t, double d) {
+  const double world = s.world_size();
+  const double b = static_cast<double>(w.batch_size) / world;
+  const double ids = b * t.pooling * world;            // I x W lookups for the global batch
+  const double out = b * world * d * 4.0;              // O x W x d x 4
+  const double read = ids * 8;
+  const double lookup = ids * std::max(d, 32.0) * dtype_bytes(w.embedding_dtype);
+  const double pen = d >= 128 ? 1.0 : d >= 64 ? 1.15 : 1.75;
+  const double fwd = (read + lookup + out) * pen / s.gpu.memory_bandwidth;
+  const double a2a_bw = s.nodes > 1 ? s.network.nic_bandwidth : std::max(s.fabric_bandwidth, 1e9);
+  return fwd * 3 + 2 * out / a2a_bw;
+}
+
+ShardingPlan torchrec_greedy(const DlrmSpec& w, const SystemSpec& s) {
+  const int n = s.world_size();
+  const Bytes budget = embedding_budget(w, s);
+  struct Piece {
+    std::size_t table;
+    std::int64_t col_offset, cols;
+    double perf;
+    Bytes bytes;
+  };
+  std::vector<Piece> pieces;
+  std::vector<int> shards_of(w.tables.size(), 1);
+  for (std::size_t t = 0; t < w.tables.size(); ++t) {
+    const auto& spec = w.tables[t];
+    const double tw = torchrec_shard_perf(w, s, spec, static_cast<double>(spec.dim));
+    // Column-wise: shards of 128 columns (TorchRec's MIN_CW_DIM) when the dim allows it;
+    // chosen when its largest shard is faster than the whole table.
+    const std::int64_t k = spec.dim >= 256 && spec.dim % 128 == 0 ? std::min<std::int64_t>(spec.dim / 128, n) : 1;
+    const double cw = k > 1 ? torchrec_shard_perf(w, s, spec, static_cast<double>(spec.dim) / k) : tw;
+    shards_of[t] = static_cast<int>(cw < tw ? k : 1);
+    const std::int64_t width = spec.dim / shards_of[t];
+    for (int i = 0; i < shards_of[t]; ++i) {
+      pieces.push_back({t, i * width, width, shards_of[t] > 1 ? cw : tw,
+                        table_bytes(w, spec) * static_cast<double>(width) / static_cast<double>(spec.dim)});
+    }
+  }
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.perf > b.perf; });
+  std::vector<double> load(static_cast<std::size_t>(n), 0.0), mem(static_cast<std::size_t>(n), 0.0);
+  std::vector<std::vector<Shard>> shards(w.tables.size());
+  for (const auto& pc : pieces) {
+    int best = -1;
+    for (int r = 0; r < n; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (mem[ur] + pc.bytes > budget) continue;
+      // Shards of one table go to different ranks, as TorchRec's partitioner does.
+      bool taken = false;
+      for (const auto& sh : shards[pc.table]) taken = taken || sh.rank == r;
+      if (taken) continue;
+      if (best < 0 || load[ur] < load[static_cast<std::size_t>(best)]) best = r;
+    }
+    if (best < 0) best = static_cast<int>(std::min_element(mem.begin(), mem.end()) - mem.begin());
+    load[static_cast<std::size_t>(best)] += pc.perf;
+    mem[static_cast<std::size_t>(best)] += pc.bytes;
+    shards[pc.table].push_back(Shard{0, w.tables[pc.table].rows, pc.col_offset, pc.cols, best});
+  }
+  ShardingPlan p;
+  p.source = "torchrec_greedy";
+  for (std::size_t t = 0; t < w.tables.size(); ++t) {
+    auto& sh = shards[t];
+    std::sort(sh.begin(), sh.end(), [](const Shard& a, const Shard& b) { return a.col_offset < b.col_offset; });
+    TableSharding ts{sh.size() > 1 ? ShardingType::kColumnWise : ShardingType::kTableWise, {}, sh};
+    for (const auto& x : sh) ts.ranks.push_back(x.rank);
+    p.tables.push_back(ts);
+  }
+  return p;
+}
+
+}  // namespace
+
+Bytes table_bytes(const DlrmSpec& w, const EmbeddingTableSpec& t) {
+  const double rows = static_cast<double>(t.rows), dim = static_cast<double>(t.dim);
+  double state = 0;
+  switch (w.embedding_optimizer) {
+    case EmbeddingOptimizer::kSgd: state = 0; break;
+    case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
+    case EmbeddingOptimizer::kAdam: state = 2 * rows * dim * 4; break;
+  }
+  return rows * dim * dtype_bytes(w.embedding_dtype) + state;
+}
+
+Bytes embedding_budget(const DlrmSpec& w, const SystemSpec& s) {
+  ShardingPlan empty;
+  empty.tables.resize(w.tables.size());
+  const auto m = estimate_memory(w, empty, s);
+  return m.front().capacity - m.front().total();
+}
+
+std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s) {
+  double need = 0;
+  for (const auto& t : w.tables) need += table_bytes(w, t);
+  const Bytes per_rank = embedding_budget(w, s);
+  const int n = s.world_size();
+  if (per_rank > 0 && need <= per_rank * n) return "";
+  std::string hint = fmt::format(
+      "no plan can fit: the {} tables need {} (weights and optimizer state), {} rank{} hold{} at most {} for embeddings "
+      "({} each after the {:.0f}% reserve, dense model, I/O buffers and activations)",
+      w.tables.size(), format_bytes(need), n, n == 1 ? "" : "s", n == 1 ? "s" : "", format_bytes(std::max(per_rank, 0.0) * n), format_bytes(std::max(per_rank, 0.0)),
+      MemoryOptions{}.reserved_share * 100);
+  if (per_rank > 0) {
+    const auto gpus = static_cast<long long>(std::ceil(need / per_rank));
+    hint += fmt::format("; at least {} such GPUs are needed (a system with more GPUs, or --set system.nodes=N where the "
+                        "system has a network)", gpus);
+  }
+  hint += "; host-memory (UVM) embedding tiers are not modelled";
+  return hint;
+}
+
+std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed) {
+  const int n = s.world_size();
+  std::vector<NamedPlan> out;
+  ShardingPlan rr = default_plan(w, n);
+  rr.source = "round_robin";
+  out.push_back({"round_robin", rr});
+
+  std::mt19937_64 rng(seed);
+  ShardingPlan rnd;
+  rnd.source = "random";
+  for (const auto& t : w.tables) rnd.tables.push_back(table_wise(t, static_cast<int>(rng() % static_cast<std::uint64_t>(n))));
+  out.push_back({"random", rnd});
+
+  std::vector<double> size, lookup, size_lookup;
+  for (const auto& t : w.tables) {
+    size.push_back(table_bytes(w, t));
+    lookup.push_back(static_cast<double>(t.dim) * t.pooling);
+    size_lookup.push_back(static_cast<double>(t.dim) * t.pooling * std::log10(std::max<double>(static_cast<double>(t.rows), 10.0)));
+  }
+  out.push_back({"size_greedy", greedy(w, s, size, "size_greedy")});
+  out.push_back({"lookup_greedy", greedy(w, s, lookup, "lookup_greedy")});
+  out.push_back({"size_lookup_greedy", greedy(w, s, size_lookup, "size_lookup_greedy")});
+  out.push_back({"torchrec_greedy", torchrec_greedy(w, s)});
+  return out;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,50 @@
+#pragma once
+/// \file annotate.hpp
+/// Attaches predicted durations to an execution graph: kernel predictors per kernel,
+/// the collective model per collective. Kernel estimates are cached by descriptor, so
+/// re-annotating a graph that differs in a few ops (sharding search) is cheap.
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "model/graph/execution_graph.hpp"
+#include "predictors/estimate.hpp"
+#include "predictors/kernel_calibration.hpp"
+#include "topology/collective.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct OpTiming {
+  std::vector<Estimate> kernels;  ///< one per Op::kernels entry
+  /// Measured host time of this op before its last launch returns, s (trace replay sets
+  /// it from the trace); replaces HostSpec::op_overhead when set. Launch overheads are
+  /// still added (replay uses a HostSpec with zero overheads).
+  std::optional<Seconds> host_time;
+};
+
+struct TimedGraph {
+  const ExecutionGraph* graph = nullptr;
+  std::vector<std::vector<OpTiming>> ops;             ///< [rank][op]
+  std::vector<CollectiveEstimate> collectives;        ///< per ExecutionGraph::collectives
+};
+
+class Annotator {
+ public:
+  Annotator(const SystemSpec& system, const CollectiveModel& comm) : system_(&system), comm_(&comm) {}
+  /// Kernel calibration of the system's GPU (may be null: spec-derived predictors). Must
+  /// outlive the annotator; set before the first annotate().
+  void set_calibration(const KernelCalibration* calibration) { calibration_ = calibration; }
+  /// The returned TimedGraph points at `g`, which must outlive it.
+  [[nodiscard]] TimedGraph annotate(const ExecutionGraph& g);
+  [[nodiscard]] std::size_t cache_size() const { return cache_.size(); }
+
+ private:
+  const SystemSpec* system_;
+  const CollectiveModel* comm_;
+  const KernelCalibration* calibration_ = nullptr;
+  std::unordered_map<KernelDesc, Estimate, KernelDescHash> cache_;
+};
+
+}  // namespace perfcast
