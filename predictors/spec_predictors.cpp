@@ -25,7 +25,7 @@ constexpr double kEmbeddingL2Share = 0.9;
 /// DRAM sector: rows are fetched in 32-byte sectors.
 constexpr double kSectorBytes = 32;
 /// Radix sort of (index, position) pairs in the backward: 4 passes, each reading and
-/// writing a 12-byte pair (assumed from CUB's onesweep on 32-bit keys; calibrated in issue 4).
+/// writing a 12-byte pair (assumed from CUB's onesweep on 32-bit keys; a kernel calibration replaces it).
 constexpr double kSortBytesPerIndex = 4 * 2 * 12;
 /// Sub-kernels of an FBGEMM-style backward besides the update (linearize, sort, run-length
 /// encode), each costing at least the minimum kernel time.

@@ -1,7 +1,7 @@
 #pragma once
 /// \file spec_predictors.hpp
 /// v1 predictors derived from the GPU's spec sheet and the named efficiency factors in
-/// GpuSpec::efficiency. Each states its formula; calibrated predictors (issue 5) replace
+/// GpuSpec::efficiency. Each states its formula; calibrated predictors (kernel_calibration.hpp) replace
 /// them per GPU.
 
 #include "predictors/estimate.hpp"
@@ -77,7 +77,7 @@ struct EmbeddingWork {
 /// Share of the tensor-core peak a flash-attention forward / backward kernel reaches.
 /// 0.60 / 0.45: assumed from the FlashAttention-2 paper (Dao 2023, figs. 5-6: A100 forward
 /// 50-73%, backward 40-63% of the theoretical maximum for head_dim 64-128, seq 512-16k);
-/// to be replaced by a profiler sweep (issue 9, calibration hooks).
+/// to be replaced by a profiler sweep (perfcast profile, calibrate kernels).
 inline constexpr double kFlashForwardEfficiency = 0.60;
 inline constexpr double kFlashBackwardEfficiency = 0.45;
 

@@ -24,7 +24,7 @@ struct EfficiencyFactors {
   /// constant (docs/reference-paper.md section 3, "0.79*peak DRAM BW").
   double copy = 0.79;
   /// Shortest time any kernel takes on the GPU (launch-to-retire of an empty kernel), s.
-  /// 2us: assumed from the common 2-3 us floor of tiny kernels; calibrated in issue 5.
+  /// 2us: assumed from the common 2-3 us floor of tiny kernels; a kernel calibration replaces it.
   Seconds min_kernel_time = 2e-6;
 };
 

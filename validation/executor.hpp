@@ -1,6 +1,6 @@
 #pragma once
 /// \file executor.hpp
-/// The reference executor's interface (issue 6): trains the DLRM a workload file describes
+/// The reference executor's interface: trains the DLRM a workload file describes
 /// on real GPUs (CUDA, cuBLASLt, the embedding-bag kernels of profiler/, NCCL) and measures
 /// its iteration time. Includes no CUDA header: `validate` and the CLI use it in every
 /// build; in a build without CUDA, or on a machine without a GPU, run_dlrm throws

@@ -1,4 +1,4 @@
-// The reference executor in CUDA builds (see executor.hpp and profiler/RUNBOOK.md): one GPU
+// The reference executor in CUDA builds (see executor.hpp and docs/gpu-calibration.md): one GPU
 // directly; several GPUs of one node as one thread per GPU, each running its rank's
 // DeviceDlrm with NCCL, in lockstep (a barrier starts and ends every iteration).
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The executor with one process per GPU under an MPI launcher (ExecutorOptions::mpi; several
 // nodes possible). Compiled only when the build found NCCL and an MPI (PERFCAST_HAVE_MPI);
-// otherwise run_dlrm_mpi says what is missing. See profiler/RUNBOOK.md section 7.
+// otherwise run_dlrm_mpi says what is missing. See docs/gpu-calibration.md.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -179,7 +179,7 @@ RunResult run_dlrm_mpi(const DlrmSpec& workload, const ShardingPlan& plan, const
 
 RunResult run_dlrm_mpi(const DlrmSpec& /*workload*/, const ShardingPlan& /*plan*/, const ExecutorOptions& /*options*/) {
   throw profiler::NoCudaDeviceError(
-      "this build has no MPI (or no NCCL): --mpi needs CMake to find both (see profiler/RUNBOOK.md section 7)");
+      "this build has no MPI (or no NCCL): --mpi needs CMake to find both (see docs/gpu-calibration.md)");
 }
 
 #endif

@@ -12,7 +12,7 @@
 /// thread (ncclCommInitAll), or NcclUniqueId::create() once and NcclComm(world, rank, id,
 /// device) from each rank's thread at the same time (ncclCommInitRank blocks until every
 /// rank joined). Several nodes: one process per GPU, the unique id of rank 0 broadcast over
-/// MPI (mpi_broadcast_unique_id, only when PERFCAST_HAVE_MPI; see profiler/RUNBOOK.md).
+/// MPI (mpi_broadcast_unique_id, only when PERFCAST_HAVE_MPI; see docs/gpu-calibration.md).
 ///
 /// Failures: NCCL has no timeout, so a rank that stops calling collectives leaves its peers
 /// waiting in their NCCL kernels (and their host threads in cudaStreamSynchronize) forever.

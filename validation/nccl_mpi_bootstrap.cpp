@@ -1,5 +1,5 @@
 // Multi-node NCCL bootstrap over MPI (compiled only when CMake's find_package(MPI) found an
-// MPI implementation: PERFCAST_HAVE_MPI). See nccl_comm.hpp and profiler/RUNBOOK.md.
+// MPI implementation: PERFCAST_HAVE_MPI). See nccl_comm.hpp and docs/gpu-calibration.md.
 #include <mpi.h>
 
 #include <stdexcept>

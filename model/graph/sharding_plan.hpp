@@ -69,7 +69,7 @@ struct ShardingPlan {
   std::vector<TableSharding> tables;
 };
 
-/// Table-wise, round-robin over ranks in table order (the default).
+/// Table-wise, round-robin over ranks in table order (perfcast's default plan).
 [[nodiscard]] ShardingPlan default_plan(const DlrmSpec& w, int world_size);
 
 /// Reads a plan; every workload table must appear, ranks must be < world_size, shards

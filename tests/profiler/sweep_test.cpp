@@ -72,7 +72,7 @@ TEST_CASE("sweep expansion is deterministic for a seed and changes with it", "[p
   CHECK(case_label(a.cases[0]) == case_label(parse_sweep(load_json_file(src("configs/sweeps/gemm.json"))).cases[0]));
 }
 
-TEST_CASE("the shipped embedding sweep: >= 1000 configurations within the issue 4 ranges", "[profiler][sweep]") {
+TEST_CASE("the shipped embedding sweep: >= 1000 configurations within the documented ranges", "[profiler][sweep]") {
   const Sweep s = load_sweep(src("configs/sweeps/embedding.json"));
   REQUIRE(s.cases.size() >= 1000);
   std::set<IndexDistribution::Kind> kinds;

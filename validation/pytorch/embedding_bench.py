@@ -1,6 +1,6 @@
 """Times PyTorch's embedding bag on the configs perfcast's embedding sweep measured.
 
-Issue 4's realism check: "our forward should not be slower" than PyTorch on the same
+The realism check of the embedding kernel: "our forward should not be slower" than PyTorch on the same
 configs. Input: the measurement JSON lines `perfcast profile --sweep
 configs/sweeps/embedding.json` wrote (one line per config and pass; only
 `embedding_forward` lines are used). For each, the same tables (rows, dim, mean pooling,
