@@ -132,11 +132,11 @@ def test_replay_hand_written_trace_value(src):
 
 
 def test_gil_released_during_search(src):
-    """A one-second search in a thread must let this thread run meanwhile."""
+    """A two-second search in a thread must let this thread run meanwhile."""
     sys_file = src / "configs/systems/dgx_h100.json"
     wl_file = src / "configs/workloads/dlrm_default.json"
     done = []
-    worker = threading.Thread(target=lambda: done.append(perfcast.shard(sys_file, wl_file, budget="1s")))
+    worker = threading.Thread(target=lambda: done.append(perfcast.shard(sys_file, wl_file, budget="2s")))
     worker.start()
     last = time.monotonic()
     longest_stall = 0.0
@@ -145,10 +145,10 @@ def test_gil_released_during_search(src):
         longest_stall = max(longest_stall, now - last)
         last = now
     worker.join()
-    assert done and done[0]["search"]["wall_s"] >= 0.9
-    # With the GIL held, this loop would stall for the whole second of the search;
+    assert done and done[0]["search"]["wall_s"] >= 1.9
+    # With the GIL held, this loop would stall for the whole two seconds of the search;
     # released, it stalls at most for Python's thread switch interval (5 ms by default).
-    assert longest_stall < 0.5
+    assert longest_stall < 1.0
 
 
 def test_torchrec_objects_or_clear_skip(src):
