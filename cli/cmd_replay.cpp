@@ -3,18 +3,9 @@
 #include <memory>
 #include <optional>
 
-#include <fmt/format.h>
-
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "model/traces/execution_trace.hpp"
-#include "model/traces/kineto_trace.hpp"
-#include "model/traces/trace_measurements.hpp"
-#include "model/traces/trace_replay.hpp"
-#include "model/traces/trace_reports.hpp"
-#include "predictors/kernel_calibration.hpp"
-#include "predictors/measurement.hpp"
-#include "topology/system_spec.hpp"
+#include "model/commands/trace_commands.hpp"
 
 namespace perfcast::cli {
 
@@ -67,69 +58,22 @@ Action add_replay(CLI::App& app) {
   return [files, json_out, options, et_files, system_file, calibration_file, measurements_out, ranks_text, steps_text]() {
     if (*json_out == "-" && *measurements_out == "-")
       throw ConfigError("--measurements-out", "-", "--json and --measurements-out cannot both write to standard output");
-    ReplayOptions opts = *options;
-    if (!ranks_text->empty()) opts.evaluate.ranks = parse_ranges(*ranks_text, "--ranks");
-    if (!steps_text->empty()) opts.evaluate.steps = parse_ranges(*steps_text, "--steps");
-    const auto traces = load_kineto_traces(*files);
-    std::optional<SystemSpec> system;
-    std::optional<KernelCalibration> calibration;
-    if (opts.kernels == ReplayKernels::kPredicted) {
-      if (system_file->empty())
-        throw ConfigError("--system", "", "--kernels predicted needs --system FILE (the machine the trace ran on)");
-      system = load_system(*system_file);
-      opts.system = &*system;
-      if (!calibration_file->empty()) {
-        calibration = parse_kernel_calibration(load_json_file(*calibration_file));
-        // Our own microbenchmarks record the CUDA device name, which may differ from the
-        // system file's; a mismatch is worth a word, not a refusal.
-        if (calibration->gpu != system->gpu.name)
-          std::cerr << fmt::format("warning: {} was measured on \"{}\"; the system's GPU is \"{}\" ({})\n",
-                                   *calibration_file, calibration->gpu, system->gpu.name, *system_file);
-        opts.calibration = &*calibration;
-        opts.calibration_file = *calibration_file;
-      }
-    } else if (!system_file->empty()) {
-      throw ConfigError("--system", *system_file, "--system is used only with --kernels predicted");
-    } else if (!calibration_file->empty()) {
-      throw ConfigError("--calibration", *calibration_file, "--calibration is used only with --kernels predicted");
-    }
-    std::vector<ExecutionTrace> ets;
-    if (!et_files->empty()) {
-      ets = load_execution_traces(*et_files);
-      const auto pairing = pair_execution_traces(ets, traces);
-      for (std::size_t i = 0; i < traces.size(); ++i) {
-        ExecutionTrace& et = ets[static_cast<std::size_t>(pairing[i])];
-        link_execution_trace(et, traces[i]);
-        opts.execution_traces.push_back(&et);
-      }
-    }
-    std::string measurement_lines;
-    if (!measurements_out->empty()) {
-      std::size_t count = 0;
-      for (std::size_t i = 0; i < traces.size(); ++i) {
-        const int rank = replay_rank(traces, i);  // the numbering --ranks and the family errors use
-        for (const auto& m : trace_measurements(traces[i], rank, opts.execution_traces.empty() ? nullptr : opts.execution_traces[i],
-                                                opts.evaluate)) {
-          measurement_lines += measurement_to_jsonl(m);
-          count++;
-        }
-      }
-      if (count == 0)
-        throw ConfigError("--measurements-out", *measurements_out,
-                          fmt::format("no recognized op of a calibratable family in the selected {}; nothing to write",
-                                      opts.evaluate.describe()));
-    }
-    const ReplayResult r = replay_traces(traces, opts);
-    std::vector<std::string> inputs = *files;
-    inputs.insert(inputs.end(), et_files->begin(), et_files->end());
-    if (system) inputs.push_back(*system_file);
-    if (calibration) inputs.push_back(*calibration_file);
+    ReplayRequest req;
+    req.kineto = *files;
+    req.et = *et_files;
+    req.options = *options;
+    req.system = *system_file;
+    req.calibration = *calibration_file;
+    req.ranks = *ranks_text;
+    req.steps = *steps_text;
+    req.measurements_out = *measurements_out;
+    const ReplayOutcome r = run_replay(std::move(req));
+    for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
     std::vector<std::pair<std::string, std::string>> outputs;
-    if (!measurements_out->empty()) outputs.emplace_back(*measurements_out, measurement_lines);
-    if (!json_out->empty()) outputs.emplace_back(*json_out, render_replay_json(r, inputs));
-    const std::string text = render_replay_text(r);
+    if (!measurements_out->empty()) outputs.emplace_back(*measurements_out, r.measurements);
+    if (!json_out->empty()) outputs.emplace_back(*json_out, r.json);
     write_outputs(outputs);
-    if (*json_out != "-" && *measurements_out != "-") std::cout << text;
+    if (*json_out != "-" && *measurements_out != "-") std::cout << r.text;
     return 0;
   };
 }

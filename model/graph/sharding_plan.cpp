@@ -1,10 +1,14 @@
 #include "model/graph/sharding_plan.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
+
+#include "model/graph/torchrec_plan.hpp"
 
 namespace perfcast {
 
@@ -19,6 +23,25 @@ std::string_view sharding_type_name(ShardingType t) {
     case ShardingType::kGrid: return "grid";
   }
   return "?";
+}
+
+std::optional<ShardingType> sharding_type_from_name(std::string_view name) {
+  if (name == "grid_shard") return ShardingType::kGrid;
+  for (int k = 0; k < kShardingTypeCount; ++k)
+    if (sharding_type_name(static_cast<ShardingType>(k)) == name) return static_cast<ShardingType>(k);
+  return std::nullopt;
+}
+
+void require_modelled_compute_kernel(const JsonValue& kernel) {
+  const std::string k = kernel.as_string();
+  if (k == "fused" || k == "dense") return;
+  if (k == "fused_uvm" || k == "fused_uvm_caching" || k == "quant" || k == "quant_uvm" || k == "quant_uvm_caching" ||
+      k == "key_value") {
+    kernel.fail(fmt::format("compute_kernel \"{}\" is not modelled: perfcast predicts HBM-resident tables only "
+                            "(\"fused\", or \"dense\" for data_parallel); it would otherwise be predicted as if in HBM",
+                            k));
+  }
+  kernel.fail(fmt::format("unknown compute_kernel \"{}\" (expected \"fused\" or \"dense\")", k));
 }
 
 ShardingPlan default_plan(const DlrmSpec& w, int world_size) {
@@ -154,8 +177,25 @@ std::string shape_error(const TableSharding& ts, int gpus_per_node) {
 
 }  // namespace
 
+std::string shard_layout_error(TableSharding& ts, const EmbeddingTableSpec& spec, int gpus_per_node) {
+  if (ts.type == ShardingType::kDataParallel) {
+    std::set<int> placed;
+    for (const auto& sh : ts.shards) {
+      if (sh.rows != spec.rows || sh.cols != spec.dim) return "a data_parallel shard must cover the whole table";
+      placed.insert(sh.rank);
+    }
+    const std::set<int> ranks(ts.ranks.begin(), ts.ranks.end());
+    if (placed != ranks || ts.shards.size() != ranks.size()) return "a data_parallel table needs exactly one shard on each of its ranks";
+    return "";
+  }
+  const std::string tiling = tiling_error(ts.shards, spec);
+  if (!tiling.empty()) return fmt::format("the shards do not tile the {} x {} table: {}", spec.rows, spec.dim, tiling);
+  return shape_error(ts, gpus_per_node);
+}
+
 ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node) {
   if (gpus_per_node <= 0) gpus_per_node = world_size;
+  if (is_torchrec_plan(doc)) return parse_torchrec_plan(doc, w, world_size, gpus_per_node);
   const JsonObject root(doc);
   root.require_schema("perfcast.plan", 1);
   ShardingPlan plan;
@@ -183,11 +223,9 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
     const EmbeddingTableSpec& spec = w.tables[it->second];
     const JsonObject t = tables.object(name);
     TableSharding ts;
-    const std::string type = t.at("sharding_type").as_enum(
-        {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"});
-    for (int k = 0; k < kShardingTypeCount; ++k)
-      if (sharding_type_name(static_cast<ShardingType>(k)) == type) ts.type = static_cast<ShardingType>(k);
-    [[maybe_unused]] const std::string kernel = t.enum_or("compute_kernel", {"fused", "dense", "fused_uvm_caching", "quant"}, "fused");
+    ts.type = *sharding_type_from_name(t.at("sharding_type").as_enum(
+        {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"}));
+    if (auto kernel = t.find("compute_kernel")) require_modelled_compute_kernel(*kernel);
     const JsonArray ranks = t.array("ranks");
     ranks.require_size(1, static_cast<std::size_t>(world_size));
     std::set<int> unique_ranks;
@@ -218,30 +256,12 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
         s.finish();
         ts.shards.push_back(sh);
       }
-      if (ts.type == ShardingType::kDataParallel) {
-        // Every rank holds the whole table: one full shard per listed rank.
-        std::set<int> placed;
-        for (const auto& sh : ts.shards) {
-          if (sh.rows != spec.rows || sh.cols != spec.dim) {
-            spec_v->fail("a data_parallel shard must cover the whole table");
-          }
-          placed.insert(sh.rank);
-        }
-        if (placed != unique_ranks || ts.shards.size() != unique_ranks.size()) {
-          spec_v->fail("a data_parallel table needs exactly one shard on each of its ranks");
-        }
-      }
       for (std::size_t i = 0; i < ts.shards.size(); ++i) {
         if (!unique_ranks.count(ts.shards[i].rank)) {
           shards[i].as_object().fail("placement", fmt::format("rank {} is not among the table's \"ranks\"", ts.shards[i].rank));
         }
       }
-      if (ts.type != ShardingType::kDataParallel) {
-        const std::string tiling = tiling_error(ts.shards, spec);
-        if (!tiling.empty()) spec_v->fail(fmt::format("the shards do not tile the {} x {} table: {}", spec.rows, spec.dim, tiling));
-        const std::string shape = shape_error(ts, gpus_per_node);
-        if (!shape.empty()) spec_v->fail(shape);
-      }
+      if (const std::string layout = shard_layout_error(ts, spec, gpus_per_node); !layout.empty()) spec_v->fail(layout);
     } else {
       switch (ts.type) {
         case ShardingType::kDataParallel:

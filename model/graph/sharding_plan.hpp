@@ -7,6 +7,12 @@
 ///     "placement": "rank:3/cuda:3"}]}}}
 /// `sharding_spec` is optional; without it, row_wise and table_row_wise split rows and
 /// column_wise and table_column_wise split columns evenly over `ranks` (grid needs it).
+/// TorchRec's own plan shape (module path, then table) is read and written by
+/// model/graph/torchrec_plan.hpp; parse_plan accepts either.
+///
+/// `compute_kernel`: "fused" and "dense" (HBM-resident weights) are modelled; the host-
+/// memory kernels (fused_uvm, fused_uvm_caching), quantized and key-value kernels are not,
+/// and a plan naming them is refused rather than predicted as if it were in HBM.
 ///
 /// Types (TorchRec semantics, docs/sharding-planners.md section 2.2):
 ///  - data_parallel: a full copy on every rank;
@@ -23,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,11 +79,26 @@ struct ShardingPlan {
 /// Table-wise, round-robin over ranks in table order (perfcast's default plan).
 [[nodiscard]] ShardingPlan default_plan(const DlrmSpec& w, int world_size);
 
+/// The type whose sharding_type_name (or TorchRec's spelling: "grid_shard" for grid) is
+/// `name`, or nullopt.
+[[nodiscard]] std::optional<ShardingType> sharding_type_from_name(std::string_view name);
+
+/// Fails `kernel` (a compute_kernel value) unless perfcast models it: "fused" or "dense".
+void require_modelled_compute_kernel(const JsonValue& kernel);
+
+/// "" when `ts.shards` (read from a sharding_spec) tile `spec` as `ts.type` requires: a
+/// data_parallel table one full shard on each of its ranks; the other types column blocks of
+/// contiguous row ranges covering the table, with the type's shape (one shard for
+/// table_wise, one node of `gpus_per_node` ranks for the node-local types). Else what is
+/// wrong. Sorts the shards by (column, row) for the split types.
+[[nodiscard]] std::string shard_layout_error(TableSharding& ts, const EmbeddingTableSpec& spec, int gpus_per_node);
+
 /// Reads a plan; every workload table must appear, ranks must be < world_size, shards
 /// must tile the table exactly (column blocks of contiguous row ranges), shard
 /// placements must be among the table's `ranks`, and the node-local types
 /// (table_row_wise, table_column_wise, each grid column block) must stay inside one
-/// node of `gpus_per_node` ranks (0: one node of world_size). Throws ConfigError naming
+/// node of `gpus_per_node` ranks (0: one node of world_size). A document without a
+/// "schema" key is read as a TorchRec plan (parse_torchrec_plan). Throws ConfigError naming
 /// the JSON path.
 [[nodiscard]] ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node = 0);
 

@@ -37,21 +37,27 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   JsonDocument workload_doc = load_json_file(req.workload);
   std::optional<JsonDocument> plan_doc;
   if (req.plan) plan_doc = load_json_file(*req.plan);
-  for (const auto& o : req.overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
+  return predict_documents(std::move(system_doc), std::move(workload_doc), std::move(plan_doc), req.overrides, req.iterations);
+}
+
+std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
+                                              std::optional<JsonDocument> plan_doc, std::vector<std::string> overrides,
+                                              int iterations) {
+  for (const auto& o : overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
   SystemSpec system = parse_system(system_doc);
   Workload any = parse_any_workload(workload_doc);
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations);
+    return predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations);
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_trace(std::move(system), std::move(*tw), req.overrides, req.iterations);
+    return predict_trace(std::move(system), std::move(*tw), std::move(overrides), iterations);
   }
   DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
-  return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
+  return predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations);
 }
 
 PredictionModels load_prediction_models(Prediction& p) {

@@ -55,6 +55,15 @@ struct Prediction {
 /// Throws ConfigError for bad input, SimulationError for graphs that cannot run.
 [[nodiscard]] std::unique_ptr<Prediction> predict(const PredictRequest& request);
 
+/// predict() on documents already read (files, or configs built in memory such as the
+/// Python package's dicts): applies `overrides` ("PATH=VALUE") to them, then runs the
+/// pipeline for the workload's model. Relative file references inside the system (its
+/// "gpu", a comms calibration) and the kernel calibration lookup resolve against the
+/// folder of `system.file`.
+[[nodiscard]] std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
+                                                            std::optional<JsonDocument> plan_doc,
+                                                            std::vector<std::string> overrides, int iterations = 3);
+
 /// The pipeline on specs already read (the sharding search's final report uses it).
 [[nodiscard]] std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
                                                          std::vector<std::string> overrides = {}, int iterations = 3);

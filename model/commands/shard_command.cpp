@@ -1,0 +1,99 @@
+#include "model/commands/shard_command.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/graph/torchrec_plan.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/report.hpp"
+#include "model/sharding/plan_shapes.hpp"
+#include "model/sharding/shard_search.hpp"
+#include "topology/collective_calibration.hpp"
+
+namespace perfcast {
+
+PlanFormat plan_format_from_name(const std::string& name) {
+  if (name == "perfcast") return PlanFormat::kPerfcast;
+  if (name == "torchrec") return PlanFormat::kTorchrec;
+  throw ConfigError("--plan-format", name, "expected \"perfcast\" (flat, schema perfcast.plan) or \"torchrec\" (module path, then table)");
+}
+
+ShardOutcome run_shard(ShardRequest req) {
+  for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr);
+  const SystemSpec s = parse_system(req.system);
+  const DlrmSpec w = parse_workload(req.workload);
+  double budget = 0;
+  try {
+    budget = parse_quantity(req.budget, Dimension::kTime);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--budget", "", e.what());
+  }
+  if (w.batch_size % s.world_size() != 0) {
+    throw ConfigError(w.file, "/batch_size", fmt::format("the global batch {} does not divide over the system's {} ranks",
+                                                         w.batch_size, s.world_size()));
+  }
+  const auto comm = make_collective_model(s);
+  // The kernel calibration predict applies, so that the search and the report below agree.
+  const std::optional<KernelCalibration> calibration = load_system_kernel_calibration(s);
+  const KernelCalibration* cal = calibration ? &*calibration : nullptr;
+  PlanEvaluator evaluator(s, w, *comm, 3, true, cal);
+  const auto baselines = baseline_plans(w, s, req.seed);
+  FixedPlansProposer fixed(baselines);
+  LocalSearchProposer local(w, s, req.seed);
+  SearchOptions opt;
+  opt.budget_s = budget;
+  opt.max_evaluations = req.evaluations;
+  opt.progress = req.progress;
+  const SearchResult r = run_search({&fixed, &local}, evaluator, opt);
+
+  // Baselines side by side (their evaluations are cached in the evaluator's estimates).
+  PlanEvaluator again(s, w, *comm, 3, true, cal);
+  nlohmann::json base_json = nlohmann::json::array();
+  std::string text = fmt::format("perfcast shard: {} on {} ({} ranks), {} tables\n\n{:<22} {:>14} {:>9}  {}\n", w.name, s.name,
+                                 s.world_size(), w.tables.size(), "plan", "iteration", "fits", "");
+  for (const auto& b : baselines) {
+    const PlanEvaluation e = again.evaluate(b.plan);
+    base_json.push_back({{"name", b.name}, {"iteration_time_s", e.iteration_time}, {"feasible", e.feasible},
+                         {"reason", e.reason}});
+    text += fmt::format("{:<22} {:>14} {:>9}  {}\n", b.name, format_time(e.iteration_time), e.feasible ? "yes" : "no",
+                        e.feasible ? "" : e.reason);
+  }
+  const auto& best = r.best->plan;
+  text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s)\n\n", "best (search)",
+                      format_time(r.best_eval.iteration_time), r.best_eval.feasible ? "yes" : "no", r.best->origin,
+                      r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9));
+  int counts[kShardingTypeCount] = {};
+  for (const auto& t : best.tables) counts[static_cast<int>(t.type)]++;
+  std::string summary;
+  for (int k = 0; k < kShardingTypeCount; ++k) {
+    if (counts[k] == 0) continue;
+    summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", counts[k], sharding_type_name(static_cast<ShardingType>(k)));
+  }
+  text += fmt::format("best plan: {}\n\n", summary);
+  const std::string hint = r.best_eval.feasible ? "" : capacity_hint(w, s);
+  if (!r.best_eval.feasible) {
+    text += fmt::format("no feasible plan found: {}\n{}\n\n", r.best_eval.reason, hint.empty() ? "" : hint);
+  }
+  ShardingPlan reported = best;
+  reported.source = "search (" + r.best->origin + ")";
+  const auto p = predict_parsed(s, w, reported, req.overrides);
+  text += render_text(*p, 5);
+
+  ShardOutcome out;
+  out.feasible = r.best_eval.feasible;
+  out.text = std::move(text);
+  out.plan = req.plan_format == PlanFormat::kTorchrec ? plan_to_torchrec_json(best, w, s.gpus_per_node)
+                                                      : plan_to_json(best, w, s.world_size(), s.gpus_per_node);
+  const nlohmann::json j = {
+      {"context", nlohmann::json::parse(context_json(*p))},
+      {"best", {{"iteration_time_s", r.best_eval.iteration_time}, {"feasible", r.best_eval.feasible},
+                {"reason", r.best_eval.reason}, {"hint", hint}, {"found_by", r.best->origin},
+                {"plan", nlohmann::json::parse(out.plan)}}},
+      {"baselines", base_json},
+      {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed}}},
+  };
+  out.json = j.dump(2) + "\n";
+  return out;
+}
+
+}  // namespace perfcast

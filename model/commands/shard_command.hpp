@@ -1,0 +1,44 @@
+#pragma once
+/// \file shard_command.hpp
+/// `perfcast shard` as a library call (the command line and the Python package both use
+/// it): search for the fastest plan that fits, evaluate the baselines beside it, and render
+/// the report, the result JSON and the best plan's file.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/json_reader.hpp"
+
+namespace perfcast {
+
+/// Plan file shapes `perfcast shard --out` writes.
+enum class PlanFormat { kPerfcast, kTorchrec };
+
+struct ShardRequest {
+  JsonDocument system;
+  JsonDocument workload;
+  std::vector<std::string> overrides;  ///< "PATH=VALUE", as for predict
+  std::string budget = "10s";          ///< wall-clock search budget, a time quantity
+  std::size_t evaluations = 0;         ///< stop after N simulated plans instead (0: budget)
+  std::uint64_t seed = 1;
+  PlanFormat plan_format = PlanFormat::kPerfcast;
+  /// Called now and then with (plans simulated, best iteration time in s); may be empty.
+  std::function<void(std::size_t, double)> progress;
+};
+
+struct ShardOutcome {
+  bool feasible = false;  ///< the best plan fits in memory
+  std::string text;       ///< the report for people
+  std::string json;       ///< the result (context, best, baselines, search), as `--json` writes it
+  std::string plan;       ///< the best plan's file text in `plan_format`
+};
+
+/// Throws ConfigError for bad input ("--budget" for an unreadable budget).
+[[nodiscard]] ShardOutcome run_shard(ShardRequest request);
+
+/// "perfcast" or "torchrec" -> the format; ConfigError("--plan-format") otherwise.
+[[nodiscard]] PlanFormat plan_format_from_name(const std::string& name);
+
+}  // namespace perfcast

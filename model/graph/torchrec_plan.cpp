@@ -1,0 +1,196 @@
+#include "model/graph/torchrec_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace perfcast {
+namespace {
+
+/// TorchRec's ShardingType value of `t` (grid is "grid_shard" there).
+std::string torchrec_type_name(ShardingType t) {
+  return t == ShardingType::kGrid ? "grid_shard" : std::string(sharding_type_name(t));
+}
+
+/// "rank:R/cuda:L" -> R, checking R < world_size and L = R mod gpus_per_node.
+int parse_torchrec_placement(const JsonValue& v, int world_size, int gpus_per_node) {
+  const std::string s = v.as_string();
+  int rank = -1, local = -1;
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "rank:%d/cuda:%d%c", &rank, &local, &tail) != 2 || rank < 0 || local < 0) {
+    v.fail(fmt::format("expected a placement such as \"rank:3/cuda:3\", got \"{}\"", s));
+  }
+  if (rank >= world_size) v.fail(fmt::format("rank {} does not exist (the system has {} ranks)", rank, world_size));
+  if (local != rank % gpus_per_node) {
+    v.fail(fmt::format("rank {} is cuda:{} of its node ({} GPUs per node), not cuda:{}", rank, rank % gpus_per_node,
+                       gpus_per_node, local));
+  }
+  return rank;
+}
+
+/// ParameterSharding fields perfcast does not model: accepted only when null.
+void require_null_unmodelled_fields(const JsonObject& t) {
+  for (const char* key : {"cache_params", "enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype",
+                          "key_value_params"}) {
+    if (auto v = t.find(key); v && !v->raw().is_null()) {
+      v->fail(fmt::format("\"{}\" is not modelled by perfcast; remove it or set it to null", key));
+    }
+  }
+}
+
+TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, int world_size, int gpus_per_node) {
+  TableSharding ts;
+  const JsonValue type_v = t.at("sharding_type");
+  ts.type = *sharding_type_from_name(type_v.as_enum(
+      {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid_shard"}));
+  const bool dp = ts.type == ShardingType::kDataParallel;
+  if (auto kernel = t.find("compute_kernel")) {
+    require_modelled_compute_kernel(*kernel);
+    const std::string k = kernel->as_string();
+    if (dp && k != "dense") kernel->fail("a data_parallel table uses compute_kernel \"dense\" in TorchRec");
+    if (!dp && k == "dense") kernel->fail(fmt::format("compute_kernel \"dense\" is for data_parallel tables; {} uses \"fused\"",
+                                                      torchrec_type_name(ts.type)));
+  }
+  require_null_unmodelled_fields(t);
+  std::optional<JsonValue> ranks_v = t.find("ranks");
+  if (ranks_v && ranks_v->raw().is_null()) ranks_v.reset();
+  if (ranks_v) {
+    const JsonArray ranks = ranks_v->as_array();
+    ranks.require_size(1, 1 << 20);
+    for (std::size_t i = 0; i < ranks.size(); ++i) ts.ranks.push_back(static_cast<int>(ranks[i].as_integer(0, world_size - 1)));
+  }
+  std::optional<JsonValue> spec_v = t.find("sharding_spec");
+  if (spec_v && spec_v->raw().is_null()) spec_v.reset();
+  if (dp) {
+    if (spec_v) spec_v->fail("a data_parallel table has no sharding_spec in TorchRec (null)");
+    if (ts.ranks.empty()) {
+      for (int r = 0; r < world_size; ++r) ts.ranks.push_back(r);
+    }
+    const std::set<int> unique(ts.ranks.begin(), ts.ranks.end());
+    if (static_cast<int>(unique.size()) != world_size || ts.ranks.size() != unique.size()) {
+      ranks_v->fail(fmt::format("data_parallel tables live on every rank; list each of the {} ranks once", world_size));
+    }
+    for (int r : ts.ranks) ts.shards.push_back(Shard{0, spec.rows, 0, spec.dim, r});
+    return ts;
+  }
+  if (!spec_v) t.fail("sharding_spec", fmt::format("a {} table needs a sharding_spec {{\"shards\": [...]}}", torchrec_type_name(ts.type)));
+  const JsonObject spec_o = spec_v->as_object();
+  const JsonArray shards = spec_o.array("shards");
+  shards.require_size(1, 1 << 16);
+  std::vector<int> placed;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const JsonObject s = shards[i].as_object();
+    const JsonArray off = s.array("shard_offsets");
+    const JsonArray size = s.array("shard_sizes");
+    off.require_size(2, 2);
+    size.require_size(2, 2);
+    Shard sh;
+    sh.row_offset = off[0].as_integer(0, spec.rows - 1);
+    sh.col_offset = off[1].as_integer(0, spec.dim - 1);
+    sh.rows = size[0].as_integer(1, spec.rows - sh.row_offset);
+    sh.cols = size[1].as_integer(1, spec.dim - sh.col_offset);
+    sh.rank = parse_torchrec_placement(s.at("placement"), world_size, gpus_per_node);
+    s.finish();
+    ts.shards.push_back(sh);
+    placed.push_back(sh.rank);
+  }
+  spec_o.finish();
+  // TorchRec's planner writes the shards' ranks in shard order; any order is accepted here.
+  if (ts.ranks.empty()) {
+    ts.ranks = placed;
+  } else {
+    std::vector<int> a = ts.ranks, b = placed;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) ranks_v->fail(fmt::format("\"ranks\" must list the shards' placement ranks ({})", fmt::join(placed, ", ")));
+  }
+  if (const std::string layout = shard_layout_error(ts, spec, gpus_per_node); !layout.empty()) spec_v->fail(layout);
+  return ts;
+}
+
+}  // namespace
+
+bool is_torchrec_plan(const JsonDocument& doc) {
+  return doc.root.is_object() && !doc.root.contains("schema") && !doc.root.contains("tables");
+}
+
+ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node) {
+  if (gpus_per_node <= 0) gpus_per_node = world_size;
+  const JsonObject root(doc);
+  ShardingPlan plan;
+  plan.source = doc.file + " (TorchRec plan)";
+  std::map<std::string, std::size_t> index;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < w.tables.size(); ++i) {
+    index[w.tables[i].name] = i;
+    names.push_back(w.tables[i].name);
+  }
+  plan.tables.resize(w.tables.size());
+  std::vector<std::string> seen_in(w.tables.size());
+  const auto modules = root.keys();
+  if (modules.empty()) {
+    root.fail("", "expected a TorchRec plan: module paths (e.g. \"sparse_arch.embedding_bag_collection\") mapping table names "
+                  "to ParameterSharding fields, or perfcast's own plan (\"schema\": \"perfcast.plan\")");
+  }
+  for (const auto& module : modules) {
+    const JsonObject tables = root.object(module);
+    for (const auto& name : tables.keys()) {
+      const auto it = index.find(name);
+      if (it == index.end()) {
+        std::string msg = fmt::format("the workload has no table \"{}\"", name);
+        const std::string guess = closest_match(name, names);
+        if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
+        tables.fail(name, msg);
+      }
+      if (!seen_in[it->second].empty()) {
+        tables.fail(name, fmt::format("table \"{}\" is also sharded under module \"{}\"", name, seen_in[it->second]));
+      }
+      const JsonObject t = tables.object(name);
+      plan.tables[it->second] = parse_table(t, w.tables[it->second], world_size, gpus_per_node);
+      t.finish();
+      seen_in[it->second] = module;
+    }
+    tables.finish();
+  }
+  for (std::size_t i = 0; i < seen_in.size(); ++i) {
+    if (seen_in[i].empty()) {
+      root.fail(modules.front(), fmt::format("table \"{}\" is missing: every workload table needs a sharding", w.tables[i].name));
+    }
+  }
+  root.finish();
+  return plan;
+}
+
+std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node, const std::string& module_path) {
+  nlohmann::json tables = nlohmann::json::object();
+  for (std::size_t i = 0; i < p.tables.size(); ++i) {
+    const auto& ts = p.tables[i];
+    nlohmann::json entry = {{"sharding_type", torchrec_type_name(ts.type)}};
+    if (ts.type == ShardingType::kDataParallel) {
+      entry["compute_kernel"] = "dense";
+      entry["ranks"] = ts.ranks;
+      entry["sharding_spec"] = nullptr;
+    } else {
+      nlohmann::json shards = nlohmann::json::array();
+      std::vector<int> ranks;
+      for (const auto& sh : ts.shards) {
+        shards.push_back({{"shard_offsets", {sh.row_offset, sh.col_offset}},
+                          {"shard_sizes", {sh.rows, sh.cols}},
+                          {"placement", fmt::format("rank:{}/cuda:{}", sh.rank, sh.rank % gpus_per_node)}});
+        ranks.push_back(sh.rank);
+      }
+      entry["compute_kernel"] = "fused";
+      entry["ranks"] = ranks;
+      entry["sharding_spec"] = {{"shards", shards}};
+    }
+    tables[w.tables[i].name] = entry;
+  }
+  const nlohmann::json j = {{module_path, tables}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace perfcast

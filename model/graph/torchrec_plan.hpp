@@ -1,0 +1,46 @@
+#pragma once
+/// \file torchrec_plan.hpp
+/// Sharding plans in the shape TorchRec itself uses (torchrec.distributed.types: a
+/// ShardingPlan maps module paths to per-table ParameterSharding), as JSON:
+///   {"sparse_arch.embedding_bag_collection": {
+///      "table_0": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [0, 1],
+///                  "sharding_spec": {"shards": [
+///                     {"shard_offsets": [0, 0], "shard_sizes": [500, 64], "placement": "rank:0/cuda:0"},
+///                     {"shard_offsets": [500, 0], "shard_sizes": [500, 64], "placement": "rank:1/cuda:1"}]}},
+///      "table_1": {"sharding_type": "data_parallel", "compute_kernel": "dense",
+///                  "ranks": [0, 1], "sharding_spec": null}}}
+/// `sharding_spec` is an EnumerableShardingSpec (its "shards" are ShardMetadata);
+/// sharding_type strings are TorchRec's ShardingType values ("grid_shard" for grid);
+/// a data_parallel table has no spec (null or absent) and, when `ranks` is given, lists
+/// every rank. ParameterSharding's optional fields that change where or how rows are stored
+/// (cache_params, enforce_hbm, stochastic_rounding, bounds_check_mode, output_dtype,
+/// key_value_params) are accepted only as null: perfcast does not model them.
+
+#include <string>
+
+#include "core/json_reader.hpp"
+#include "model/graph/sharding_plan.hpp"
+
+namespace perfcast {
+
+/// TorchRec's module path of the embedding tables in its DLRM model
+/// (torchrec.models.dlrm.DLRM: sparse_arch.embedding_bag_collection); the default when
+/// writing a plan.
+inline constexpr const char* kTorchrecDlrmModule = "sparse_arch.embedding_bag_collection";
+
+/// True when `doc` is not perfcast's own plan format (an object with neither "schema" nor
+/// "tables"), i.e. parse_plan should read it as a TorchRec plan.
+[[nodiscard]] bool is_torchrec_plan(const JsonDocument& doc);
+
+/// Reads a TorchRec-shaped plan. Table names are unique across modules; every workload
+/// table must appear; placements "rank:R/cuda:L" need R < world_size and L = R mod
+/// gpus_per_node; shards obey the same tiling and node rules as parse_plan. Throws
+/// ConfigError naming the JSON path.
+[[nodiscard]] ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node);
+
+/// Plan text in TorchRec's shape, every table under `module_path`; parse_torchrec_plan
+/// reads it back to the same plan.
+[[nodiscard]] std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node,
+                                                const std::string& module_path = kTorchrecDlrmModule);
+
+}  // namespace perfcast

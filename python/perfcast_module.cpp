@@ -1,0 +1,140 @@
+// perfcast._perfcast: the C++ side of the Python package (python/perfcast/__init__.py
+// wraps it). Every function takes plain strings and lists, runs the same library calls
+// as the command line with the GIL released, and returns the JSON text the command line
+// writes with --json; the wrapper turns it into dicts.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "model/commands/comm_command.hpp"
+#include "model/commands/shard_command.hpp"
+#include "model/commands/trace_commands.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/report.hpp"
+#include "model/sim/simulator.hpp"
+
+namespace py = pybind11;
+using namespace perfcast;
+
+namespace {
+
+/// A configuration given as a path (text empty: read the file) or as JSON text produced
+/// from a Python dict (`label` names it in error messages and anchors relative paths).
+JsonDocument load_document(const std::string& label, const std::optional<std::string>& text) {
+  if (!text) return load_json_file(label);
+  JsonDocument doc;
+  doc.file = label;
+  try {
+    doc.root = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(label, "", std::string("invalid JSON: ") + e.what());
+  }
+  return doc;
+}
+
+std::string predict_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& workload,
+                         const std::optional<std::string>& workload_text, const std::optional<std::string>& plan,
+                         const std::optional<std::string>& plan_text, const std::vector<std::string>& overrides, int iterations,
+                         bool text) {
+  py::gil_scoped_release release;
+  if (iterations < 2 || iterations > 100) throw ConfigError("iterations", std::to_string(iterations), "expected 2 to 100");
+  std::optional<JsonDocument> plan_doc;
+  if (plan) plan_doc = load_document(*plan, plan_text);
+  const auto p = predict_documents(load_document(system, system_text), load_document(workload, workload_text),
+                                   std::move(plan_doc), overrides, iterations);
+  return text ? render_text(*p) : render_json(*p);
+}
+
+std::string comm_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& collective,
+                      const std::string& sizes, int ranks, int nodes, bool text) {
+  py::gil_scoped_release release;
+  CommRequest req;
+  req.system = load_document(system, system_text);
+  req.collective = collective;
+  req.sizes = sizes;
+  req.ranks = ranks;
+  req.nodes = nodes;
+  const CommOutcome r = run_comm(std::move(req));
+  return text ? r.text : r.json;
+}
+
+std::pair<std::string, std::string> shard_json(const std::string& system, const std::optional<std::string>& system_text,
+                                               const std::string& workload, const std::optional<std::string>& workload_text,
+                                               const std::vector<std::string>& overrides, const std::string& budget,
+                                               std::size_t evaluations, std::uint64_t seed, const std::string& plan_format) {
+  py::gil_scoped_release release;
+  ShardRequest req;
+  req.plan_format = plan_format_from_name(plan_format);
+  req.system = load_document(system, system_text);
+  req.workload = load_document(workload, workload_text);
+  req.overrides = overrides;
+  req.budget = budget;
+  req.evaluations = evaluations;
+  req.seed = seed;
+  ShardOutcome r = run_shard(std::move(req));
+  return {std::move(r.json), std::move(r.text)};
+}
+
+std::pair<std::string, std::string> import_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
+                                                const std::string& name, std::int64_t batch) {
+  py::gil_scoped_release release;
+  if (batch < 0) throw ConfigError("batch", std::to_string(batch), "expected 0 (unknown) or more samples");
+  ImportRequest req{kineto, et, name, batch};
+  ImportOutcome r = run_import(req);
+  return {std::move(r.workload), std::move(r.text)};
+}
+
+std::pair<std::string, std::string> replay_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
+                                                const std::string& host, const std::string& kernels, bool infer_waits,
+                                                const std::string& system, const std::string& calibration,
+                                                const std::string& ranks, const std::string& steps) {
+  py::gil_scoped_release release;
+  ReplayRequest req;
+  req.kineto = kineto;
+  req.et = et;
+  if (host == "measured") req.options.host = ReplayHostModel::kMeasured;
+  else if (host == "mean") req.options.host = ReplayHostModel::kMean;
+  else throw ConfigError("host", host, "expected \"measured\" or \"mean\"");
+  if (kernels == "measured") req.options.kernels = ReplayKernels::kMeasured;
+  else if (kernels == "predicted") req.options.kernels = ReplayKernels::kPredicted;
+  else throw ConfigError("kernels", kernels, "expected \"measured\" or \"predicted\"");
+  req.options.infer_waits = infer_waits;
+  req.system = system;
+  req.calibration = calibration;
+  req.ranks = ranks;
+  req.steps = steps;
+  ReplayOutcome r = run_replay(std::move(req));
+  return {std::move(r.json), std::move(r.text)};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_perfcast, m) {
+  m.doc() = "perfcast's C++ core; use the perfcast package, which returns dicts";
+  // perfcast.ConfigError(message, file, path) and perfcast.SimulationError live in the
+  // Python package; the package imports this module after defining them.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ConfigError& e) {
+      py::object cls = py::module_::import("perfcast").attr("ConfigError");
+      py::object err = cls(std::string(e.what()), e.file(), e.pointer());
+      PyErr_SetObject(cls.ptr(), err.ptr());
+    } catch (const SimulationError& e) {
+      py::object cls = py::module_::import("perfcast").attr("SimulationError");
+      PyErr_SetObject(cls.ptr(), cls(std::string(e.what())).ptr());
+    }
+  });
+  m.def("predict", &predict_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
+        py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("iterations"), py::arg("text"));
+  m.def("comm", &comm_json, py::arg("system"), py::arg("system_text"), py::arg("collective"), py::arg("sizes"), py::arg("ranks"),
+        py::arg("nodes"), py::arg("text"));
+  m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
+        py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"));
+  m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"));
+  m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
+        py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"));
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# TorchRec-shaped plans on the command line: shard --plan-format torchrec writes one,
+# predict reads it back to the same time, and compute kernels perfcast does not model are
+# refused (exit 2, the file and JSON path named, nothing written).
+# Usage: torchrec_plan_test.sh PERFCAST_BINARY SOURCE_DIR
+set -u
+perfcast=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+sys=$src/configs/systems/dgx_h100.json
+wl=$src/configs/workloads/dlrm_default.json
+
+# expect NAME CODE PATTERN -- command...: the exit code and an output pattern; no --json file left on exit 2.
+expect() {
+  local name=$1 code=$2 pattern=$3
+  shift 4
+  rm -f "$tmp/out.json"
+  "$@" > "$tmp/stdout" 2> "$tmp/stderr"
+  local got=$?
+  if [ "$got" != "$code" ]; then
+    echo "FAIL $name: exit $got, expected $code"; cat "$tmp/stderr"; fails=$((fails + 1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -qF -- "$pattern" "$tmp/stderr" "$tmp/stdout"; then
+    echo "FAIL $name: output lacks '$pattern'"; cat "$tmp/stderr"; fails=$((fails + 1)); return
+  fi
+  if [ "$code" = 2 ] && [ -e "$tmp/out.json" ]; then
+    echo "FAIL $name: wrote a file on bad input"; fails=$((fails + 1)); return
+  fi
+  echo "ok   $name"
+}
+
+# The number after "KEY": in a JSON file, first occurrence after a line matching AFTER.
+number() { awk -v key="\"$1\": " -v after="$3" 'index($0, after) { on = 1 } on && index($0, key) { sub(/.*": /, ""); sub(/,$/, ""); print; exit }' "$2"; }
+
+expect "shard writes a TorchRec plan" 0 "best (search)" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 60 \
+  --plan-format torchrec --out "$tmp/torchrec_plan.json" --json "$tmp/shard.json"
+grep -q '"sparse_arch.embedding_bag_collection"' "$tmp/torchrec_plan.json" && grep -q '"shards"' "$tmp/torchrec_plan.json" \
+  && ! grep -q '"schema"' "$tmp/torchrec_plan.json" && echo "ok   plan in TorchRec's shape" \
+  || { echo "FAIL plan shape"; fails=$((fails + 1)); }
+
+expect "predict reads the TorchRec plan" 0 "(TorchRec plan)" -- "$perfcast" predict --system "$sys" --workload "$wl" \
+  --plan "$tmp/torchrec_plan.json" --json "$tmp/predict.json"
+best=$(number iteration_time_s "$tmp/shard.json" '"best": {')
+again=$(number iteration_time_s "$tmp/predict.json" '{')
+[ -n "$best" ] && [ -n "$again" ] && awk -v a="$best" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * a) }' && echo "ok   same time from the written plan ($best s)" \
+  || { echo "FAIL written plan predicts $again s, search said $best s"; fails=$((fails + 1)); }
+
+expect "shard writes the flat format by default" 0 "" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 20 --out "$tmp/flat_plan.json"
+grep -q '"schema": "perfcast.plan"' "$tmp/flat_plan.json" && echo "ok   flat plan" || { echo "FAIL flat plan"; fails=$((fails + 1)); }
+expect "predict reads the flat plan" 0 "predicted iteration time" -- "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/flat_plan.json"
+
+expect "unknown plan format" 2 "--plan-format: torch: expected" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 5 \
+  --plan-format torch --json "$tmp/out.json"
+
+sed 's/"compute_kernel": "fused"/"compute_kernel": "fused_uvm_caching"/' "$tmp/torchrec_plan.json" > "$tmp/uvm_plan.json"
+expect "UVM caching refused, not ignored" 2 'compute_kernel: compute_kernel "fused_uvm_caching" is not modelled' -- \
+  "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/uvm_plan.json" --json "$tmp/out.json"
+
+sed 's|"placement": "rank:\([0-9]\)/cuda:[0-9]"|"placement": "rank:\1/cuda:9"|' "$tmp/torchrec_plan.json" > "$tmp/bad_local.json"
+expect "placement's local GPU checked" 2 "not cuda:9" -- "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/bad_local.json" --json "$tmp/out.json"
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]

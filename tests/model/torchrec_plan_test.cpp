@@ -1,0 +1,183 @@
+// TorchRec-shaped plans (module path -> table -> ParameterSharding): reading, writing,
+// round trips through both plan formats for every sharding type, and the refusals.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "model/graph/torchrec_plan.hpp"
+#include "model/sharding/plan_shapes.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(PERFCAST_SOURCE_DIR) + "/" + rel; }
+
+/// Seven tables of 1000 rows x 16 columns (one per sharding type).
+DlrmSpec seven_tables() {
+  DlrmSpec w = load_workload(src("configs/workloads/dlrm_default.json"));
+  w.tables.clear();
+  for (int t = 0; t < 7; ++t) w.tables.push_back({"t" + std::to_string(t), 1000, 16, 10, IndexDistribution::uniform()});
+  return w;
+}
+
+nlohmann::json shard(std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols, int rank, int local) {
+  return {{"shard_offsets", {row, col}}, {"shard_sizes", {rows, cols}},
+          {"placement", "rank:" + std::to_string(rank) + "/cuda:" + std::to_string(local)}};
+}
+
+nlohmann::json sharded(const std::string& type, std::vector<int> ranks, nlohmann::json shards) {
+  return {{"sharding_type", type}, {"compute_kernel", "fused"}, {"ranks", ranks}, {"sharding_spec", {{"shards", shards}}}};
+}
+
+/// Hand-written, 4 ranks on 2 nodes of 2 GPUs, every TorchRec sharding type.
+nlohmann::json every_type_plan() {
+  nlohmann::json tables = {
+      {"t0", {{"sharding_type", "data_parallel"}, {"compute_kernel", "dense"}, {"ranks", {0, 1, 2, 3}}, {"sharding_spec", nullptr}}},
+      {"t1", sharded("table_wise", {3}, {shard(0, 0, 1000, 16, 3, 1)})},
+      {"t2", sharded("row_wise", {0, 1, 2, 3},
+                     {shard(0, 0, 250, 16, 0, 0), shard(250, 0, 250, 16, 1, 1), shard(500, 0, 250, 16, 2, 0),
+                      shard(750, 0, 250, 16, 3, 1)})},
+      {"t3", sharded("column_wise", {1, 2}, {shard(0, 0, 1000, 8, 1, 1), shard(0, 8, 1000, 8, 2, 0)})},
+      {"t4", sharded("table_row_wise", {2, 3}, {shard(0, 0, 600, 16, 2, 0), shard(600, 0, 400, 16, 3, 1)})},
+      {"t5", sharded("table_column_wise", {0, 1}, {shard(0, 0, 1000, 4, 0, 0), shard(0, 4, 1000, 12, 1, 1)})},
+      {"t6", sharded("grid_shard", {0, 1, 2, 3},
+                     {shard(0, 0, 400, 8, 0, 0), shard(400, 0, 600, 8, 1, 1), shard(0, 8, 500, 8, 2, 0),
+                      shard(500, 8, 500, 8, 3, 1)})}};
+  return {{"sparse_arch.embedding_bag_collection", tables}};
+}
+
+void require_same(const ShardingPlan& a, const ShardingPlan& b) {
+  REQUIRE(a.tables.size() == b.tables.size());
+  for (std::size_t t = 0; t < a.tables.size(); ++t) {
+    INFO("table " << t);
+    REQUIRE(a.tables[t].type == b.tables[t].type);
+    REQUIRE(table_sharding_hash(a.tables[t]) == table_sharding_hash(b.tables[t]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a hand-written TorchRec plan of every sharding type is read", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  const JsonDocument doc{every_type_plan(), "torchrec_plan.json"};
+  REQUIRE(is_torchrec_plan(doc));
+  const ShardingPlan p = parse_plan(doc, w, 4, 2);
+  REQUIRE(p.tables[0].type == ShardingType::kDataParallel);
+  REQUIRE(p.tables[0].shards.size() == 4);
+  REQUIRE(p.tables[1].type == ShardingType::kTableWise);
+  REQUIRE(p.tables[1].shards[0].rank == 3);
+  REQUIRE(p.tables[2].type == ShardingType::kRowWise);
+  REQUIRE(p.tables[2].shards[3].row_offset == 750);
+  REQUIRE(p.tables[3].type == ShardingType::kColumnWise);
+  REQUIRE(p.tables[3].shards[1].col_offset == 8);
+  REQUIRE(p.tables[4].type == ShardingType::kTableRowWise);
+  REQUIRE(p.tables[4].shards[1].rows == 400);
+  REQUIRE(p.tables[5].type == ShardingType::kTableColumnWise);
+  REQUIRE(p.tables[5].shards[1].cols == 12);
+  REQUIRE(p.tables[6].type == ShardingType::kGrid);
+  REQUIRE(p.tables[6].shards.size() == 4);
+  REQUIRE(p.tables[6].shards[2].col_offset == 8);
+  REQUIRE(p.tables[6].shards[2].rows == 500);
+}
+
+TEST_CASE("plans round-trip through TorchRec's shape and perfcast's flat format", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  const ShardingPlan original = parse_plan(JsonDocument{every_type_plan(), "torchrec_plan.json"}, w, 4, 2);
+
+  const std::string torchrec_text = plan_to_torchrec_json(original, w, 2);
+  const nlohmann::json written = nlohmann::json::parse(torchrec_text);
+  REQUIRE(written.contains("sparse_arch.embedding_bag_collection"));
+  const auto& t6 = written["sparse_arch.embedding_bag_collection"]["t6"];
+  REQUIRE(t6["sharding_type"] == "grid_shard");
+  REQUIRE(t6["sharding_spec"]["shards"].size() == 4);
+  const auto& t0 = written["sparse_arch.embedding_bag_collection"]["t0"];
+  REQUIRE(t0["compute_kernel"] == "dense");
+  REQUIRE(t0["sharding_spec"].is_null());
+  REQUIRE(written["sparse_arch.embedding_bag_collection"]["t1"]["sharding_spec"]["shards"][0]["placement"] == "rank:3/cuda:1");
+  require_same(original, parse_plan(JsonDocument{written, "written.json"}, w, 4, 2));
+
+  // perfcast's flat format stays readable and carries the same plan.
+  const nlohmann::json flat = nlohmann::json::parse(plan_to_json(original, w, 4, 2));
+  REQUIRE(flat["schema"] == "perfcast.plan");
+  REQUIRE_FALSE(is_torchrec_plan(JsonDocument{flat, "flat.json"}));
+  const ShardingPlan from_flat = parse_plan(JsonDocument{flat, "flat.json"}, w, 4, 2);
+  require_same(original, from_flat);
+  require_same(original, parse_plan(JsonDocument{nlohmann::json::parse(plan_to_torchrec_json(from_flat, w, 2, "ebc")), "x"}, w, 4, 2));
+}
+
+TEST_CASE("tables may be spread over several TorchRec modules", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  nlohmann::json j = every_type_plan();
+  nlohmann::json& tables = j["sparse_arch.embedding_bag_collection"];
+  j["other.ebc"] = {{"t6", tables["t6"]}};
+  tables.erase("t6");
+  const ShardingPlan p = parse_plan(JsonDocument{j, "two_modules.json"}, w, 4, 2);
+  REQUIRE(p.tables[6].type == ShardingType::kGrid);
+}
+
+TEST_CASE("TorchRec plans perfcast cannot honour are refused with the JSON path", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  auto error_of = [&](const nlohmann::json& j) {
+    try {
+      (void)parse_plan(JsonDocument{j, "bad.json"}, w, 4, 2);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string m = "/sparse_arch.embedding_bag_collection";
+  nlohmann::json j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t1"]["compute_kernel"] = "fused_uvm_caching";
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/compute_kernel") && Catch::Contains("not modelled"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t1"]["sharding_spec"]["shards"][0]["placement"] = "rank:3/cuda:3";
+  CHECK_THAT(error_of(j), Catch::Contains("placement") && Catch::Contains("cuda:1"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t4"]["sharding_spec"]["shards"][1]["placement"] = "rank:0/cuda:0";
+  j["sparse_arch.embedding_bag_collection"]["t4"]["ranks"] = {2, 0};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t4/sharding_spec") && Catch::Contains("one node"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t2"]["sharding_spec"]["shards"][3]["shard_sizes"] = {200, 16};
+  CHECK_THAT(error_of(j), Catch::Contains("do not tile"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t0"]["ranks"] = {0, 1};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t0/ranks"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"load_factor", 0.2}};
+  CHECK_THAT(error_of(j), Catch::Contains("cache_params") && Catch::Contains("not modelled"));
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = nullptr;
+  CHECK(error_of(j) == "no error");
+
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"].erase("t5");
+  CHECK_THAT(error_of(j), Catch::Contains("\"t5\" is missing"));
+
+  j = every_type_plan();
+  j["other.ebc"] = {{"t1", j["sparse_arch.embedding_bag_collection"]["t1"]}};
+  // Modules are read in key order (nlohmann::json sorts them): the second t1 is the error.
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1: table \"t1\" is also sharded under module \"other.ebc\""));
+}
+
+TEST_CASE("perfcast's flat format refuses compute kernels it does not model", "[plan]") {
+  const DlrmSpec w = seven_tables();
+  nlohmann::json tables = nlohmann::json::object();
+  for (int t = 0; t < 7; ++t) tables["t" + std::to_string(t)] = {{"sharding_type", "table_wise"}, {"ranks", {t % 4}}};
+  tables["t2"]["compute_kernel"] = "fused_uvm";
+  const nlohmann::json j = {{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"tables", tables}};
+  try {
+    (void)parse_plan(JsonDocument{j, "flat.json"}, w, 4, 2);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/tables/t2/compute_kernel") && Catch::Contains("not modelled"));
+  }
+  tables["t2"]["compute_kernel"] = "fused";
+  CHECK(parse_plan(JsonDocument{{{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"tables", tables}}, "flat.json"}, w, 4, 2)
+            .tables[2].type == ShardingType::kTableWise);
+}

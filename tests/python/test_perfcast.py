@@ -1,0 +1,169 @@
+"""The perfcast Python package against the command line (same JSON) and hand-worked values."""
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import perfcast
+import perfcast.torchrec
+
+
+def run_cli(cli, *args):
+    out = subprocess.run([cli, *map(str, args)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def without_date(result):
+    result = json.loads(json.dumps(result))
+    result["context"].pop("date", None)
+    return result
+
+
+def test_predict_equals_cli_json(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    expected = run_cli(cli, "predict", "--system", sys_file, "--workload", wl_file, "--json", "-")
+    got = perfcast.predict(str(sys_file), str(wl_file))
+    assert without_date(got) == without_date(expected)
+    assert got["iteration_time_s"] > 0
+
+
+def test_overrides_dict_equals_cli_set(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    expected = run_cli(cli, "predict", "--system", sys_file, "--workload", wl_file, "--set", "workload.batch_size=4096",
+                       "--set", "system.gpu=h200.json", "--json", "-")
+    got = perfcast.predict(sys_file, wl_file, overrides={"workload.batch_size": 4096, "system.gpu": "h200.json"})
+    assert without_date(got) == without_date(expected)
+    assert got["context"]["overrides"] == ["workload.batch_size=4096", "system.gpu=h200.json"]
+
+
+def test_configs_as_dicts_equal_files(src):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    system = json.loads(sys_file.read_text())
+    workload = json.loads(wl_file.read_text())
+    from_files = perfcast.predict(sys_file, wl_file)
+    from_dicts = perfcast.predict(system, workload, config_dir=src / "configs/systems")
+    assert from_dicts["iteration_time_s"] == from_files["iteration_time_s"]
+    # Doubling every table's rows and the batch is a different workload: the time changes.
+    workload["batch_size"] *= 2
+    assert perfcast.predict(system, workload, config_dir=src / "configs/systems")["iteration_time_s"] > from_files["iteration_time_s"]
+
+
+def test_config_error_names_file_and_json_path(src):
+    workload = json.loads((src / "configs/workloads/dlrm_default.json").read_text())
+    workload["batch_size"] = "many"
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(src / "configs/systems/dgx_h100.json", workload)
+    assert e.value.file.endswith("<workload dict>")
+    assert e.value.path == "/batch_size"
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(src / "configs/systems/dgx_h100.json", src / "configs/workloads/dlrm_default.json",
+                         overrides={"workload.batch_sise": 1})
+    assert "batch_size" in str(e.value)  # "did you mean"
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(src / "configs/systems/nope.json", src / "configs/workloads/dlrm_default.json")
+    assert e.value.file.endswith("nope.json")
+    assert isinstance(e.value, ValueError)
+
+
+def test_comm_equals_cli_and_bus_bandwidth_by_hand(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    expected = run_cli(cli, "comm", "--system", sys_file, "--collective", "all_reduce", "--sizes", "1MiB,1GiB", "--json", "-")
+    got = perfcast.comm(sys_file, "all_reduce", sizes=["1MiB", "1GiB"])
+    assert got == expected
+    assert got["context"]["ranks"] == 8
+    for row in got["results"]:
+        # nccl-tests: algbw = bytes / time; all_reduce busbw = algbw x 2 (n - 1) / n = 1.75 algbw on 8 ranks.
+        assert row["algbw_GBps"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9, rel=1e-12)
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 1.75, rel=1e-12)
+    assert got["results"][0]["bytes"] == 1048576
+
+
+def test_shard_equals_cli_and_plan_formats(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    args = ["shard", "--system", sys_file, "--workload", wl_file, "--evaluations", 40, "--seed", 3, "--json", "-"]
+    expected = run_cli(cli, *args)
+    got = perfcast.shard(sys_file, wl_file, evaluations=40, seed=3)
+    for r in (got, expected):
+        r["search"].pop("wall_s")
+    assert without_date(got) == without_date(expected)
+    torchrec_shape = perfcast.shard(sys_file, wl_file, evaluations=40, seed=3, plan_format="torchrec")
+    plan = torchrec_shape["best"]["plan"]
+    assert list(plan) == ["sparse_arch.embedding_bag_collection"]
+    # The same plan either way, and predict reads both to the search's time.
+    assert perfcast.torchrec.plan_entries(got) == perfcast.torchrec.plan_entries(torchrec_shape)
+    for p in (got["best"]["plan"], plan):
+        assert perfcast.predict(sys_file, wl_file, plan=p)["iteration_time_s"] == pytest.approx(got["best"]["iteration_time_s"],
+                                                                                                  rel=1e-9)
+
+
+def test_unmodelled_compute_kernel_is_refused(src):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    plan = perfcast.shard(sys_file, wl_file, evaluations=10, plan_format="torchrec")["best"]["plan"]
+    tables = plan["sparse_arch.embedding_bag_collection"]
+    name = next(n for n, t in tables.items() if t["compute_kernel"] == "fused")
+    tables[name]["compute_kernel"] = "fused_uvm_caching"
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(sys_file, wl_file, plan=plan)
+    assert e.value.path == "/sparse_arch.embedding_bag_collection/%s/compute_kernel" % name
+    assert "not modelled" in str(e.value)
+
+
+def test_import_and_replay_equal_cli(src, cli, tmp_path):
+    ks = src / "tests/data/kineto_shapes.json"
+    subprocess.run([cli, "import", "--kineto", ks, "--out", tmp_path / "w.json"], check=True, capture_output=True)
+    assert perfcast.import_trace(str(ks)) == json.loads((tmp_path / "w.json").read_text())
+    k0, k1 = src / "tests/data/kineto_rank0.json", src / "tests/data/kineto_rank1.json"
+    expected = run_cli(cli, "replay", "--kineto", k0, k1, "--json", "-")
+    got = perfcast.replay([k0, k1])
+    assert without_date(got) == without_date(expected)
+
+
+def test_replay_hand_written_trace_value(src):
+    # The CLI test's hand-written two-rank fixture replays to 179 us (tests/cli/cli_test.sh).
+    got = perfcast.replay([src / "tests/data/kineto_rank0.json", src / "tests/data/kineto_rank1.json"])
+    assert '"simulated_s": 0.000179' in json.dumps(got, indent=2)
+
+
+def test_gil_released_during_search(src):
+    """A two-second search in a thread must let this thread run meanwhile."""
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    done = []
+    worker = threading.Thread(target=lambda: done.append(perfcast.shard(sys_file, wl_file, budget="2s")))
+    worker.start()
+    last = time.monotonic()
+    longest_stall = 0.0
+    while worker.is_alive():
+        now = time.monotonic()
+        longest_stall = max(longest_stall, now - last)
+        last = now
+    worker.join()
+    assert done and done[0]["search"]["wall_s"] >= 1.9
+    # With the GIL held, this loop would stall for the whole two seconds of the search;
+    # released, it stalls at most for Python's thread switch interval (5 ms by default).
+    assert longest_stall < 1.0
+
+
+def test_torchrec_objects_or_clear_skip(src):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    result = perfcast.shard(sys_file, wl_file, evaluations=10)
+    try:
+        import torchrec  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="needs torch and torchrec"):
+            perfcast.torchrec.to_sharding_plan(result)
+        pytest.skip("torchrec is not installed: to_sharding_plan raises ImportError saying so (checked)")
+    plan = perfcast.torchrec.to_sharding_plan(result)
+    module = plan.plan[perfcast.torchrec.DLRM_MODULE]
+    entries = perfcast.torchrec.plan_entries(result)[perfcast.torchrec.DLRM_MODULE]
+    assert set(module) == set(entries)
+    for name, ps in module.items():
+        assert ps.sharding_type == entries[name]["sharding_type"]
