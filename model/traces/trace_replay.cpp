@@ -18,12 +18,17 @@
 #include "model/traces/replay_rank_builder.hpp"
 #include "model/traces/trace_stats.hpp"
 #include "topology/collective_calibration.hpp"
+#include "core/error_stats.hpp"
 #include "core/json_reader.hpp"
 
 namespace perfcast {
 namespace {
 
 using replay::kNoTime;
+
+/// Replayed times are whole microseconds: |error| below 1e-6 is floored there in the
+/// geometric means (core/error_stats.hpp).
+constexpr double kReplayErrorFloor = 1e-6;
 
 /// Traces ordered by rank; throws on duplicates.
 std::vector<std::pair<int, const KinetoTrace*>> by_rank(const std::vector<KinetoTrace>& traces) {
@@ -227,16 +232,16 @@ std::vector<FamilyError> family_errors(const std::vector<const KernelSample*>& s
     const auto fam = static_cast<TraceKernelFamily>(f);
     FamilyError e;
     e.name = std::string(trace_family_name(fam));
-    double log_sum = 0;
+    std::vector<double> errors;
     for (const KernelSample* s : samples) {
       if (s->family != fam || s->measured <= 0) continue;
       e.count++;
       e.measured += s->measured;
       e.predicted += s->predicted;
-      log_sum += std::log(std::max(std::fabs(s->predicted / s->measured - 1), 1e-6));
+      errors.push_back(s->predicted / s->measured - 1);
     }
     if (e.count == 0) continue;
-    e.geomean_abs_error = std::exp(log_sum / e.count);
+    e.geomean_abs_error = geomean_abs_error(errors, kReplayErrorFloor);
     e.bias = e.measured > 0 ? e.predicted / e.measured - 1 : 0;
     out.push_back(std::move(e));
   }
@@ -263,7 +268,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     if (e.iteration == 0 && e.lane == Lane::kHost)
       host_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.op)] = e.end;
   }
-  double log_sum = 0, step_log_sum = 0;
+  std::vector<double> rank_errors, step_errors;  // error = simulated / measured - 1
   for (std::size_t r = 0; r < rg.ranks.size(); ++r) {
     const ReplayRankInfo& info = rg.ranks[r];
     ReplayRankResult rr;
@@ -276,10 +281,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
                     host_end[r][static_cast<std::size_t>(info.step_markers[k])];
       rr.measured += s.measured;
       rr.simulated += s.simulated;
-      const double step_err = std::fabs(s.error());
-      step_log_sum += std::log(std::max(step_err, 1e-6));
-      res.step_max_abs_error = std::max(res.step_max_abs_error, step_err);
-      res.step_count++;
+      step_errors.push_back(s.error());
       if (options.evaluate.has_rank(info.rank) && options.evaluate.has_step(s.step)) {
         res.selected_measured += s.measured;
         res.selected_simulated += s.simulated;
@@ -291,13 +293,16 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
       rr.measured /= static_cast<double>(rr.steps.size());
       rr.simulated /= static_cast<double>(rr.steps.size());
     }
-    const double err = std::fabs(rr.error());
-    log_sum += std::log(std::max(err, 1e-6));
-    res.max_abs_error = std::max(res.max_abs_error, err);
+    rank_errors.push_back(rr.error());
     res.ranks.push_back(std::move(rr));
   }
-  res.geomean_abs_error = res.ranks.empty() ? 0 : std::exp(log_sum / static_cast<double>(res.ranks.size()));
-  res.step_geomean_abs_error = res.step_count == 0 ? 0 : std::exp(step_log_sum / res.step_count);
+  const ErrorSummary over_ranks = summarize_errors(rank_errors, kReplayErrorFloor);
+  const ErrorSummary over_steps = summarize_errors(step_errors, kReplayErrorFloor);
+  res.geomean_abs_error = over_ranks.geomean_abs;
+  res.max_abs_error = over_ranks.max_abs;
+  res.step_geomean_abs_error = over_steps.geomean_abs;
+  res.step_max_abs_error = over_steps.max_abs;
+  res.step_count = static_cast<int>(over_steps.count);
   if (options.kernels == ReplayKernels::kPredicted) {
     res.system = fmt::format("{} ({})", options.system->name, options.system->file);
     std::vector<const KernelSample*> all;
