@@ -36,7 +36,7 @@
 #include "model/predict/predict.hpp"
 #include "model/sim/simulator.hpp"
 #include "model/graph/transformer_builder.hpp"
-#include "validation/error_metrics.hpp"
+#include "core/error_stats.hpp"
 
 using namespace perfcast;
 

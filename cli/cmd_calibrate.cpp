@@ -12,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
+#include "core/error_stats.hpp"
 #include "perfcast/build_info.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
@@ -34,13 +35,6 @@ struct CalibrateArgs {
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-double geomean_abs(const std::vector<double>& e) {
-  if (e.empty()) return 0;
-  double s = 0;
-  for (double x : e) s += std::log(std::max(std::fabs(x), 1e-9));
-  return std::exp(s / static_cast<double>(e.size()));
-}
 
 std::string today() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -195,24 +189,24 @@ Action add_calibrate(CLI::App& app) {
           if (smp.bytes >= kMiB) base.push_back(v1.estimate(CollectiveDesc{kind, smp.bytes, {}}, g).time / smp.time_s - 1);
         all_fit.insert(all_fit.end(), fitted.begin(), fitted.end());
         all_v1.insert(all_v1.end(), base.begin(), base.end());
-        nlohmann::json row = {{"ranks", n}, {"fitted", geomean_abs(fitted)}, {"spec_derived_v1", geomean_abs(base)}};
+        nlohmann::json row = {{"ranks", n}, {"fitted", geomean_abs_error(fitted)}, {"spec_derived_v1", geomean_abs_error(base)}};
         std::string loo_text;
         if (a->leave_one_out && others.size() >= 8) {
           const CollectiveFit held = fit_collective(others, nccl_initial_protocols(s));
           const auto loo = fit_errors(held, mine, kMiB);
           all_loo.insert(all_loo.end(), loo.begin(), loo.end());
-          row["leave_one_out"] = geomean_abs(loo);
-          loo_text = fmt::format("  {:>12.2f}%", geomean_abs(loo) * 100);
+          row["leave_one_out"] = geomean_abs_error(loo);
+          loo_text = fmt::format("  {:>12.2f}%", geomean_abs_error(loo) * 100);
         }
         rows.push_back(row);
-        text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", n, geomean_abs(fitted) * 100, geomean_abs(base) * 100, loo_text);
+        text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", n, geomean_abs_error(fitted) * 100, geomean_abs_error(base) * 100, loo_text);
       }
-      text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", "all", geomean_abs(all_fit) * 100, geomean_abs(all_v1) * 100,
-                          a->leave_one_out ? fmt::format("  {:>12.2f}%", geomean_abs(all_loo) * 100) : "");
+      text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", "all", geomean_abs_error(all_fit) * 100, geomean_abs_error(all_v1) * 100,
+                          a->leave_one_out ? fmt::format("  {:>12.2f}%", geomean_abs_error(all_loo) * 100) : "");
       report.push_back({{"collective", collective_name(kind)}, {"per_rank_count", rows},
-                        {"geomean_abs_error_fitted", geomean_abs(all_fit)},
-                        {"geomean_abs_error_spec_derived_v1", geomean_abs(all_v1)},
-                        {"geomean_abs_error_leave_one_out", a->leave_one_out ? nlohmann::json(geomean_abs(all_loo)) : nlohmann::json()}});
+                        {"geomean_abs_error_fitted", geomean_abs_error(all_fit)},
+                        {"geomean_abs_error_spec_derived_v1", geomean_abs_error(all_v1)},
+                        {"geomean_abs_error_leave_one_out", a->leave_one_out ? nlohmann::json(geomean_abs_error(all_loo)) : nlohmann::json()}});
       cal.fits.push_back(std::move(fit));
     }
     std::string out = a->out;

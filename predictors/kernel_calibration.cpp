@@ -10,6 +10,7 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include "core/error_stats.hpp"
 #include "predictors/registry.hpp"
 #include "predictors/spec_predictors.hpp"
 
@@ -40,13 +41,6 @@ std::pair<double, double> work_terms(const KernelDesc& k, const GpuSpec& gpu) {
 
 /// Deterministic 1-in-5 hold-out by descriptor hash.
 bool held_out(const KernelDesc& k) { return hash_value(k) % 5 == 0; }
-
-double geomean_abs(const std::vector<double>& e) {
-  if (e.empty()) return 0;
-  double s = 0;
-  for (double x : e) s += std::log(std::max(std::fabs(x), 1e-9));
-  return std::exp(s / static_cast<double>(e.size()));
-}
 
 double model_time(const FamilyFit& f, double compute, double memory) {
   double t = 0;
@@ -212,8 +206,8 @@ void fit_embedding(const std::string& fam, const std::vector<std::pair<Embedding
   for (const auto& s : test) te.push_back(embedding_model_time(f, s) / s.time - 1);
   f.train_samples = train.size();
   f.heldout_samples = test.size();
-  f.train_geomean_abs_error = geomean_abs(tr);
-  f.heldout_geomean_abs_error = geomean_abs(te);
+  f.train_geomean_abs_error = geomean_abs_error(tr);
+  f.heldout_geomean_abs_error = geomean_abs_error(te);
   cal.fits.push_back(f);
 }
 
@@ -273,8 +267,8 @@ KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, con
     for (const auto& s : test) te.push_back(model_time(f, s.compute, s.memory) / s.time - 1);
     f.train_samples = train.size();
     f.heldout_samples = test.size();
-    f.train_geomean_abs_error = geomean_abs(tr);
-    f.heldout_geomean_abs_error = geomean_abs(te);
+    f.train_geomean_abs_error = geomean_abs_error(tr);
+    f.heldout_geomean_abs_error = geomean_abs_error(te);
     cal.fits.push_back(f);
   }
   for (const auto& [fam, samples] : embedding) fit_embedding(fam, samples, cal);

@@ -8,6 +8,8 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include "core/error_stats.hpp"
+
 namespace perfcast {
 namespace {
 
@@ -128,14 +130,10 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, std::
       fit.protocols[p].d = c[3];
     }
   }
-  const auto errors = fit_errors(fit, samples, kMiB);
-  double log_sum = 0;
-  for (double e : errors) {
-    log_sum += std::log(std::max(std::fabs(e), 1e-9));
-    fit.quality.max_abs_error = std::max(fit.quality.max_abs_error, std::fabs(e));
-  }
+  const ErrorSummary errors = summarize_errors(fit_errors(fit, samples, kMiB));
+  fit.quality.max_abs_error = std::max(fit.quality.max_abs_error, errors.max_abs);
   fit.quality.samples = samples.size();
-  fit.quality.geomean_abs_error = errors.empty() ? 0 : std::exp(log_sum / static_cast<double>(errors.size()));
+  fit.quality.geomean_abs_error = errors.geomean_abs;
   return fit;
 }
 

@@ -27,7 +27,7 @@
 
 #include "topology/system_spec.hpp"
 #include "validation/dlrm_config_generator.hpp"
-#include "validation/error_metrics.hpp"
+#include "core/error_stats.hpp"
 
 namespace perfcast::validation {
 

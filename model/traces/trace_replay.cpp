@@ -1,404 +1,34 @@
+/// \file trace_replay.cpp
+/// build_replay_graph: the traces in rank order, the steps they share, one program per
+/// rank (ReplayRankBuilder, replay_rank_builder.hpp), the collectives matched across
+/// ranks (measured or predicted), the host model; replay_traces: the simulation of that
+/// graph against the measured step times.
+
 #include "model/traces/trace_replay.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <set>
-#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "model/traces/execution_trace.hpp"
+#include "model/traces/replay_rank_builder.hpp"
 #include "model/traces/trace_stats.hpp"
-#include "predictors/kernel_calibration.hpp"
-#include "predictors/registry.hpp"
 #include "topology/collective_calibration.hpp"
+#include "core/error_stats.hpp"
 #include "core/json_reader.hpp"
 
 namespace perfcast {
 namespace {
 
-/// Kineto timestamps are whole microseconds on one GPU clock: a consumer may appear to
-/// start up to a tick before its producer ends. 2 us allows one tick on each side.
-constexpr Seconds kDependencyTolerance = 2e-6;
-/// How far back on a lane a contradicted dependency may step (bounds the work per op).
-constexpr int kWalkBackLimit = 256;
-constexpr Seconds kNoTime = std::numeric_limits<double>::quiet_NaN();
-/// ReplayOptions::infer_waits: a start later than launch, stream and dependencies by more
-/// than this is unexplained (kernel launch latency on an idle GPU is a few us), and a
-/// producer must have ended within this before it.
-constexpr Seconds kUnexplainedStart = 10e-6;
-/// How many earlier ops infer_waits searches for the producer.
-constexpr int kInferSearchLimit = 1024;
+using replay::kNoTime;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-bool is_stream_sync(std::string_view n) {
-  return n == "cudaStreamSynchronize" || n == "cudaEventSynchronize" || n == "cuStreamSynchronize" ||
-         n == "cuEventSynchronize";
-}
-bool is_device_sync(std::string_view n) { return n == "cudaDeviceSynchronize" || n == "cuCtxSynchronize"; }
-bool is_stream_wait(std::string_view n) { return n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent"; }
-
-/// Copies the host waits for: the synchronous cudaMemcpy, and copies into pageable host
-/// memory, which CUDA performs synchronously (CUDA Runtime API, "API synchronization
-/// behavior": "For transfers from device memory to pageable host memory, the function
-/// will return only once the copy has completed").
-bool host_blocking_copy(const GpuActivity& a, const RuntimeCall& c) {
-  if (a.kind != GpuActivityKind::kMemcpy) return false;
-  return c.name == "cudaMemcpy" || c.name == "cuMemcpyDtoH" || (contains(a.name, "DtoH") && contains(a.name, "Pageable"));
-}
-
-/// Trace stream -> simulator lane (see the file comment of trace_replay.hpp).
-struct LaneMap {
-  std::map<std::int64_t, Stream> of;
-  std::vector<std::string> labels;
-};
-
-LaneMap map_lanes(const KinetoTrace& t) {
-  std::set<std::int64_t> nccl, all;
-  std::map<std::int64_t, Seconds> kernel_time;
-  for (const auto& a : t.gpu) {
-    all.insert(a.stream);
-    if (a.is_nccl()) nccl.insert(a.stream);
-    else if (a.kind == GpuActivityKind::kKernel) kernel_time[a.stream] += a.duration;
-  }
-  std::int64_t compute = -1;
-  Seconds best = -1;
-  for (const auto& [s, time] : kernel_time) {
-    if (!nccl.count(s) && time > best) {
-      best = time;
-      compute = s;
-    }
-  }
-  LaneMap m;
-  for (auto s : all) {
-    const Stream lane = nccl.count(s) ? Stream::kComm : s == compute ? Stream::kCompute : Stream::kCopy;
-    m.of[s] = lane;
-    m.labels.push_back(fmt::format("stream {} -> {}", s, stream_name(lane)));
-  }
-  return m;
-}
-
-Phase phase_of(const KinetoTrace& t, int call) {
-  for (int o = t.runtime[static_cast<std::size_t>(call)].op; o >= 0; o = t.ops[static_cast<std::size_t>(o)].parent) {
-    const std::string n = lower(t.ops[static_cast<std::size_t>(o)].name);
-    if (contains(n, "backward") || n.rfind("autograd::", 0) == 0) return Phase::kBackward;
-    if (contains(n, "optimizer")) return Phase::kOptimizer;
-  }
-  return Phase::kForward;
-}
-
-/// The framework op a call belongs to: its top-level cpu_op, else its innermost
-/// annotation, else the call itself.
-std::string op_label(const KinetoTrace& t, int call) {
-  const RuntimeCall& c = t.runtime[static_cast<std::size_t>(call)];
-  if (const int top = t.top_level_cpu_op(call); top >= 0) return t.ops[static_cast<std::size_t>(top)].name;
-  if (c.op >= 0) return t.ops[static_cast<std::size_t>(c.op)].name;
-  return c.name;
-}
-
-struct ThreadState {
-  Stream current = Stream::kCompute;  ///< lane of the thread's last non-NCCL launch
-  int last_gpu_op = -1;
-  bool join_pending = false;
-  std::array<std::size_t, kStreamCount> join_snapshot{};  ///< lane history sizes at the join
-};
-
-/// Builds one rank's program.
-class RankBuilder {
- public:
-  /// `shapes` and `gpu`: predicted kernels (both set) or measured ones (both null).
-  RankBuilder(const KinetoTrace& t, int k0, int k1, Seconds offset, bool infer_waits, ReplayRankInfo& info,
-              const std::vector<TraceKernelShape>* shapes = nullptr, const GpuSpec* gpu = nullptr,
-              const KernelCalibration* calibration = nullptr)
-      : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)),
-        shapes_(shapes), gpu_(gpu), calibration_(calibration) {
-    has_nccl_.assign(t.ops.size(), 0);
-    for (const auto& a : t.gpu) {
-      if (!a.is_nccl() || a.launch < 0) continue;
-      for (int o = t.runtime[static_cast<std::size_t>(a.launch)].op; o >= 0; o = t.ops[static_cast<std::size_t>(o)].parent)
-        has_nccl_[static_cast<std::size_t>(o)] = 1;
-    }
-    info_.lanes = lanes_.labels;
-  }
-
-  void build() {
-    std::vector<std::vector<int>> calls(t_.steps.size());
-    for (std::size_t i = 0; i < t_.runtime.size(); ++i) {
-      const int k = t_.step_at(t_.runtime[i].start);
-      if (k >= k0_ && k <= k1_) calls[static_cast<std::size_t>(k)].push_back(static_cast<int>(i));
-    }
-    cursor_ = t_.steps[static_cast<std::size_t>(k0_)].start;
-    for (int k = k0_; k <= k1_; ++k) {
-      const TraceStep& s = t_.steps[static_cast<std::size_t>(k)];
-      marker(fmt::format("ProfilerStep#{}", s.number), k == k0_ ? offset_ : std::max(0.0, s.start - cursor_));
-      cursor_ = std::max(cursor_, s.start);
-      info_.step_numbers.push_back(s.number);
-      info_.measured.push_back(t_.step_wall(k));
-      step_number_ = s.number;
-      for (int c : calls[static_cast<std::size_t>(k)]) process(c);
-    }
-    const auto next = static_cast<std::size_t>(k1_) + 1;
-    const Seconds end = next < t_.steps.size() ? t_.steps[next].start : t_.steps[static_cast<std::size_t>(k1_)].end();
-    marker("end", std::max(0.0, end - cursor_));
-    info_.launch_call_mean = launch_calls_ > 0 ? launch_time_ / launch_calls_ : 0;
-    const Seconds to_sim = offset_ - t_.steps[static_cast<std::size_t>(k0_)].start;
-    for (std::size_t i = 0; i < measured_end_.size(); ++i) {
-      info_.measured_start.push_back(measured_start_[i] + to_sim);
-      info_.measured_end.push_back(measured_end_[i] + to_sim);
-    }
-  }
-
-  RankProgram program;
-  std::vector<OpTiming> timing;
-  std::vector<const GpuActivity*> nccl;  ///< per collective op, in host order
-  std::vector<int> nccl_ops;
-
- private:
-  const KinetoTrace& t_;
-  int k0_, k1_;
-  Seconds offset_;
-  bool infer_waits_;
-  ReplayRankInfo& info_;
-  LaneMap lanes_;
-  const std::vector<TraceKernelShape>* shapes_;
-  const GpuSpec* gpu_;
-  const KernelCalibration* calibration_;
-  std::int64_t step_number_ = -1;  ///< ProfilerStep#N being built
-  std::unordered_map<int, std::size_t> sample_of_lead_;  ///< lead activity -> info_.samples index
-  std::vector<char> has_nccl_;
-  std::vector<Seconds> measured_start_, measured_end_;  ///< per op; NaN for markers and syncs
-  std::array<std::vector<int>, kStreamCount> history_;  ///< ops per lane in issue order
-  std::unordered_map<std::int64_t, ThreadState> threads_;
-  std::unordered_map<std::int64_t, int> stream_last_;  ///< last op per trace stream
-  int current_activity_ = -1;  ///< GPU activity of the op being pushed
-  Seconds cursor_ = 0;  ///< host time (trace clock) up to which host time is accounted
-  Seconds launch_time_ = 0;
-  int launch_calls_ = 0;
-
-  int push(Op op, Seconds host_time, Seconds measured_start, Seconds measured_end, std::vector<Estimate> kernels) {
-    program.ops.push_back(std::move(op));
-    OpTiming tm;
-    tm.kernels = std::move(kernels);
-    tm.host_time = host_time;
-    info_.host_time += host_time;
-    timing.push_back(std::move(tm));
-    measured_start_.push_back(measured_start);
-    measured_end_.push_back(measured_end);
-    info_.activity.push_back(std::exchange(current_activity_, -1));
-    return static_cast<int>(program.ops.size()) - 1;
-  }
-
-  void marker(std::string name, Seconds host_time) {
-    Op op;
-    op.name = std::move(name);
-    op.phase = Phase::kInput;
-    info_.step_markers.push_back(push(std::move(op), host_time, kNoTime, kNoTime, {}));
-  }
-
-  /// The latest op on `lane` among the first `upto` issued that had ended when the
-  /// consumer started (measured); -1 if none within kWalkBackLimit.
-  int consistent_producer(Stream lane, std::size_t upto, Seconds consumer_start) {
-    const auto& h = history_[static_cast<std::size_t>(lane)];
-    const std::size_t stop = upto > static_cast<std::size_t>(kWalkBackLimit) ? upto - kWalkBackLimit : 0;
-    for (std::size_t j = upto; j > stop; --j) {
-      const int op = h[j - 1];
-      if (measured_end_[static_cast<std::size_t>(op)] <= consumer_start + kDependencyTolerance) {
-        if (j != upto) info_.stepped_back++;
-        return op;
-      }
-    }
-    if (upto > 0) info_.stepped_back++;
-    return -1;
-  }
-
-  /// ReplayOptions::infer_waits for one op about to be pushed.
-  void infer_wait(Op& op, const GpuActivity& a, const RuntimeCall& c) {
-    Seconds explained = c.end();
-    if (const auto it = stream_last_.find(a.stream); it != stream_last_.end())
-      explained = std::max(explained, measured_end_[static_cast<std::size_t>(it->second)]);
-    for (int d : op.deps) explained = std::max(explained, measured_end_[static_cast<std::size_t>(d)]);
-    if (a.start <= explained + kUnexplainedStart) return;
-    int best = -1;
-    const int n = static_cast<int>(measured_end_.size());
-    for (int i = n - 1; i >= 0 && i >= n - kInferSearchLimit; --i) {
-      const Seconds e = measured_end_[static_cast<std::size_t>(i)];
-      if (std::isnan(e) || e > a.start + kDependencyTolerance || e < a.start - kUnexplainedStart) continue;
-      if (best < 0 || e > measured_end_[static_cast<std::size_t>(best)]) best = i;
-    }
-    if (best >= 0) {
-      op.deps.push_back(best);
-      info_.inferred++;
-    }
-  }
-
-  /// The kernel of activity `ai`: measured, or (predicted kernels) the lead's descriptor,
-  /// a zero-length member of a predicted group, or measured when unrecognized.
-  KernelDesc kernel_of(int ai, const GpuActivity& a) {
-    if (!shapes_) return MeasuredKernelDesc{a.name, a.duration};
-    const TraceKernelShape& sh = (*shapes_)[static_cast<std::size_t>(ai)];
-    if (sh.recognized() && sh.family != TraceKernelFamily::kCollective) {
-      if (sh.desc) {
-        sample_of_lead_[ai] = info_.samples.size();
-        KernelSample sample;
-        sample.family = sh.family;
-        sample.label = kernel_label(*sh.desc);
-        sample.measured = a.duration;
-        sample.kernels = 1;
-        sample.rank = info_.rank;
-        sample.step = step_number_;
-        info_.samples.push_back(std::move(sample));
-        info_.predicted_kernels++;
-        return *sh.desc;
-      }
-      if (const auto it = sample_of_lead_.find(sh.lead); it != sample_of_lead_.end()) {
-        KernelSample& sample = info_.samples[it->second];
-        sample.measured += a.duration;
-        sample.kernels++;
-        info_.predicted_kernels++;
-        return MeasuredKernelDesc{a.name, 0.0};  // predicted with its lead
-      }
-    }
-    info_.unrecognized++;
-    info_.unrecognized_time += a.duration;
-    return MeasuredKernelDesc{a.name, a.duration};
-  }
-
-  static Seconds clamp_wait(Seconds gpu_end, const RuntimeCall& c) {
-    return std::clamp(std::isnan(gpu_end) ? c.start : gpu_end, c.start, c.end());
-  }
-
-  void process(int ci) {
-    const RuntimeCall& c = t_.runtime[static_cast<std::size_t>(ci)];
-    ThreadState& th = threads_[c.tid];
-    if (!c.activities.empty()) {
-      launch(ci, c, th);
-    } else if (is_stream_sync(c.name) || is_device_sync(c.name)) {
-      sync(ci, c, th);
-    } else if (is_stream_wait(c.name)) {
-      const int inner = t_.innermost_cpu_op(ci);
-      if (inner >= 0 && has_nccl_[static_cast<std::size_t>(inner)]) return;  // part of a collective call
-      th.join_pending = true;
-      for (int l = 0; l < kStreamCount; ++l) th.join_snapshot[static_cast<std::size_t>(l)] = history_[static_cast<std::size_t>(l)].size();
-    }
-  }
-
-  void launch(int ci, const RuntimeCall& c, ThreadState& th) {
-    bool first = true;
-    for (int ai : c.activities) {
-      const GpuActivity& a = t_.gpu[static_cast<std::size_t>(ai)];
-      const bool blocking = host_blocking_copy(a, c);
-      Seconds host = 0;
-      if (first) host = std::max(0.0, (blocking ? c.start : c.end()) - cursor_);
-      Op op;
-      op.phase = phase_of(t_, ci);
-      op.stream = a.is_nccl() ? Stream::kComm : lanes_.of.at(a.stream);
-      op.host_waits = blocking;
-      if (th.join_pending) {
-        bool added = false;
-        for (int l = 0; l < kStreamCount; ++l) {
-          const auto lane = static_cast<Stream>(l);
-          if (lane == op.stream) continue;
-          const int d = consistent_producer(lane, th.join_snapshot[static_cast<std::size_t>(l)], a.start);
-          if (d >= 0) {
-            op.deps.push_back(d);
-            added = true;
-          }
-        }
-        if (added) info_.joins++;
-        th.join_pending = false;
-      }
-      std::vector<Estimate> kernels;
-      if (a.is_nccl()) {
-        // The collective waits for the front of the stream that issued it.
-        const Stream issuer = th.current == Stream::kComm ? Stream::kCompute : th.current;
-        const int d = consistent_producer(issuer, history_[static_cast<std::size_t>(issuer)].size(), a.start);
-        if (d >= 0) op.deps.push_back(d);
-        op.name = a.collective->name.empty() ? std::string(collective_name(a.collective->kind)) : a.collective->name;
-        op.collective = static_cast<int>(nccl.size());  // the k-th NCCL kernel is graph collective k
-        info_.collectives++;
-      } else {
-        op.name = op_label(t_, ci);
-        const KernelDesc k = kernel_of(ai, a);
-        if (gpu_ && !std::holds_alternative<MeasuredKernelDesc>(k))
-          kernels.push_back(predict_with_calibration(k, *gpu_, calibration_));
-        else
-          kernels.push_back(predict_kernel(k, GpuSpec{}));
-        if (const auto it = sample_of_lead_.find(ai); it != sample_of_lead_.end() && shapes_->at(static_cast<std::size_t>(ai)).desc)
-          info_.samples[it->second].predicted = kernels.back().time;
-        op.kernels.push_back(k);
-        info_.gpu_ops++;
-      }
-      if (infer_waits_) infer_wait(op, a, c);
-      std::sort(op.deps.begin(), op.deps.end());
-      op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
-      const Stream lane = op.stream;
-      stream_last_[a.stream] = static_cast<int>(program.ops.size());
-      current_activity_ = ai;
-      const int idx = push(std::move(op), host, a.start, a.end(), std::move(kernels));
-      if (a.is_nccl()) {
-        nccl.push_back(&a);
-        nccl_ops.push_back(idx);
-      } else {
-        th.current = lane;
-      }
-      history_[static_cast<std::size_t>(lane)].push_back(idx);
-      th.last_gpu_op = idx;
-      if (blocking) {
-        info_.host_syncs++;
-        const Seconds done = clamp_wait(a.end(), c);
-        info_.blocked += done - c.start;
-        cursor_ = std::max(cursor_, done);
-      } else if (first) {
-        cursor_ = std::max(cursor_, c.end());
-        launch_time_ += c.duration;
-        launch_calls_++;
-      }
-      first = false;
-    }
-  }
-
-  void sync(int ci, const RuntimeCall& c, ThreadState& th) {
-    Op op;
-    op.name = c.name;
-    op.phase = phase_of(t_, ci);
-    op.host_waits = true;
-    Seconds awaited_end = kNoTime;
-    if (is_device_sync(c.name)) {
-      op.stream = Stream::kCompute;
-      for (const auto& h : history_) {
-        if (h.empty()) continue;
-        op.deps.push_back(h.back());
-        const Seconds e = measured_end_[static_cast<std::size_t>(h.back())];
-        awaited_end = std::isnan(awaited_end) ? e : std::max(awaited_end, e);
-      }
-    } else if (th.last_gpu_op >= 0) {
-      op.stream = program.ops[static_cast<std::size_t>(th.last_gpu_op)].stream;
-      op.deps.push_back(th.last_gpu_op);
-      awaited_end = measured_end_[static_cast<std::size_t>(th.last_gpu_op)];
-    }
-    if (op.deps.empty()) return;  // nothing to wait for: plain host time
-    std::sort(op.deps.begin(), op.deps.end());
-    const KernelDesc k = MeasuredKernelDesc{c.name, 0.0};
-    op.kernels.push_back(k);
-    push(std::move(op), std::max(0.0, c.start - cursor_), kNoTime, kNoTime, {predict_kernel(k, GpuSpec{})});
-    info_.host_syncs++;
-    const Seconds done = clamp_wait(awaited_end, c);
-    info_.blocked += done - c.start;
-    cursor_ = std::max(cursor_, done);
-  }
-};
+/// Replayed times are whole microseconds: |error| below 1e-6 is floored there in the
+/// geometric means (core/error_stats.hpp).
+constexpr double kReplayErrorFloor = 1e-6;
 
 /// Traces ordered by rank; throws on duplicates.
 std::vector<std::pair<int, const KinetoTrace*>> by_rank(const std::vector<KinetoTrace>& traces) {
@@ -414,27 +44,18 @@ std::vector<std::pair<int, const KinetoTrace*>> by_rank(const std::vector<Kineto
   return out;
 }
 
-}  // namespace
-
-std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& input, const ReplayOptions& options) {
+/// The input checks that need no trace contents.
+void check_replay_inputs(const std::vector<KinetoTrace>& input, const ReplayOptions& options) {
   if (input.empty()) throw ConfigError("--kineto", "", "no trace given");
-  const bool predicted = options.kernels == ReplayKernels::kPredicted;
-  if (predicted && !options.system)
+  if (options.kernels == ReplayKernels::kPredicted && !options.system)
     throw ConfigError("--system", "", "predicted kernels need a system file (--system configs/systems/...)");
   if (!options.execution_traces.empty() && options.execution_traces.size() != input.size())
     throw ConfigError("--et", "", fmt::format("{} execution traces for {} Kineto traces; give one per rank",
                                               options.execution_traces.size(), input.size()));
-  const auto ranked = by_rank(input);
-  std::vector<KinetoTrace> traces;  // in rank order, for alignment
-  std::vector<const ExecutionTrace*> ets;  // in rank order
-  traces.reserve(ranked.size());
-  for (const auto& [_, t] : ranked) {
-    traces.push_back(*t);
-    const auto input_index = static_cast<std::size_t>(t - input.data());
-    ets.push_back(options.execution_traces.empty() ? nullptr : options.execution_traces[input_index]);
-  }
+}
 
-  // Steps every trace has, as a contiguous range in each.
+/// The ProfilerStep#N numbers every trace has.
+std::set<std::int64_t> common_steps(const std::vector<KinetoTrace>& traces) {
   std::set<std::int64_t> common;
   for (const auto& s : traces[0].steps) common.insert(s.number);
   for (std::size_t r = 1; r < traces.size(); ++r) {
@@ -444,6 +65,12 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     common = std::move(mine);
   }
   if (common.empty()) throw ConfigError(traces.back().file, "/traceEvents", "the traces share no ProfilerStep#N");
+  return common;
+}
+
+/// Per trace, the first and last index of the common steps; throws when they are not
+/// consecutive in a trace.
+std::vector<std::pair<int, int>> step_ranges(const std::vector<KinetoTrace>& traces, const std::set<std::int64_t>& common) {
   std::vector<std::pair<int, int>> range(traces.size());
   for (std::size_t r = 0; r < traces.size(); ++r) {
     const auto& steps = traces[r].steps;
@@ -456,38 +83,23 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
       throw ConfigError(traces[r].file, "/traceEvents",
                         fmt::format("steps {}..{} are not consecutive in this trace", *common.begin(), *common.rbegin()));
   }
+  return range;
+}
 
-  // Late starts on the aligned clock.
+/// Per trace, its late start on the aligned clock (the earliest rank starts at 0).
+std::vector<Seconds> start_offsets(const std::vector<KinetoTrace>& traces, const std::vector<std::pair<int, int>>& range) {
   const RankAlignment align = align_ranks(traces);
   std::vector<Seconds> start(traces.size());
   for (std::size_t r = 0; r < traces.size(); ++r)
     start[r] = traces[r].steps[static_cast<std::size_t>(range[r].first)].start + align.shift[r];
   const Seconds earliest = *std::min_element(start.begin(), start.end());
+  for (auto& s : start) s -= earliest;
+  return start;
+}
 
-  auto out = std::make_unique<ReplayGraph>();
-  out->gpu = traces[0].device_name();
-  for (const auto& t : traces) out->inputs.push_back(t.file);
-  std::vector<std::vector<const GpuActivity*>> nccl(traces.size());
-  std::vector<std::vector<int>> nccl_ops(traces.size());
-  for (std::size_t r = 0; r < traces.size(); ++r) {
-    ReplayRankInfo info;
-    info.rank = ranked[r].first;
-    info.file = traces[r].file;
-    info.start_offset = start[r] - earliest;
-    std::vector<TraceKernelShape> shapes;
-    if (predicted) shapes = trace_kernel_shapes(traces[r], ets[r]);
-    RankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info,
-                  predicted ? &shapes : nullptr, predicted ? &options.system->gpu : nullptr,
-                  predicted ? options.calibration : nullptr);
-    b.build();
-    out->graph.ranks.push_back(std::move(b.program));
-    out->timed.ops.push_back(std::move(b.timing));
-    nccl[r] = std::move(b.nccl);
-    nccl_ops[r] = std::move(b.nccl_ops);
-    out->ranks.push_back(std::move(info));
-  }
-
-  // Collectives: the k-th NCCL kernel of every rank is one collective of the group of all.
+/// Throws unless every rank ran the same number and kinds of NCCL kernels.
+void check_collectives_match(const std::vector<KinetoTrace>& traces, const std::vector<std::vector<const GpuActivity*>>& nccl,
+                             const std::set<std::int64_t>& common) {
   for (std::size_t r = 1; r < traces.size(); ++r) {
     if (nccl[r].size() != nccl[0].size())
       throw ConfigError(traces[r].file, "/traceEvents",
@@ -502,9 +114,17 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
                                       collective_name(nccl[0][k]->collective->kind)));
     }
   }
+}
+
+/// The k-th NCCL kernel of every rank is one collective of the group of all: its
+/// duration the minimum over ranks (measured), or the collective model's for its size
+/// (predicted, with a sample against the measurement).
+void add_collectives(const std::vector<KinetoTrace>& traces, const std::vector<std::vector<const GpuActivity*>>& nccl,
+                     const ReplayOptions& options, ReplayGraph& out) {
+  const bool predicted = options.kernels == ReplayKernels::kPredicted;
   RankGroup all;
   for (std::size_t r = 0; r < traces.size(); ++r) all.ranks.push_back(static_cast<int>(r));
-  out->graph.groups.push_back(all);
+  out.graph.groups.push_back(all);
   std::unique_ptr<CollectiveModel> comm;
   if (predicted) comm = make_collective_model(*options.system);
   for (std::size_t k = 0; k < nccl[0].size(); ++k) {
@@ -513,7 +133,7 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
     c.desc.kind = tc.kind == CollectiveKind::kAllToAllV ? CollectiveKind::kAllToAll : tc.kind;
     c.desc.bytes = tc.bytes;
     c.group = 0;
-    out->graph.collectives.push_back(c);
+    out.graph.collectives.push_back(c);
     CollectiveEstimate e;
     e.time = std::numeric_limits<double>::infinity();
     for (std::size_t r = 0; r < traces.size(); ++r) e.time = std::min(e.time, nccl[r][k]->duration);
@@ -536,28 +156,72 @@ std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& 
       if (step >= 0) sample.step = traces[0].steps[static_cast<std::size_t>(step)].number;
       e = comm->estimate(c.desc, g);
       sample.predicted = e.time;
-      out->collective_samples.push_back(std::move(sample));
+      out.collective_samples.push_back(std::move(sample));
     } else if (predicted) {
-      out->unrecognized_collectives++;
+      out.unrecognized_collectives++;
     }
-    out->timed.collectives.push_back(e);
+    out.timed.collectives.push_back(e);
   }
+}
 
-  if (options.host == ReplayHostModel::kMean) {
-    for (std::size_t r = 0; r < traces.size(); ++r) {
-      auto& timing = out->timed.ops[r];
-      const auto& markers = out->ranks[r].step_markers;
-      std::vector<char> is_marker(timing.size(), 0);
-      for (int m : markers) is_marker[static_cast<std::size_t>(m)] = 1;
-      Seconds sum = 0;
-      int n = 0;
-      for (std::size_t i = 0; i < timing.size(); ++i)
-        if (!is_marker[i]) sum += *timing[i].host_time, ++n;
-      const Seconds mean = n > 0 ? sum / n : 0;
-      for (std::size_t i = 0; i < timing.size(); ++i)
-        if (!is_marker[i]) timing[i].host_time = mean;
-    }
+/// ReplayHostModel::kMean: every op but the step markers gets its rank's mean host time.
+void use_mean_host_time(ReplayGraph& out) {
+  for (std::size_t r = 0; r < out.timed.ops.size(); ++r) {
+    auto& timing = out.timed.ops[r];
+    const auto& markers = out.ranks[r].step_markers;
+    std::vector<char> is_marker(timing.size(), 0);
+    for (int m : markers) is_marker[static_cast<std::size_t>(m)] = 1;
+    Seconds sum = 0;
+    int n = 0;
+    for (std::size_t i = 0; i < timing.size(); ++i)
+      if (!is_marker[i]) sum += *timing[i].host_time, ++n;
+    const Seconds mean = n > 0 ? sum / n : 0;
+    for (std::size_t i = 0; i < timing.size(); ++i)
+      if (!is_marker[i]) timing[i].host_time = mean;
   }
+}
+
+}  // namespace
+
+std::unique_ptr<ReplayGraph> build_replay_graph(const std::vector<KinetoTrace>& input, const ReplayOptions& options) {
+  check_replay_inputs(input, options);
+  const bool predicted = options.kernels == ReplayKernels::kPredicted;
+  const auto ranked = by_rank(input);
+  std::vector<KinetoTrace> traces;  // in rank order, for alignment
+  std::vector<const ExecutionTrace*> ets;  // in rank order
+  traces.reserve(ranked.size());
+  for (const auto& [_, t] : ranked) {
+    traces.push_back(*t);
+    const auto input_index = static_cast<std::size_t>(t - input.data());
+    ets.push_back(options.execution_traces.empty() ? nullptr : options.execution_traces[input_index]);
+  }
+  const std::set<std::int64_t> common = common_steps(traces);
+  const std::vector<std::pair<int, int>> range = step_ranges(traces, common);
+  const std::vector<Seconds> offset = start_offsets(traces, range);
+
+  auto out = std::make_unique<ReplayGraph>();
+  out->gpu = traces[0].device_name();
+  for (const auto& t : traces) out->inputs.push_back(t.file);
+  std::vector<std::vector<const GpuActivity*>> nccl(traces.size());
+  for (std::size_t r = 0; r < traces.size(); ++r) {
+    ReplayRankInfo info;
+    info.rank = ranked[r].first;
+    info.file = traces[r].file;
+    info.start_offset = offset[r];
+    std::vector<TraceKernelShape> shapes;
+    if (predicted) shapes = trace_kernel_shapes(traces[r], ets[r]);
+    replay::ReplayRankBuilder b(traces[r], range[r].first, range[r].second, info.start_offset, options.infer_waits, info,
+                                predicted ? &shapes : nullptr, predicted ? &options.system->gpu : nullptr,
+                                predicted ? options.calibration : nullptr);
+    b.build();
+    out->graph.ranks.push_back(std::move(b.program));
+    out->timed.ops.push_back(std::move(b.timing));
+    nccl[r] = std::move(b.nccl);
+    out->ranks.push_back(std::move(info));
+  }
+  check_collectives_match(traces, nccl, common);
+  add_collectives(traces, nccl, options, *out);
+  if (options.host == ReplayHostModel::kMean) use_mean_host_time(*out);
   out->timed.graph = &out->graph;
   return out;
 }
@@ -568,16 +232,16 @@ std::vector<FamilyError> family_errors(const std::vector<const KernelSample*>& s
     const auto fam = static_cast<TraceKernelFamily>(f);
     FamilyError e;
     e.name = std::string(trace_family_name(fam));
-    double log_sum = 0;
+    std::vector<double> errors;
     for (const KernelSample* s : samples) {
       if (s->family != fam || s->measured <= 0) continue;
       e.count++;
       e.measured += s->measured;
       e.predicted += s->predicted;
-      log_sum += std::log(std::max(std::fabs(s->predicted / s->measured - 1), 1e-6));
+      errors.push_back(s->predicted / s->measured - 1);
     }
     if (e.count == 0) continue;
-    e.geomean_abs_error = std::exp(log_sum / e.count);
+    e.geomean_abs_error = geomean_abs_error(errors, kReplayErrorFloor);
     e.bias = e.measured > 0 ? e.predicted / e.measured - 1 : 0;
     out.push_back(std::move(e));
   }
@@ -604,7 +268,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
     if (e.iteration == 0 && e.lane == Lane::kHost)
       host_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.op)] = e.end;
   }
-  double log_sum = 0, step_log_sum = 0;
+  std::vector<double> rank_errors, step_errors;  // error = simulated / measured - 1
   for (std::size_t r = 0; r < rg.ranks.size(); ++r) {
     const ReplayRankInfo& info = rg.ranks[r];
     ReplayRankResult rr;
@@ -617,10 +281,7 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
                     host_end[r][static_cast<std::size_t>(info.step_markers[k])];
       rr.measured += s.measured;
       rr.simulated += s.simulated;
-      const double step_err = std::fabs(s.error());
-      step_log_sum += std::log(std::max(step_err, 1e-6));
-      res.step_max_abs_error = std::max(res.step_max_abs_error, step_err);
-      res.step_count++;
+      step_errors.push_back(s.error());
       if (options.evaluate.has_rank(info.rank) && options.evaluate.has_step(s.step)) {
         res.selected_measured += s.measured;
         res.selected_simulated += s.simulated;
@@ -632,13 +293,16 @@ ReplayResult replay_traces(const std::vector<KinetoTrace>& traces, const ReplayO
       rr.measured /= static_cast<double>(rr.steps.size());
       rr.simulated /= static_cast<double>(rr.steps.size());
     }
-    const double err = std::fabs(rr.error());
-    log_sum += std::log(std::max(err, 1e-6));
-    res.max_abs_error = std::max(res.max_abs_error, err);
+    rank_errors.push_back(rr.error());
     res.ranks.push_back(std::move(rr));
   }
-  res.geomean_abs_error = res.ranks.empty() ? 0 : std::exp(log_sum / static_cast<double>(res.ranks.size()));
-  res.step_geomean_abs_error = res.step_count == 0 ? 0 : std::exp(step_log_sum / res.step_count);
+  const ErrorSummary over_ranks = summarize_errors(rank_errors, kReplayErrorFloor);
+  const ErrorSummary over_steps = summarize_errors(step_errors, kReplayErrorFloor);
+  res.geomean_abs_error = over_ranks.geomean_abs;
+  res.max_abs_error = over_ranks.max_abs;
+  res.step_geomean_abs_error = over_steps.geomean_abs;
+  res.step_max_abs_error = over_steps.max_abs;
+  res.step_count = static_cast<int>(over_steps.count);
   if (options.kernels == ReplayKernels::kPredicted) {
     res.system = fmt::format("{} ({})", options.system->name, options.system->file);
     std::vector<const KernelSample*> all;

@@ -2,6 +2,7 @@
 // every expected time below follows from the rules in simulator.hpp by hand.
 #include <catch2/catch.hpp>
 
+#include "model/sim/sim_engine.hpp"
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
 
@@ -337,4 +338,28 @@ TEST_CASE("a simulation reusing an earlier timeline's storage gives the same tim
       CHECK((a.binding == b.binding && a.cause == b.cause));
     }
   }
+}
+
+TEST_CASE("timeline assembly: iteration ends per rank stay ordered, the period is the last window", "[simulator]") {
+  // Rank 0 ends iterations 0, 1, 2 at 10, 25, 40 us; rank 1's last event of iteration 1
+  // ends at 20 us but a host that ran ahead ended iteration 0 at 30 us: its iteration 1
+  // counts as ending at 30 us. Window: max over ranks of iteration 1's end (30) to max of
+  // iteration 2's end (45): 15 us.
+  auto ev = [](int rank, int iteration, double end) {
+    TimelineEvent e;
+    e.rank = rank;
+    e.iteration = iteration;
+    e.end = end * us;
+    return e;
+  };
+  std::vector<TimelineEvent> events{ev(0, 0, 10), ev(0, 1, 25), ev(0, 2, 40), ev(1, 0, 30), ev(1, 1, 20), ev(1, 2, 45),
+                                    ev(0, 2, 38)};
+  const Timeline t = sim::assemble_timeline(events, 2, 3, {});
+  REQUIRE(t.iteration_end.size() == 2);
+  CHECK(t.iteration_end[0] == std::vector<Seconds>{10 * us, 25 * us, 40 * us});
+  CHECK(t.iteration_end[1] == std::vector<Seconds>{30 * us, 30 * us, 45 * us});
+  CHECK(t.window_start == Approx(30 * us));
+  CHECK(t.window_end == Approx(45 * us));
+  CHECK(t.iteration_time == Approx(15 * us));
+  CHECK(t.events.size() == events.size());
 }

@@ -1,0 +1,138 @@
+/// \file dlrm_backward_passes.cpp
+/// The backward and optimizer passes of a DLRM rank, in autograd order: loss and top MLP
+/// backward, interaction backward, the embedding gradients' exchange, bottom MLP
+/// backward (DDP gradient buckets all-reduced as they fill), embedding backward with the
+/// fused optimizer, the dense optimizer step and the host reading the loss.
+
+#include <utility>
+
+#include "model/graph/dlrm_rank_passes.hpp"
+
+namespace perfcast::dlrm {
+namespace {
+
+/// Data-parallel tables: dense gradient (zero + scatter-add), all-reduce, SGD update.
+void add_data_parallel_tables_backward(const RankContext& c, RankDraft& d, int dep) {
+  double elems = 0, looked_up = 0;
+  for (const auto& ref : c.local) {
+    if (ref.type != ShardingType::kDataParallel) continue;
+    elems += double(ref.shard->rows) * ref.shard->cols;
+    looked_up += double(c.batch) * c.shard_pooling(ref.table, *ref.shard) * ref.shard->cols;
+  }
+  const int grad = d.add({"embedding_backward.data_parallel", Phase::kBackward, Stream::kCompute,
+                          {elementwise("zero", elems, 0, 4), elementwise("embedding_grad_scatter", looked_up, 1, 12)},
+                          {},
+                          {dep},
+                          false});
+  int ready = grad;
+  if (c.world > 1) {
+    ready = d.add(c.coll("allreduce.data_parallel_tables", Phase::kBackward,
+                         CollectiveDesc{CollectiveKind::kAllReduce, elems * 4.0, {}}, {grad}));
+  }
+  d.add({"embedding_update.data_parallel", Phase::kOptimizer, Stream::kCompute,
+         {elementwise("sgd", elems, 2, 2 * dtype_bytes(c.w.embedding_dtype) + 4)}, {}, {ready}, false});
+}
+
+}  // namespace
+
+/// The loss backward, then each top MLP layer's backward from the last; each layer's
+/// gradients join the DDP bucket.
+void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
+  int prev = d.add({"loss.backward", Phase::kBackward, Stream::kCompute, {elementwise("bce_backward", c.batch, 5, 12)}, {},
+                    {d.loss}, false});
+  for (std::size_t i = c.w.top_mlp.size(); i-- > 0;) {
+    const bool relu_out = i + 1 < c.w.top_mlp.size();  // the logit layer has no ReLU
+    prev = d.add(c.linear_backward(numbered("top_mlp.", i, ".backward"), d.top_in[i], c.w.top_mlp[i], true, relu_out, prev));
+    d.grad_ready(c, prev, d.top_in[i], c.w.top_mlp[i]);
+  }
+  d.top_grad = prev;
+}
+
+/// Dot: the backward of the lower triangle, of the Gram matrix (two GEMMs) and the sum
+/// of both feature gradients; cat: one copy.
+void add_interaction_backward(const RankContext& c, RankDraft& d) {
+  const double ab = c.act_bytes();
+  const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
+  const double dim = static_cast<double>(c.w.bottom_mlp.back());
+  const double width = static_cast<double>(c.w.interaction_width());
+  Op op{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {d.top_grad}, false};
+  if (c.w.interaction == Interaction::kDot) {
+    const auto t = static_cast<std::int64_t>(tp);
+    const auto k = static_cast<std::int64_t>(dim);
+    op.kernels.push_back(elementwise("tril_backward", c.batch * tp * tp, 0, 2 * ab));
+    op.kernels.push_back(GemmDesc{t, k, t, c.batch, c.w.mlp_dtype, false});
+    op.kernels.push_back(GemmDesc{t, k, t, c.batch, c.w.mlp_dtype, false});
+    op.kernels.push_back(elementwise("add", c.batch * tp * dim, 1, 3 * ab));
+  } else {
+    op.kernels.push_back(elementwise("copy", c.batch * width, 0, 2 * ab));
+  }
+  d.interaction_grad = d.add(std::move(op));
+}
+
+/// The transposes of the forward exchanges, in the order autograd issues them: pooled
+/// all-to-all, row-wise all-gather, across nodes then inside the node.
+void add_embedding_exchange_backward(const RankContext& c, RankDraft& d) {
+  const int grad = d.interaction_grad;
+  if (d.output_dist >= 0) {
+    d.embedding_grads_ready.push_back(
+        d.add(c.all_to_all_op("output_dist.backward", Phase::kBackward, &RankContext::output_pairs, {grad}, true)));
+  }
+  if (d.row_wise_rs >= 0) {
+    CollectiveDesc ag{CollectiveKind::kAllGather, c.rw_bytes(), {}};
+    d.embedding_grads_ready.push_back(d.add(c.coll("output_dist.row_wise.backward", Phase::kBackward, ag, {grad})));
+  }
+  int node_ready = grad;
+  if (d.cross_node_a2a >= 0) {
+    node_ready = d.add(c.cross_node_op("output_dist.table_row_wise.cross_node.backward", Phase::kBackward, {grad}, true));
+    d.embedding_grads_ready.push_back(node_ready);
+  }
+  if (d.node_rs >= 0) {
+    CollectiveDesc ag{CollectiveKind::kAllGather, double(c.w.batch_size) * c.my_node_dims() * 4.0, {}};
+    d.embedding_grads_ready.push_back(d.add(c.coll("output_dist.table_row_wise.backward",
+                                                   numbered("output_dist.table_row_wise.backward.node", c.rank / c.gpus_per_node),
+                                                   Phase::kBackward, ag, {node_ready}, c.node_group())));
+  }
+  if (c.world == 1) d.embedding_grads_ready.push_back(grad);
+}
+
+/// Each bottom MLP layer's backward from the last (the first layer has no data
+/// gradient); the last DDP bucket is all-reduced after it.
+void add_bottom_mlp_backward(const RankContext& c, RankDraft& d) {
+  int prev = d.interaction_grad;
+  for (std::size_t i = d.bottom_layers.size(); i-- > 0;) {
+    const std::int64_t bin = c.w.bottom_mlp[i], bout = c.w.bottom_mlp[i + 1];
+    prev = d.add(c.linear_backward(numbered("bottom_mlp.", i, ".backward"), bin, bout, i > 0, true, prev));
+    d.grad_ready(c, prev, bin, bout);
+  }
+  d.flush_bucket(c, prev);
+}
+
+/// The sharded tables' backward with the fused optimizer (once their gradients have
+/// arrived), then the data-parallel tables' gradients, all-reduce and update.
+void add_embedding_backward(const RankContext& c, RankDraft& d) {
+  if (auto e = c.embedding_desc(EmbeddingPass::kBackward, false)) {
+    Op op{"embedding_backward", Phase::kBackward, Stream::kCompute, {}, {}, d.embedding_grads_ready, false};
+    op.kernels.push_back(std::move(*e));
+    d.add(std::move(op));
+  }
+  if (d.lookup_dp >= 0) add_data_parallel_tables_backward(c, d, d.interaction_grad);
+}
+
+/// The dense optimizer after every gradient bucket (SGD: read weight and grad, write
+/// weight; Adam: also read and write two moments), the half copy of the weights under
+/// mixed precision, and the host reading the loss (`sync_each_iteration`).
+void add_optimizer_step(const RankContext& c, RankDraft& d) {
+  const double params = c.w.dense_parameters();
+  const bool adam = c.w.dense_optimizer == DenseOptimizer::kAdam;
+  int prev = d.add({adam ? "dense_optimizer.adam" : "dense_optimizer.sgd", Phase::kOptimizer, Stream::kCompute,
+                    {elementwise(adam ? "adam" : "sgd", params, adam ? 12 : 2, adam ? 28 : 12)}, {}, d.allreduces, false});
+  if (c.mixed_precision()) {  // the half copy of the fp32 master parameters the next forward reads
+    prev = d.add({"copy_main_params", Phase::kOptimizer, Stream::kCompute,
+                  {elementwise("cast", params, 0, 4 + c.act_bytes())}, {}, {prev}, false});
+  }
+  if (c.w.sync_each_iteration) {
+    d.add({"loss.item", Phase::kOptimizer, Stream::kCompute, {MemcpyDesc{4, CopyKind::kDeviceToHost}}, {}, {d.loss, prev}, true});
+  }
+}
+
+}  // namespace perfcast::dlrm

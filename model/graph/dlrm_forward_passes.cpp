@@ -1,0 +1,133 @@
+/// \file dlrm_forward_passes.cpp
+/// The forward passes of a DLRM rank, in host order: batch copy, input all-to-all,
+/// bottom MLP, embedding lookups, the exchange of pooled embeddings, interaction, top
+/// MLP and loss.
+
+#include <utility>
+
+#include "model/graph/dlrm_rank_passes.hpp"
+
+namespace perfcast::dlrm {
+namespace {
+
+std::vector<int> deps_of(int op) { return op >= 0 ? std::vector<int>{op} : std::vector<int>{}; }
+
+/// A compute op of one kernel, moved in (an initializer list would copy it; embedding
+/// descriptors carry a vector of tables).
+Op single_kernel_op(std::string name, Phase phase, KernelDesc kernel, std::vector<int> deps) {
+  Op op{std::move(name), phase, Stream::kCompute, {}, {}, std::move(deps), false};
+  op.kernels.push_back(std::move(kernel));
+  return op;
+}
+
+}  // namespace
+
+/// The host-to-device copy of the local batch: fp32 dense features and label, and each
+/// table's indices plus one offset per bag.
+void add_batch_copy(const RankContext& c, RankDraft& d) {
+  double batch_bytes = c.batch * (c.w.dense_features() * 4.0 + 4.0);  // dense features + label
+  for (const auto& t : c.w.tables) batch_bytes += c.batch * (t.pooling + 1) * c.w.index_bytes;
+  d.batch_copy = d.add({"batch_h2d", Phase::kInput, Stream::kCopy, {MemcpyDesc{batch_bytes, CopyKind::kHostToDevice}}, {}, {}, false});
+  d.inputs_ready = d.batch_copy;
+}
+
+/// Several ranks with sparse tables: the all-to-all of lengths, then of indices, to the
+/// ranks that hold the shards (TorchRec input_dist).
+void add_input_distribution(const RankContext& c, RankDraft& d) {
+  if (c.world <= 1 || !c.has_sparse_tables()) return;
+  d.add(c.all_to_all_op("input_dist.lengths", Phase::kForward, &RankContext::input_length_pairs, {d.batch_copy}));
+  d.inputs_ready = d.add(c.all_to_all_op("input_dist.indices", Phase::kForward, &RankContext::input_index_pairs, {d.batch_copy}));
+}
+
+/// Mixed precision: the cast of the dense features; then one GEMM (+bias, ReLU) per layer.
+void add_bottom_mlp(const RankContext& c, RankDraft& d) {
+  int prev = d.batch_copy;
+  if (c.mixed_precision()) {  // autocast: the fp32 dense features cast to the GEMMs' half type
+    prev = d.add({"dense_features.cast", Phase::kForward, Stream::kCompute,
+                  {elementwise("cast", double(c.batch) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {d.batch_copy}, false});
+  }
+  const auto& mlp = c.w.bottom_mlp;
+  for (std::size_t i = 1; i < mlp.size(); ++i) {
+    prev = d.add({numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
+                  {GemmDesc{c.batch, mlp[i], mlp[i - 1], 1, c.w.mlp_dtype, true}}, {}, {prev}, false});
+    d.bottom_layers.push_back(prev);
+  }
+  d.bottom_out = prev;
+}
+
+/// The fused lookup of the rank's sharded tables (global batch: after the input
+/// all-to-all) and of its data-parallel tables (local batch).
+void add_embedding_lookups(const RankContext& c, RankDraft& d) {
+  if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/false)) {
+    d.lookup = d.add(single_kernel_op("embedding_lookup", Phase::kForward, std::move(*e), {d.inputs_ready}));
+  }
+  if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
+    d.lookup_dp = d.add(single_kernel_op("embedding_lookup.data_parallel", Phase::kForward, std::move(*e), {d.batch_copy}));
+  }
+}
+
+/// Pooled embeddings back to the ranks of their samples: the pooled all-to-all
+/// (table/column-wise), the row-wise reduce-scatter, and for table_row_wise / grid the
+/// reduce-scatter inside the node then the all-to-all across nodes.
+void add_embedding_exchange(const RankContext& c, RankDraft& d) {
+  if (c.world > 1 && c.has_pooled_all_to_all()) {
+    d.output_dist = d.add(c.all_to_all_op("output_dist", Phase::kForward, &RankContext::output_pairs, deps_of(d.lookup)));
+    d.embeddings_ready.push_back(d.output_dist);
+  }
+  if (c.world > 1 && c.has_row_wise()) {
+    CollectiveDesc rs{CollectiveKind::kReduceScatter, c.rw_bytes(), {}};
+    d.row_wise_rs = d.add(c.coll("output_dist.row_wise", Phase::kForward, rs, deps_of(d.lookup)));
+    d.embeddings_ready.push_back(d.row_wise_rs);
+  }
+  const bool node_comm = c.world > 1 && c.has_node_reduced();
+  const int node = c.rank / c.gpus_per_node;
+  if (node_comm && c.my_node_dims() > 0) {
+    CollectiveDesc rs{CollectiveKind::kReduceScatter, double(c.w.batch_size) * c.my_node_dims() * 4.0, {}};
+    d.node_rs = d.add(c.coll("output_dist.table_row_wise", numbered("output_dist.table_row_wise.node", node), Phase::kForward,
+                             rs, deps_of(d.lookup), c.node_group()));
+    d.embeddings_ready.push_back(d.node_rs);
+  }
+  if (node_comm && c.world / c.gpus_per_node > 1) {
+    d.cross_node_a2a = d.add(c.cross_node_op("output_dist.table_row_wise.cross_node", Phase::kForward,
+                                             deps_of(d.node_rs >= 0 ? d.node_rs : d.lookup), false));
+    d.embeddings_ready.push_back(d.cross_node_a2a);
+  }
+  if (c.world == 1 && d.lookup >= 0) d.embeddings_ready.push_back(d.lookup);
+  if (d.lookup_dp >= 0) d.embeddings_ready.push_back(d.lookup_dp);
+}
+
+/// Dot interaction: concat, the batched Gram matrix of the features, the lower triangle
+/// concatenated with the bottom output; cat interaction: one concat.
+void add_interaction(const RankContext& c, RankDraft& d) {
+  const double ab = c.act_bytes();
+  const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
+  const double dim = static_cast<double>(c.w.bottom_mlp.back());
+  const double width = static_cast<double>(c.w.interaction_width());
+  std::vector<int> deps = d.embeddings_ready;
+  deps.push_back(d.bottom_out);
+  Op inter{"interaction", Phase::kForward, Stream::kCompute, {}, {}, std::move(deps), false};
+  if (c.w.interaction == Interaction::kDot) {
+    inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ab));
+    inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),
+                                     static_cast<std::int64_t>(dim), c.batch, c.w.mlp_dtype, false});
+    inter.kernels.push_back(elementwise("tril_concat", c.batch * width, 0, 2 * ab));
+  } else {
+    inter.kernels.push_back(elementwise("concat", c.batch * width, 0, 2 * ab));
+  }
+  d.interaction = d.add(std::move(inter));
+}
+
+/// One GEMM (+bias, ReLU) per top MLP layer, then the sigmoid + binary cross-entropy loss.
+void add_top_mlp_and_loss(const RankContext& c, RankDraft& d) {
+  int prev = d.interaction;
+  std::int64_t in = c.w.interaction_width();
+  for (std::size_t i = 0; i < c.w.top_mlp.size(); ++i) {
+    d.top_in.push_back(in);
+    prev = d.add({numbered("top_mlp.", i), Phase::kForward, Stream::kCompute,
+                  {GemmDesc{c.batch, c.w.top_mlp[i], in, 1, c.w.mlp_dtype, true}}, {}, {prev}, false});
+    in = c.w.top_mlp[i];
+  }
+  d.loss = d.add({"loss", Phase::kForward, Stream::kCompute, {elementwise("sigmoid_bce", c.batch, 11, 12)}, {}, {prev}, false});
+}
+
+}  // namespace perfcast::dlrm

@@ -1,0 +1,205 @@
+/// \file dlrm_rank_context.cpp
+/// What the DLRM rank passes share: the plan queries, the op makers (collectives, linear
+/// backward, embedding kernels), the byte matrices of the exchanges, and the DDP buckets.
+
+#include <utility>
+
+#include "model/graph/dlrm_rank_passes.hpp"
+
+namespace perfcast::dlrm {
+
+std::string numbered(std::string_view prefix, std::int64_t i, std::string_view suffix) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  s += suffix;
+  return s;
+}
+
+KernelDesc elementwise(std::string op, double elements, double flops, double bytes) {
+  return ElementwiseDesc{std::move(op), static_cast<std::int64_t>(elements), flops, bytes};
+}
+
+int CollectiveTable::group(const std::vector<int>& ranks) {
+  for (std::size_t i = 0; i < g_.groups.size(); ++i)
+    if (g_.groups[i].ranks == ranks) return static_cast<int>(i);
+  g_.groups.push_back(RankGroup{ranks});
+  return static_cast<int>(g_.groups.size()) - 1;
+}
+
+RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int world_, int gpus_per_node_, int rank_,
+                         CollectiveTable& colls_, const std::vector<double>& node_dims_)
+    : w(w_),
+      plan(plan_),
+      world(world_),
+      gpus_per_node(gpus_per_node_),
+      rank(rank_),
+      batch(w_.batch_size / world_),
+      colls(colls_),
+      node_dims(node_dims_) {
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    for (const auto& sh : plan.tables[t].shards) {
+      if (sh.rank == rank) local.push_back({t, &sh, plan.tables[t].type});
+    }
+  }
+}
+
+bool RankContext::has_sparse_tables() const {
+  for (const auto& t : plan.tables)
+    if (t.type != ShardingType::kDataParallel) return true;
+  return false;
+}
+bool RankContext::has_row_wise() const {
+  for (const auto& t : plan.tables)
+    if (t.type == ShardingType::kRowWise) return true;
+  return false;
+}
+bool RankContext::has_pooled_all_to_all() const {
+  for (const auto& t : plan.tables)
+    if (pooled_all_to_all(t.type)) return true;
+  return false;
+}
+bool RankContext::has_node_reduced() const {
+  for (const auto& t : plan.tables)
+    if (node_reduced(t.type)) return true;
+  return false;
+}
+
+Op RankContext::coll(std::string name, Phase phase, CollectiveDesc d, std::vector<int> deps) const {
+  const int index = colls.get(name, [&] { return std::move(d); });
+  return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+}
+
+Op RankContext::coll(std::string name, const std::string& key, Phase phase, CollectiveDesc d, std::vector<int> deps,
+                     int group) const {
+  const int index = colls.get(key, [&] { return std::move(d); }, group);
+  return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+}
+
+int RankContext::node_group() const {
+  std::vector<int> ranks;
+  for (int l = 0; l < gpus_per_node; ++l) ranks.push_back(rank / gpus_per_node * gpus_per_node + l);
+  return colls.group(ranks);
+}
+
+Op RankContext::cross_node_op(std::string name, Phase phase, std::vector<int> deps, bool transpose) const {
+  const int nodes = world / gpus_per_node, local_index = rank % gpus_per_node;
+  std::vector<int> ranks;
+  for (int k = 0; k < nodes; ++k) ranks.push_back(k * gpus_per_node + local_index);
+  const int group = colls.group(ranks);
+  const int index = colls.get(numbered(name + ".local", local_index), [&] {
+    const auto un = static_cast<std::size_t>(nodes);
+    std::vector<double> pairs(un * un, 0.0);
+    for (std::size_t i = 0; i < un; ++i)
+      for (std::size_t k = 0; k < un; ++k) {
+        if (i == k) continue;
+        const double bytes = double(batch) * node_dims[i] * 4.0;
+        (transpose ? pairs[k * un + i] : pairs[i * un + k]) = bytes;
+      }
+    return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
+  }, group);
+  return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+}
+
+Op RankContext::all_to_all_op(std::string name, Phase phase, std::vector<double> (RankContext::*make_pairs)() const,
+                              std::vector<int> deps, bool transpose) const {
+  const int index = colls.get(name, [&] {
+    std::vector<double> pairs = (this->*make_pairs)();
+    if (transpose) {
+      const auto un = static_cast<std::size_t>(world);
+      std::vector<double> t(pairs.size());
+      for (std::size_t i = 0; i < un; ++i)
+        for (std::size_t j = 0; j < un; ++j) t[j * un + i] = pairs[i * un + j];
+      pairs = std::move(t);
+    }
+    return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
+  });
+  return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
+}
+
+double RankContext::shard_pooling(std::size_t table, const Shard& sh) const {
+  const auto& t = w.tables[table];
+  if (splits_rows(plan.tables[table].type)) return t.pooling * double(sh.rows) / double(t.rows);
+  return t.pooling;
+}
+
+std::vector<double> RankContext::input_pairs(bool lengths) const {
+  const auto un = static_cast<std::size_t>(world);
+  std::vector<double> per_dest(un, 0.0);
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    if (plan.tables[t].type == ShardingType::kDataParallel) continue;
+    for (const auto& sh : plan.tables[t].shards) {
+      per_dest[static_cast<std::size_t>(sh.rank)] += lengths ? batch * 4.0 : batch * shard_pooling(t, sh) * w.index_bytes;
+    }
+  }
+  std::vector<double> m(un * un, 0.0);
+  for (std::size_t i = 0; i < un; ++i)
+    for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_dest[j];
+  return m;
+}
+
+std::vector<double> RankContext::output_pairs() const {
+  const auto un = static_cast<std::size_t>(world);
+  std::vector<double> per_src(un, 0.0);
+  for (const auto& t : plan.tables) {
+    if (!pooled_all_to_all(t.type)) continue;
+    for (const auto& sh : t.shards) per_src[static_cast<std::size_t>(sh.rank)] += batch * double(sh.cols) * 4.0;
+  }
+  std::vector<double> m(un * un, 0.0);
+  for (std::size_t i = 0; i < un; ++i)
+    for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_src[i];
+  return m;
+}
+
+double RankContext::rw_bytes() const {
+  double dims = 0;
+  for (std::size_t t = 0; t < plan.tables.size(); ++t)
+    if (plan.tables[t].type == ShardingType::kRowWise) dims += double(w.tables[t].dim);
+  return double(w.batch_size) * dims * 4.0;
+}
+
+std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, bool dp) const {
+  EmbeddingDesc e;
+  e.batch = dp ? batch : w.batch_size;
+  e.weight_dtype = w.embedding_dtype;
+  e.pass = pass;
+  e.optimizer = w.embedding_optimizer;
+  e.index_bytes = w.index_bytes;
+  e.tables.reserve(local.size());
+  for (const auto& ref : local) {
+    if ((ref.type == ShardingType::kDataParallel) != dp) continue;
+    const auto& spec = w.tables[ref.table];
+    e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution});
+  }
+  if (e.tables.empty()) return std::nullopt;
+  if (dp && pass == EmbeddingPass::kBackward) return std::nullopt;  // see add_embedding_backward
+  return e;
+}
+
+Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
+                                int dep) const {
+  const double ab = act_bytes();
+  Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
+  op.kernels.reserve(4);
+  if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+  if (dgrad) op.kernels.emplace_back(std::in_place_type<GemmDesc>, batch, in, out, 1, w.mlp_dtype, false);
+  op.kernels.emplace_back(std::in_place_type<GemmDesc>, out, in, batch, 1, w.mlp_dtype, false);
+  op.kernels.emplace_back(elementwise("bias_grad", double(batch) * out, 1, ab));
+  return op;
+}
+
+void RankDraft::grad_ready(const RankContext& c, int op, std::int64_t in, std::int64_t out) {
+  if (c.world == 1) return;
+  bucket_bytes += (double(in) * out + out) * 4.0;
+  const double cap = buckets == 0 ? c.w.first_bucket : c.w.gradient_bucket;
+  if (bucket_bytes >= cap) flush_bucket(c, op);
+}
+
+void RankDraft::flush_bucket(const RankContext& c, int op) {
+  if (c.world == 1 || bucket_bytes <= 0) return;
+  CollectiveDesc d{CollectiveKind::kAllReduce, bucket_bytes, {}};
+  allreduces.push_back(add(c.coll(numbered("allreduce.bucket", buckets), Phase::kBackward, d, {op})));
+  ++buckets;
+  bucket_bytes = 0;
+}
+
+}  // namespace perfcast::dlrm

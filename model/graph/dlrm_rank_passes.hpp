@@ -1,0 +1,246 @@
+#pragma once
+/// \file dlrm_rank_passes.hpp
+/// The passes that build one rank's DLRM training iteration (internal to dlrm_builder.cpp
+/// and its pass files; not part of the graph library's interface).
+///
+/// A rank's program is a value produced by a pipeline: build_dlrm_rank_program() starts an
+/// empty RankDraft and runs kDlrmRankPasses in order. Each pass appends its ops in host
+/// order and records the op indices later passes depend on (the handles of RankDraft).
+/// The pass order is the host order of a PyTorch/TorchRec training step, so ops keep the
+/// same indices whatever pass files they come from.
+///
+/// To add an op: put it in the pass whose part of the step issues it (or add a pass at
+/// its place in kDlrmRankPasses), take its dependencies from RankDraft's handles, and
+/// record a handle if a later pass waits on it.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/graph/execution_graph.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "model/graph/workload_spec.hpp"
+
+namespace perfcast::dlrm {
+
+/// `prefix` + decimal `i` + `suffix` (op and collective names; cheaper than fmt::format in
+/// the sharding search's rebuilds).
+std::string numbered(std::string_view prefix, std::int64_t i, std::string_view suffix = {});
+
+/// An elementwise kernel: `elements`, FLOPs and bytes moved per element.
+KernelDesc elementwise(std::string op, double elements, double flops, double bytes);
+
+/// Collectives are identical on every rank of their group: the first rank that issues one
+/// creates it, the others refer to it by key. Groups other than "all ranks" (group 0)
+/// are added when first used, so plans without node-local types keep one group.
+///
+/// Incremental rebuilds (DlrmGraphBuilder) keep the table: `begin_refresh()` makes the
+/// first request of each existing key in this build recompute its descriptor and record
+/// whether it changed; keys new to the table are appended, so existing indices stay.
+class CollectiveTable {
+ public:
+  explicit CollectiveTable(ExecutionGraph& g) : g_(g) {}
+  template <class MakeDesc>
+  int get(const std::string& key, MakeDesc make, int group = 0) {
+    auto [it, fresh] = index_.try_emplace(key, static_cast<int>(g_.collectives.size()));
+    const auto i = static_cast<std::size_t>(it->second);
+    if (fresh) {
+      g_.collectives.push_back(GraphCollective{make(), group});
+      refreshed_.push_back(1);
+      changed_.push_back(1);
+    } else if (!refreshed_[i]) {
+      CollectiveDesc d = make();
+      refreshed_[i] = 1;
+      if (!(d == g_.collectives[i].desc)) {
+        g_.collectives[i].desc = std::move(d);
+        changed_[i] = 1;
+      }
+    }
+    return it->second;
+  }
+  /// Starts an incremental build: every collective counts as not yet refreshed, unchanged.
+  void begin_refresh() {
+    refreshed_.assign(g_.collectives.size(), 0);
+    changed_.assign(g_.collectives.size(), 0);
+  }
+  [[nodiscard]] const std::vector<char>& changed() const { return changed_; }
+  /// Index of the group of exactly these ranks (in this order), added when new.
+  int group(const std::vector<int>& ranks);
+
+ private:
+  ExecutionGraph& g_;
+  std::map<std::string, int> index_;
+  std::vector<char> refreshed_, changed_;  ///< per collective, this build
+};
+
+/// A shard held by the rank being built.
+struct ShardRef {
+  std::size_t table;
+  const Shard* shard;
+  ShardingType type;
+};
+
+/// What every pass of one rank reads: the workload, the plan, where the rank sits, and
+/// the graph-wide collective table (shared by all ranks of one build).
+class RankContext {
+ public:
+  /// `node_dims`: per node, the columns of its table_row_wise / grid blocks (dlrm node_dims()).
+  RankContext(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
+              const std::vector<double>& node_dims);
+
+  const DlrmSpec& w;
+  const ShardingPlan& plan;
+  int world;           ///< ranks
+  int gpus_per_node;
+  int rank;
+  std::int64_t batch;  ///< local batch: global batch / ranks
+  CollectiveTable& colls;
+  const std::vector<double>& node_dims;  ///< per node: columns of its table_row_wise / grid blocks
+  std::vector<ShardRef> local;           ///< this rank's shards, in table order
+
+  /// Bytes of an activation element of the MLPs (tf32 keeps fp32 storage).
+  [[nodiscard]] double act_bytes() const { return dtype_bytes(w.mlp_dtype); }
+  /// fp16 / bf16 MLPs: autocast casts, and the optimizer writes a half copy of the weights.
+  [[nodiscard]] bool mixed_precision() const { return w.mlp_dtype == DType::kFp16 || w.mlp_dtype == DType::kBf16; }
+  /// Columns of the table_row_wise / grid blocks of this rank's node.
+  [[nodiscard]] double my_node_dims() const { return node_dims[static_cast<std::size_t>(rank / gpus_per_node)]; }
+
+  // ---- what the plan holds ----
+  [[nodiscard]] bool has_sparse_tables() const;
+  [[nodiscard]] bool has_row_wise() const;
+  [[nodiscard]] bool has_pooled_all_to_all() const;
+  [[nodiscard]] bool has_node_reduced() const;
+
+  // ---- op makers ----
+  /// A collective op of all ranks, identified graph-wide by `name`.
+  [[nodiscard]] Op coll(std::string name, Phase phase, CollectiveDesc d, std::vector<int> deps) const;
+  /// A collective of `group` whose graph-wide identity is `key` (one per group).
+  [[nodiscard]] Op coll(std::string name, const std::string& key, Phase phase, CollectiveDesc d, std::vector<int> deps,
+                        int group) const;
+  /// The group of the ranks of this rank's node.
+  [[nodiscard]] int node_group() const;
+  /// Pooled all-to-all of table_row_wise / grid outputs across nodes, between the ranks
+  /// of this rank's local index: after the intra-node reduce-scatter the member on node i
+  /// holds the reduced rows of the local batches of its peers, and sends node k's member
+  /// b x (node i's block columns) x 4 B. `transpose`: the backward (gradients back).
+  [[nodiscard]] Op cross_node_op(std::string name, Phase phase, std::vector<int> deps, bool transpose) const;
+  /// All-to-allv of all ranks with byte matrix `pairs` (row: sender), computed once per
+  /// graph; `transpose` swaps senders and receivers (the backward of a forward exchange).
+  [[nodiscard]] Op all_to_all_op(std::string name, Phase phase, std::vector<double> (RankContext::*pairs)() const,
+                                 std::vector<int> deps, bool transpose = false) const;
+
+  // ---- byte matrices and sizes (nccl-tests conventions) ----
+  /// Input all-to-all: rank i sends rank j the lengths (4 B per bag) of its local batch
+  /// for the sparse shards j holds.
+  [[nodiscard]] std::vector<double> input_length_pairs() const { return input_pairs(true); }
+  /// ... and the indices (index_bytes each).
+  [[nodiscard]] std::vector<double> input_index_pairs() const { return input_pairs(false); }
+  /// Pooled all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
+  /// table-, column- and table-column-wise shards i holds.
+  [[nodiscard]] std::vector<double> output_pairs() const;
+  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4.
+  [[nodiscard]] double rw_bytes() const;
+  /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
+  [[nodiscard]] double shard_pooling(std::size_t table, const Shard& sh) const;
+  /// The fused embedding kernel of this rank's sharded (`dp` false) or data-parallel
+  /// tables; none when the rank holds no such table (and for the data-parallel backward,
+  /// which add_embedding_backward builds from elementwise kernels).
+  [[nodiscard]] std::optional<EmbeddingDesc> embedding_desc(EmbeddingPass pass, bool dp) const;
+  /// The backward of a linear layer `in` -> `out` (+ ReLU when `relu_out`): ReLU backward,
+  /// data gradient (`dgrad`), weight gradient, bias gradient.
+  [[nodiscard]] Op linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
+                                   int dep) const;
+
+ private:
+  [[nodiscard]] std::vector<double> input_pairs(bool lengths) const;
+};
+
+/// One rank's program under construction, and the ops later passes depend on. -1: the
+/// op does not exist in this plan.
+struct RankDraft {
+  RankProgram program;
+
+  // forward
+  int batch_copy = -1;         ///< batch_h2d
+  int inputs_ready = -1;       ///< indices on the ranks that look them up (the input all-to-all, or the copy)
+  std::vector<int> bottom_layers;  ///< bottom_mlp.i
+  int bottom_out = -1;         ///< the bottom MLP's output (or the cast / copy before it)
+  int lookup = -1;             ///< embedding_lookup (sharded tables)
+  int lookup_dp = -1;          ///< embedding_lookup.data_parallel
+  int output_dist = -1;        ///< pooled all-to-all
+  int row_wise_rs = -1;        ///< row-wise reduce-scatter
+  int node_rs = -1;            ///< table_row_wise / grid reduce-scatter inside the node
+  int cross_node_a2a = -1;     ///< table_row_wise / grid all-to-all across nodes
+  std::vector<int> embeddings_ready;  ///< what the interaction waits on besides the bottom MLP
+  int interaction = -1;
+  std::vector<std::int64_t> top_in;  ///< input width of each top_mlp layer
+  int loss = -1;
+
+  // backward
+  int top_grad = -1;          ///< the last top_mlp backward
+  int interaction_grad = -1;  ///< interaction.backward
+  std::vector<int> embedding_grads_ready;  ///< what the embedding backward waits on
+  std::vector<int> allreduces;             ///< DDP gradient buckets (the dense optimizer waits on them)
+  double bucket_bytes = 0;                 ///< gradients in the open bucket
+  int buckets = 0;                         ///< buckets issued
+
+  /// Appends `op`; returns its index.
+  int add(Op op) {
+    program.ops.push_back(std::move(op));
+    return static_cast<int>(program.ops.size()) - 1;
+  }
+  /// DDP: a layer's gradients join the open bucket; a full bucket is all-reduced at once
+  /// (first bucket `first_bucket`, then `gradient_bucket` bytes).
+  void grad_ready(const RankContext& c, int op, std::int64_t in, std::int64_t out);
+  /// All-reduces the open bucket after `op`.
+  void flush_bucket(const RankContext& c, int op);
+};
+
+using RankPass = void (*)(const RankContext&, RankDraft&);
+struct NamedRankPass {
+  std::string_view name;
+  RankPass run;
+};
+
+// ---- forward (dlrm_forward_passes.cpp) ----
+void add_batch_copy(const RankContext& c, RankDraft& d);
+void add_input_distribution(const RankContext& c, RankDraft& d);
+void add_bottom_mlp(const RankContext& c, RankDraft& d);
+void add_embedding_lookups(const RankContext& c, RankDraft& d);
+void add_embedding_exchange(const RankContext& c, RankDraft& d);
+void add_interaction(const RankContext& c, RankDraft& d);
+void add_top_mlp_and_loss(const RankContext& c, RankDraft& d);
+// ---- backward and optimizer (dlrm_backward_passes.cpp) ----
+void add_top_mlp_backward(const RankContext& c, RankDraft& d);
+void add_interaction_backward(const RankContext& c, RankDraft& d);
+void add_embedding_exchange_backward(const RankContext& c, RankDraft& d);
+void add_bottom_mlp_backward(const RankContext& c, RankDraft& d);
+void add_embedding_backward(const RankContext& c, RankDraft& d);
+void add_optimizer_step(const RankContext& c, RankDraft& d);
+
+/// The passes in host order.
+inline constexpr std::array<NamedRankPass, 13> kDlrmRankPasses{{
+    {"batch_copy", add_batch_copy},
+    {"input_distribution", add_input_distribution},
+    {"bottom_mlp", add_bottom_mlp},
+    {"embedding_lookups", add_embedding_lookups},
+    {"embedding_exchange", add_embedding_exchange},
+    {"interaction", add_interaction},
+    {"top_mlp_and_loss", add_top_mlp_and_loss},
+    {"top_mlp_backward", add_top_mlp_backward},
+    {"interaction_backward", add_interaction_backward},
+    {"embedding_exchange_backward", add_embedding_exchange_backward},
+    {"bottom_mlp_backward", add_bottom_mlp_backward},
+    {"embedding_backward", add_embedding_backward},
+    {"optimizer_step", add_optimizer_step},
+}};
+
+/// One rank's program: kDlrmRankPasses run on an empty draft. `recycled`: a program whose
+/// storage the new one reuses (its ops are discarded).
+[[nodiscard]] RankProgram build_dlrm_rank_program(const RankContext& c, RankProgram recycled = {});
+
+}  // namespace perfcast::dlrm

@@ -1,0 +1,150 @@
+/// \file transformer_layer_passes.cpp
+/// One Megatron Transformer layer per TP rank, forward and backward: layer norms, the
+/// QKV / attention-output / MLP GEMMs (column- then row-parallel), core attention (flash,
+/// fused softmax, or the fp32 fallback), bias-dropout-add, and the TP collectives
+/// (all-reduce, or all-gather / reduce-scatter under sequence parallelism).
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "model/graph/transformer_rank_passes.hpp"
+
+namespace perfcast::transformer {
+namespace {
+
+/// Scores, softmax, dropout and context of one layer's attention, forward (also the
+/// selective recomputation in the backward, prefix `p` + "recompute.").
+void add_attention_core_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
+  const auto& w = c.w;
+  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
+  const bool causal = w.kind == TransformerKind::kDecoder;
+  if (w.attention == AttentionImpl::kFlash) {
+    d.kernels(p + "flash_attention", ph,
+              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.precision, AttentionPass::kForward}});
+    return;
+  }
+  const double e = c.e;
+  const double scores = double(b) * c.heads * s * s;
+  std::vector<KernelDesc> k{c.gemm(s, s, hd, false, b * c.heads)};
+  if (c.fused_softmax()) {
+    k.push_back(ew("scale_mask_softmax", scores, kSoftmaxFlops, 2 * e));
+  } else {
+    // FusedScaleMaskSoftmax.forward_torch_softmax: input.float(), input * scale,
+    // masked_fill_(mask, -10000), torch.nn.Softmax, probs.half(): one framework op each.
+    const double f = 4;  // fp32 scores, bytes per element
+    const bool cast = e < f;
+    if (cast) k.push_back(ew("softmax_input_to_fp32", scores, 0, e + f));
+    d.kernels(p + "core_attention", ph, std::move(k));
+    d.kernels(p + "core_attention.softmax_scale", ph, {ew("softmax_scale", scores, 1, 2 * f)});
+    d.kernels(p + "core_attention.softmax_mask_fill", ph, {ew("softmax_mask_fill", scores, 1, 2 * f + 1)});
+    d.kernels(p + "core_attention.softmax", ph, {ew("softmax", scores, kSoftmaxFlops, 2 * f)});
+    k.clear();
+    if (cast) k.push_back(ew("softmax_probs_to_half", scores, 0, f + e));
+  }
+  if (w.dropout > 0) k.push_back(ew("attention_dropout", scores, 2, 2 * e + 1));
+  k.push_back(c.gemm(s, hd, s, false, b * c.heads));
+  d.kernels(p + (c.fused_softmax() ? "core_attention" : "core_attention.context"), ph, std::move(k));
+}
+
+/// Core attention backward (prefix `p`): flash, or the recomputation (selective), the
+/// context and score GEMMs' gradients and the softmax backward (fused or fp32 fallback).
+void add_attention_core_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
+  const auto& w = c.w;
+  const Phase ph = Phase::kBackward;
+  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
+  const bool causal = w.kind == TransformerKind::kDecoder;
+  if (w.attention == AttentionImpl::kFlash) {
+    d.kernels(p + "flash_attention", ph,
+              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.precision, AttentionPass::kBackward}});
+    return;
+  }
+  if (w.recompute == Recompute::kSelective) add_attention_core_forward(c, d, p + "recompute.", ph);
+  const double e = c.e;
+  const double scores = double(b) * c.heads * s * s;
+  std::vector<KernelDesc> k{c.gemm(s, s, hd, false, b * c.heads), c.gemm(s, hd, s, false, b * c.heads)};
+  if (w.dropout > 0) k.push_back(ew("attention_dropout_backward", scores, 1, 2 * e + 1));
+  if (c.fused_softmax()) {
+    k.push_back(ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * e));
+  } else {
+    // Autograd nodes of the fallback, in reverse: half() (ToCopyBackward), softmax,
+    // masked_fill_, mul by scale, float() (ToCopyBackward); fp32 gradients.
+    const double f = 4;
+    const bool cast = e < f;
+    if (cast) k.push_back(ew("softmax_grad_to_fp32", scores, 0, e + f));
+    d.kernels(p + "core_attention.context", ph, std::move(k));
+    d.kernels(p + "core_attention.softmax", ph, {ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * f)});
+    d.kernels(p + "core_attention.softmax_mask_fill", ph, {ew("softmax_mask_fill_backward", scores, 1, 2 * f + 1)});
+    d.kernels(p + "core_attention.softmax_scale", ph, {ew("softmax_scale_backward", scores, 1, 2 * f)});
+    k.clear();
+    if (cast) k.push_back(ew("softmax_grad_to_half", scores, 0, f + e));
+  }
+  k.push_back(c.gemm(s, hd, s, false, b * c.heads));
+  k.push_back(c.gemm(s, hd, s, false, b * c.heads));
+  d.kernels(p + "core_attention", ph, std::move(k));
+}
+
+}  // namespace
+
+void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag) {
+  const auto& w = c.w;
+  const double e = c.e;
+  const std::string p = fmt::format("layer{}.{}", layer, tag);
+  d.kernels(p + "input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
+  d.sp_gather(p + "attention.all_gather", ph);
+  d.kernels(p + "qkv", ph, {c.gemm(c.tokens, c.qkv, w.hidden, true)});
+  add_attention_core_forward(c, d, p, ph);
+  d.kernels(p + "attention.dense", ph, {c.gemm(c.tokens, w.hidden, c.attn_out)});
+  d.tp_reduce(p + "attention.tp_reduce", ph);
+  d.kernels(p + "attention.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
+  d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
+  d.sp_gather(p + "mlp.all_gather", ph);
+  const double inner = double(c.tokens) * c.ffn2;
+  d.kernels(p + "mlp.fc1", ph,
+            {c.gemm(c.tokens, c.ffn1, w.hidden),
+             w.activation == Activation::kGelu ? ew("bias_gelu", inner, kGeluFlops, 2 * e) : ew("swiglu", inner, 6, 3 * e)});
+  d.kernels(p + "mlp.fc2", ph, {c.gemm(c.tokens, w.hidden, c.ffn2)});
+  d.tp_reduce(p + "mlp.tp_reduce", ph);
+  d.kernels(p + "mlp.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
+}
+
+void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, int layer) {
+  const auto& w = c.w;
+  const Phase ph = Phase::kBackward;
+  if (w.recompute == Recompute::kFull) add_layer_forward(c, d, layer, ph, "recompute.");
+  const std::string p = fmt::format("layer{}.backward.", layer);
+  const double e = c.e;
+  const std::int64_t T = c.tokens, H = w.hidden;
+  const double inner = double(T) * c.ffn2;
+  d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
+  d.sp_gather(p + "mlp.fc2.all_gather", ph);
+  d.kernels(p + "mlp.fc2", ph, {c.gemm(T, c.ffn2, H), c.gemm(c.ffn2, H, T)});
+  d.kernels(p + "mlp.fc1", ph,
+            {w.activation == Activation::kGelu ? ew("bias_gelu_backward", inner, kGeluBwdFlops, 3 * e)
+                                               : ew("swiglu_backward", inner, 8, 5 * e),
+             c.gemm(T, H, c.ffn1), c.gemm(c.ffn1, H, T)});
+  d.tp_reduce(p + "mlp.tp_reduce", ph);
+  d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
+  d.kernels(p + "attention.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
+  d.sp_gather(p + "attention.dense.all_gather", ph);
+  d.kernels(p + "attention.dense", ph, {c.gemm(T, c.attn_out, H), c.gemm(c.attn_out, H, T)});
+  add_attention_core_backward(c, d, p);
+  d.sp_gather(p + "qkv.all_gather", ph);
+  d.kernels(p + "qkv", ph, {c.gemm(T, H, c.qkv), c.gemm(c.qkv, H, T)});
+  d.tp_reduce(p + "qkv.tp_reduce", ph);
+  d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
+}
+
+/// The stage's layers in order.
+void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
+  const std::int64_t first = c.stage * c.layers_per_stage();
+  for (std::int64_t l = 0; l < c.layers_per_stage(); ++l) add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
+}
+
+/// The stage's layers from the last.
+void add_layers_backward(const TransformerRankContext& c, TransformerDraft& d) {
+  const std::int64_t first = c.stage * c.layers_per_stage();
+  for (std::int64_t l = c.layers_per_stage(); l-- > 0;) add_layer_backward(c, d, static_cast<int>(first + l));
+}
+
+}  // namespace perfcast::transformer

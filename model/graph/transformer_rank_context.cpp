@@ -1,0 +1,99 @@
+/// \file transformer_rank_context.cpp
+/// What the Transformer rank passes share: the rank's place in the tp x dp x pp grid and
+/// its sizes, the graph-wide groups and collectives, and the op chain of one rank.
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "model/graph/transformer_rank_passes.hpp"
+
+namespace perfcast::transformer {
+
+ElementwiseDesc ew(std::string op, double elements, double flops, double bytes) {
+  return ElementwiseDesc{std::move(op), static_cast<std::int64_t>(elements), flops, bytes};
+}
+
+int SharedCollectives::group(const std::vector<int>& ranks) {
+  auto [it, fresh] = groups.try_emplace(ranks, static_cast<int>(g.groups.size()));
+  if (fresh) g.groups.push_back(RankGroup{ranks});
+  return it->second;
+}
+
+int SharedCollectives::collective(int grp, const CollectiveDesc& d) {
+  std::string key = fmt::format("{}|{}|{}", grp, static_cast<int>(d.kind), d.bytes);
+  for (double b : d.pair_bytes) key += fmt::format("|{}", b);
+  auto [it, fresh] = collectives.try_emplace(key, static_cast<int>(g.collectives.size()));
+  if (fresh) g.collectives.push_back(GraphCollective{d, grp});
+  return it->second;
+}
+
+TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int rank, SharedCollectives& shared) : w(w_) {
+  const int t = w.tp, dp = w.dp;
+  tp_i = rank % t;
+  dp_i = (rank / t) % dp;
+  stage = rank / (t * dp);
+  auto at = [&](int ti, int di, int si) { return ti + t * (di + dp * si); };
+  std::vector<int> tpg, dpg;
+  for (int i = 0; i < t; ++i) tpg.push_back(at(i, dp_i, stage));
+  for (int i = 0; i < dp; ++i) dpg.push_back(at(tp_i, i, stage));
+  tp_group = shared.group(tpg);
+  dp_group = shared.group(dpg);
+  if (stage > 0) prev_group = shared.group({at(tp_i, dp_i, stage - 1), rank});
+  if (stage + 1 < w.pp) next_group = shared.group({rank, at(tp_i, dp_i, stage + 1)});
+  if (w.pp > 1) emb_group = shared.group({at(tp_i, dp_i, 0), at(tp_i, dp_i, w.pp - 1)});
+
+  e = dtype_bytes(w.precision);
+  tokens = w.micro_batch * w.seq_len;
+  tokens_sp = w.sequence_parallel ? tokens / t : tokens;
+  heads = w.heads / t;
+  kv_heads = w.kv_heads / t;
+  qkv = (w.heads + 2 * w.kv_heads) * w.head_dim() / t;
+  attn_out = w.heads * w.head_dim() / t;
+  ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.ffn_hidden / t;
+  ffn2 = w.ffn_hidden / t;
+  vocab = w.padded_vocab() / t;
+  p2p_bytes = double(tokens) * w.hidden * e;
+  mask = w.dropout > 0 ? 1.0 : 0.0;
+}
+
+bool TransformerRankContext::fused_softmax() const {
+  const std::int64_t s = w.seq_len, batches = w.micro_batch * heads;
+  return e <= 2 && s > 16 && s <= 2048 && s % 4 == 0 && batches % 4 == 0;
+}
+
+void TransformerDraft::set_micro_batch(int mb) { mb_ = fmt::format("mb{}.", mb); }
+
+void TransformerDraft::add(Op op) {
+  if (last_ >= 0) op.deps.push_back(last_);
+  op.recompute = op.name.find("recompute.") != std::string::npos;  // add_layer_forward(.., "recompute.")
+  program.ops.push_back(std::move(op));
+  last_ = static_cast<int>(program.ops.size()) - 1;
+}
+
+void TransformerDraft::kernels(const std::string& name, Phase ph, std::vector<KernelDesc> k) {
+  add(Op{mb_ + name, ph, Stream::kCompute, std::move(k), {}, {}, false});
+}
+
+void TransformerDraft::collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, bool host_waits) {
+  add(Op{mb_ + name, ph, Stream::kComm, {}, shared_.collective(grp, d), {}, host_waits});
+}
+
+void TransformerDraft::p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair) {
+  CollectiveDesc d{CollectiveKind::kAllToAllV, 0, std::move(pair)};
+  collective(name, ph, grp, std::move(d), true);
+}
+
+void TransformerDraft::tp_reduce(const std::string& name, Phase ph) {
+  if (c_.w.tp == 1) return;
+  const double bytes = double(c_.tokens) * c_.w.hidden * c_.e;
+  collective(name, ph, c_.tp_group,
+             {c_.w.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes, {}});
+}
+
+void TransformerDraft::sp_gather(const std::string& name, Phase ph) {
+  if (c_.w.tp == 1 || !c_.w.sequence_parallel) return;
+  collective(name, ph, c_.tp_group, {CollectiveKind::kAllGather, double(c_.tokens) * c_.w.hidden * c_.e, {}});
+}
+
+}  // namespace perfcast::transformer

@@ -1,0 +1,166 @@
+#pragma once
+/// \file transformer_rank_passes.hpp
+/// The passes that build one rank's Megatron-style Transformer iteration (internal to
+/// transformer_builder.cpp and its pass files; not part of the graph library's interface).
+///
+/// A rank's program is a value produced by a pipeline: build_transformer_rank_program()
+/// places TransformerRankContext's rank in the tp x dp x pp grid, then runs the 1F1B
+/// schedule, which calls the micro-batch pipelines kForwardPasses and kBackwardPasses
+/// between pipeline transfers, then kOptimizerPasses once. Each pass appends ops through
+/// TransformerDraft, which chains every op to the one before it (Megatron's TP
+/// collectives and pipeline transfers block the compute stream; only the host runs ahead).
+///
+/// To add an op: put it in the pass of its part of the step (or a new pass at its place
+/// in one of the pass lists) and append it with TransformerDraft::kernels / ::collective.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/graph/execution_graph.hpp"
+#include "model/graph/transformer_spec.hpp"
+
+namespace perfcast::transformer {
+
+// Elementwise kernels of a Megatron layer: FLOPs and HBM bytes per element, in units of
+// the activation element size `e` (plus 1-byte dropout masks). Counted from the kernels'
+// operands (read + written once each); assumed, not measured.
+inline constexpr double kLayerNormFlops = 8, kLayerNormBwdFlops = 12;
+inline constexpr double kGeluFlops = 15, kGeluBwdFlops = 20;  // tanh approximation
+inline constexpr double kSoftmaxFlops = 5, kSoftmaxBwdFlops = 4;
+
+/// An elementwise kernel: `elements`, FLOPs and bytes moved per element.
+ElementwiseDesc ew(std::string op, double elements, double flops, double bytes);
+
+/// Shared state of all ranks: rank groups and collectives, created once each.
+struct SharedCollectives {
+  ExecutionGraph& g;
+  std::map<std::vector<int>, int> groups;
+  std::map<std::string, int> collectives;
+
+  /// Index of the group of exactly these ranks, added when new.
+  int group(const std::vector<int>& ranks);
+  /// Collectives with equal group and descriptor are one collective, issued repeatedly.
+  int collective(int grp, const CollectiveDesc& d);
+};
+
+/// Where the rank sits in the tp x dp x pp grid, its groups, and the per-rank sizes every
+/// pass reads (TP shards of heads and GEMM widths; elements and bytes of one micro-batch).
+struct TransformerRankContext {
+  /// Creates the rank's groups in `shared` (TP, DP, previous and next stage, embedding).
+  TransformerRankContext(const TransformerSpec& w, int rank, SharedCollectives& shared);
+
+  const TransformerSpec& w;
+  int tp_i = 0, dp_i = 0, stage = 0;
+  int tp_group = -1, dp_group = -1, prev_group = -1, next_group = -1, emb_group = -1;
+  double e = 2;  ///< bytes per activation element
+  std::int64_t tokens = 0;     ///< micro-batch x sequence
+  std::int64_t tokens_sp = 0;  ///< tokens held by this rank (/tp under sequence parallelism)
+  std::int64_t heads = 0, kv_heads = 0;  ///< per TP rank
+  std::int64_t qkv = 0, attn_out = 0, ffn1 = 0, ffn2 = 0, vocab = 0;  ///< GEMM widths per TP rank
+  double p2p_bytes = 0;  ///< one pipeline transfer: tokens x hidden x e
+  double mask = 0;       ///< bytes of a dropout mask element (1 with dropout, else 0)
+
+  [[nodiscard]] bool first_stage() const { return stage == 0; }
+  [[nodiscard]] bool last_stage() const { return stage + 1 == w.pp; }
+  [[nodiscard]] std::int64_t layers_per_stage() const { return w.layers / w.pp; }
+  /// Hidden-state elements on this rank.
+  [[nodiscard]] double hs() const { return double(tokens_sp) * w.hidden; }
+  [[nodiscard]] GemmDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool bias = false, std::int64_t batch = 1) const {
+    return GemmDesc{m, n, k, batch, w.precision, bias};
+  }
+  /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
+  /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
+  /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and
+  /// (micro-batch x heads per TP rank) % 4 == 0; otherwise it falls back to separate
+  /// PyTorch ops in fp32 (forward_torch_softmax). E.g. 16 heads at tp 8 and micro-batch 1
+  /// give 2 attention batches per rank: the fallback.
+  [[nodiscard]] bool fused_softmax() const;
+};
+
+/// One rank's program under construction: every op appended depends on the one before.
+class TransformerDraft {
+ public:
+  TransformerDraft(const TransformerRankContext& c, SharedCollectives& shared) : c_(c), shared_(shared) {}
+
+  /// Name prefix of the current micro-batch ("mb3."), or none (optimizer).
+  void set_micro_batch(int mb);
+  void clear_micro_batch() { mb_.clear(); }
+
+  /// Appends `op` after the previous op; ops named "...recompute..." are recomputed forwards.
+  void add(Op op);
+  /// A compute op of kernels `k`, named micro-batch prefix + `name`.
+  void kernels(const std::string& name, Phase ph, std::vector<KernelDesc> k);
+  /// A collective op on group `grp`.
+  void collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, bool host_waits = false);
+  /// A pipeline transfer: a 2-rank all-to-allv with byte matrix `pair`. Blocking for the
+  /// host: p2p_communication._communicate (Megatron-LM before core 0.x, Megatron-DeepSpeed)
+  /// waits on the batch_isend_irecv requests and then calls torch.cuda.synchronize() /
+  /// get_accelerator().synchronize() ("to protect against race condition when using
+  /// batch_isend_irecv()"), so the host issues nothing more until the transfer, and all
+  /// GPU work queued before it, has finished.
+  void p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair);
+  /// The TP collective after a row-parallel layer (forward) or before a column-parallel
+  /// layer's input gradient (backward): all-reduce, or reduce-scatter under sequence parallelism.
+  void tp_reduce(const std::string& name, Phase ph);
+  /// Sequence parallelism: the all-gather of the hidden states before a column-parallel layer.
+  void sp_gather(const std::string& name, Phase ph);
+  /// The op name with the micro-batch prefix.
+  [[nodiscard]] std::string named(const std::string& name) const { return mb_ + name; }
+
+  RankProgram program;
+
+ private:
+  const TransformerRankContext& c_;
+  SharedCollectives& shared_;
+  int last_ = -1;
+  std::string mb_;  ///< name prefix of the current micro-batch, e.g. "mb3."
+};
+
+using TransformerPass = void (*)(const TransformerRankContext&, TransformerDraft&);
+struct NamedTransformerPass {
+  std::string_view name;
+  TransformerPass run;
+};
+
+// ---- one micro-batch's forward (transformer_stage_passes.cpp, transformer_layer_passes.cpp) ----
+void add_get_batch(const TransformerRankContext& c, TransformerDraft& d);
+void add_embedding_forward(const TransformerRankContext& c, TransformerDraft& d);
+void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d);
+void add_head_and_loss(const TransformerRankContext& c, TransformerDraft& d);
+// ---- one micro-batch's backward ----
+void add_head_backward(const TransformerRankContext& c, TransformerDraft& d);
+void add_layers_backward(const TransformerRankContext& c, TransformerDraft& d);
+void add_embedding_backward(const TransformerRankContext& c, TransformerDraft& d);
+// ---- once per iteration ----
+void add_gradient_sync(const TransformerRankContext& c, TransformerDraft& d);
+void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d);
+
+/// One layer: `tag` "" or "recompute." (full activation recomputation in the backward).
+void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag);
+void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, int layer);
+
+inline constexpr std::array<NamedTransformerPass, 4> kForwardPasses{{
+    {"get_batch", add_get_batch},
+    {"embedding", add_embedding_forward},
+    {"layers", add_layers_forward},
+    {"head_and_loss", add_head_and_loss},
+}};
+inline constexpr std::array<NamedTransformerPass, 3> kBackwardPasses{{
+    {"head_backward", add_head_backward},
+    {"layers_backward", add_layers_backward},
+    {"embedding_backward", add_embedding_backward},
+}};
+inline constexpr std::array<NamedTransformerPass, 2> kOptimizerPasses{{
+    {"gradient_sync", add_gradient_sync},
+    {"optimizer_step", add_optimizer_step},
+}};
+
+/// Rank `rank`'s program: the 1F1B schedule of micro-batch forwards and backwards with
+/// their pipeline transfers, then the optimizer passes.
+[[nodiscard]] RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, SharedCollectives& shared);
+
+}  // namespace perfcast::transformer

@@ -1,0 +1,230 @@
+/// \file sim_engine.cpp
+/// The simulator's event engine: ranks issue their ops in host order; each op is a host
+/// segment plus GPU events placed at max(launch, stream free, inputs ready).
+
+#include "model/sim/sim_engine.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace perfcast::sim {
+
+Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations,
+               Timeline storage)
+    : tg_(tg),
+      g_(*tg.graph),
+      host_(host),
+      iterations_(iterations),
+      overrides_(durations),
+      log_(std::move(storage.events)),
+      rendezvous_(tg, log_, overrides_),
+      iteration_end_(std::move(storage.iteration_end)) {
+  const std::size_t world = g_.ranks.size();
+  cursors_.resize(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    cursors_[r].op_last_event.assign(g_.ranks[r].ops.size(), -1);
+    cursors_[r].coll_seq.assign(g_.groups.size(), 0);
+    if (g_.ranks[r].ops.empty()) cursors_[r].done = true;
+  }
+}
+
+Timeline Engine::run() {
+  std::size_t per_iteration = 0;
+  for (const auto& prog : g_.ranks)
+    for (const auto& op : prog.ops) per_iteration += 1 + std::max<std::size_t>(op.kernels.size(), 1);
+  log_.reserve(per_iteration * static_cast<std::size_t>(iterations_));
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (std::size_t r = 0; r < cursors_.size(); ++r) {
+      while (step(static_cast<int>(r))) progress = true;
+    }
+  }
+  for (const RankCursor& st : cursors_)
+    if (!st.done) throw_deadlock();
+  return assemble_timeline(log_.take(), static_cast<int>(cursors_.size()), iterations_, std::move(iteration_end_));
+}
+
+void Engine::throw_deadlock() const {
+  for (std::size_t r = 0; r < cursors_.size(); ++r) {
+    const RankCursor& st = cursors_[r];
+    if (st.done) continue;
+    throw SimulationError(fmt::format(
+        "deadlock: rank {} cannot go on at op \"{}\" of iteration {}; its collectives do not match the other "
+        "ranks' (different order or group)",
+        r, g_.ranks[r].ops[static_cast<std::size_t>(st.op)].name, st.iter));
+  }
+  throw SimulationError("deadlock");
+}
+
+Seconds Engine::host_op_overhead(const Op& op) const {
+  if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead;
+  return host_.op_overhead;
+}
+
+void Engine::wait_host(RankCursor& st, int e) const {
+  const Seconds end = log_.end_of(e);
+  if (end > st.host) {
+    st.host = end;
+    st.host_binding = Binding::kDependency;
+    st.host_cause = e;
+  }
+}
+
+void Engine::advance(RankCursor& st, int rank) const {
+  if (++st.op == static_cast<int>(g_.ranks[static_cast<std::size_t>(rank)].ops.size())) {
+    st.op = 0;
+    std::fill(st.op_last_event.begin(), st.op_last_event.end(), -1);
+    if (++st.iter == iterations_) st.done = true;
+  }
+}
+
+void Engine::place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, Seconds deps_end, int dep_event) const {
+  const Seconds stream_free = log_.end_of(stream_last);
+  ev.launch = launch;
+  ev.start = launch;
+  ev.binding = Binding::kHost;
+  ev.cause = seg;
+  if (stream_free > ev.start) {
+    ev.start = stream_free;
+    ev.binding = Binding::kStream;
+    ev.cause = stream_last;
+  }
+  if (dep_event >= 0 && deps_end > ev.start) {
+    ev.start = deps_end;
+    ev.binding = Binding::kDependency;
+    ev.cause = dep_event;
+  }
+  ev.host_delay = std::max(0.0, launch - std::max(stream_free, dep_event >= 0 ? deps_end : 0.0));
+  if (ev.binding != Binding::kHost) ev.host_delay = 0;
+}
+
+bool Engine::dependencies_end(const RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const {
+  deps_end = 0;
+  dep_event = -1;
+  for (int d : op.deps) {
+    const int e = st.op_last_event[static_cast<std::size_t>(d)];
+    if (!log_.resolved(e)) return false;
+    if (e >= 0 && (dep_event < 0 || log_.end_of(e) > deps_end)) {
+      deps_end = log_.end_of(e);
+      dep_event = e;
+    }
+  }
+  return true;
+}
+
+int Engine::issue_host_segment(RankCursor& st, int rank, const Op& op, const OpTiming& timing) {
+  TimelineEvent seg;
+  seg.rank = rank;
+  seg.iteration = st.iter;
+  seg.op = st.op;
+  seg.lane = Lane::kHost;
+  seg.start = st.host;
+  seg.binding = st.host_binding;
+  seg.cause = st.host_cause;
+  const int seg_idx = log_.push(seg);
+  st.host += timing.host_time.value_or(host_op_overhead(op));
+  return seg_idx;
+}
+
+int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, Seconds deps_end, int dep_event) {
+  const auto s = static_cast<std::size_t>(op.stream);
+  st.host += host_.launch_overhead;
+  TimelineEvent ev;
+  ev.rank = rank;
+  ev.iteration = st.iter;
+  ev.op = st.op;
+  ev.lane = Lane::kComm;
+  place(ev, st.host, seg, st.stream_last[s], deps_end, dep_event);
+  ev.end = kUnresolved;  // set when every rank of the group has arrived
+  const int last = log_.push(ev);
+  rendezvous_.arrive(rank, st, *op.collective, last);
+  return last;
+}
+
+int Engine::issue_kernels(RankCursor& st, int rank, const Op& op, const OpTiming& timing, int seg, Seconds deps_end,
+                          int dep_event) {
+  const auto s = static_cast<std::size_t>(op.stream);
+  int last = -1;
+  for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+    const Estimate& est = timing.kernels[k];
+    st.host += host_.launch_overhead * est.launches;
+    TimelineEvent ev;
+    ev.rank = rank;
+    ev.iteration = st.iter;
+    ev.op = st.op;
+    ev.kernel = static_cast<int>(k);
+    ev.lane = lane_of(op.stream);
+    place(ev, st.host, seg, st.stream_last[s], k == 0 ? deps_end : 0.0, k == 0 ? dep_event : -1);
+    ev.end = ev.start + overrides_.of(log_.size(), est.time);
+    last = log_.push(ev);
+    st.stream_last[s] = last;
+  }
+  return last;
+}
+
+bool Engine::step(int rank) {
+  RankCursor& st = cursors_[static_cast<std::size_t>(rank)];
+  if (st.done) return false;
+  if (st.waiting_event >= 0) {
+    if (!log_.resolved(st.waiting_event)) return false;
+    wait_host(st, st.waiting_event);
+    st.waiting_event = -1;
+    advance(st, rank);
+    return true;
+  }
+  const Op& op = g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)];
+  const OpTiming& timing = tg_.ops[static_cast<std::size_t>(rank)][static_cast<std::size_t>(st.op)];
+  const auto s = static_cast<std::size_t>(op.stream);
+  if (!log_.resolved(st.stream_last[s])) return false;
+  Seconds deps_end = 0;
+  int dep_event = -1;
+  if (!dependencies_end(st, op, deps_end, dep_event)) return false;
+
+  const int seg = issue_host_segment(st, rank, op, timing);
+  const int last = op.collective ? issue_collective(st, rank, op, seg, deps_end, dep_event)
+                                 : issue_kernels(st, rank, op, timing, seg, deps_end, dep_event);
+  if (last >= 0) st.stream_last[s] = last;
+  // An op without GPU work passes its inputs on: its consumers wait for them.
+  st.op_last_event[static_cast<std::size_t>(st.op)] = last >= 0 ? last : dep_event;
+  log_.at(seg).end = st.host;
+  st.host_binding = Binding::kStream;
+  st.host_cause = seg;
+
+  if (op.host_waits) {
+    if (!log_.resolved(last)) {
+      st.waiting_event = last;
+      return true;
+    }
+    wait_host(st, last);
+  }
+  advance(st, rank);
+  return true;
+}
+
+Timeline assemble_timeline(std::vector<TimelineEvent> events, int world, int iterations,
+                           std::vector<std::vector<Seconds>> iteration_end) {
+  Timeline t;
+  t.world = world;
+  t.iterations = iterations;
+  t.iteration_end = std::move(iteration_end);
+  t.iteration_end.resize(static_cast<std::size_t>(world));
+  for (auto& ends : t.iteration_end) ends.assign(static_cast<std::size_t>(iterations), 0.0);
+  for (const auto& e : events) {
+    auto& slot = t.iteration_end[static_cast<std::size_t>(e.rank)][static_cast<std::size_t>(e.iteration)];
+    slot = std::max(slot, e.end);
+  }
+  // A host that runs ahead keeps later iterations' ends ordered.
+  for (auto& ends : t.iteration_end)
+    for (std::size_t k = 1; k < ends.size(); ++k) ends[k] = std::max(ends[k], ends[k - 1]);
+  for (const auto& ends : t.iteration_end) {
+    t.window_start = std::max(t.window_start, ends[ends.size() - 2]);
+    t.window_end = std::max(t.window_end, ends.back());
+  }
+  t.iteration_time = t.window_end - t.window_start;
+  t.events = std::move(events);
+  return t;
+}
+
+}  // namespace perfcast::sim

@@ -1,0 +1,104 @@
+/// \file transfer_flows.cpp
+/// Timeline transfers as contention flows, and the quick check whether any overlap.
+
+#include "model/sim/transfer_flows.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <variant>
+
+namespace perfcast::sim {
+namespace {
+
+/// Resources of one rank: its NIC share and the two directions of its PCIe link.
+enum LinkResource { kNic = 0, kPcieToDevice = 1, kPcieToHost = 2 };
+constexpr int kResourcesPerRank = 3;
+
+}  // namespace
+
+FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& events) {
+  const ExecutionGraph& g = *tg.graph;
+  FlowSet fs;
+  // Collective instances: member events share collective, iteration and start.
+  std::map<std::tuple<int, int, Seconds>, std::size_t> instance;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& ev = events[i];
+    if (ev.lane == Lane::kHost) continue;
+    const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
+    if (ev.kernel >= 0) {
+      const auto* copy = std::get_if<MemcpyDesc>(&op.kernels[static_cast<std::size_t>(ev.kernel)]);
+      if (copy == nullptr || copy->kind == CopyKind::kDeviceToDevice) continue;
+      const Estimate& est =
+          tg.ops[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)].kernels[static_cast<std::size_t>(ev.kernel)];
+      // A host<->device copy runs at the PCIe link's achievable rate: it fills it.
+      const int res = ev.rank * kResourcesPerRank + (copy->kind == CopyKind::kHostToDevice ? kPcieToDevice : kPcieToHost);
+      fs.flows.push_back(ContentionFlow{ev.start, est.time, {{res, 1.0}}});
+      fs.events.push_back({static_cast<int>(i)});
+    } else if (op.collective) {
+      const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
+      if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
+      const auto key = std::make_tuple(*op.collective, ev.iteration, ev.start);
+      auto [it, fresh] = instance.try_emplace(key, fs.flows.size());
+      if (fresh) {
+        fs.flows.push_back(ContentionFlow{ev.start, est.time, {}});
+        fs.events.emplace_back();
+      }
+      ContentionFlow& f = fs.flows[it->second];
+      const double nic = std::min(1.0, est.nic_busy / est.time);
+      const double pcie = std::min(1.0, est.pcie_busy / est.time);
+      const int base = ev.rank * kResourcesPerRank;
+      if (nic > 0) f.uses.push_back({base + kNic, nic});
+      if (pcie > 0) {
+        f.uses.push_back({base + kPcieToDevice, pcie});
+        f.uses.push_back({base + kPcieToHost, pcie});
+      }
+      fs.events[it->second].push_back(static_cast<int>(i));
+    }
+  }
+  return fs;
+}
+
+bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& events) {
+  const ExecutionGraph& g = *tg.graph;
+  struct Span {
+    int resource;
+    Seconds start, end;
+  };
+  std::vector<Span> spans;
+  for (const TimelineEvent& ev : events) {
+    if (ev.lane == Lane::kHost) continue;
+    const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
+    const int base = ev.rank * kResourcesPerRank;
+    if (ev.kernel >= 0) {
+      const auto* copy = std::get_if<MemcpyDesc>(&op.kernels[static_cast<std::size_t>(ev.kernel)]);
+      if (copy == nullptr || copy->kind == CopyKind::kDeviceToDevice) continue;
+      const Seconds work =
+          tg.ops[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)].kernels[static_cast<std::size_t>(ev.kernel)].time;
+      if (work <= 0) continue;
+      spans.push_back({base + (copy->kind == CopyKind::kHostToDevice ? kPcieToDevice : kPcieToHost), ev.start, ev.start + work});
+    } else if (op.collective) {
+      const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
+      if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
+      const Seconds end = ev.start + est.time;
+      if (std::min(1.0, est.nic_busy / est.time) > 0) spans.push_back({base + kNic, ev.start, end});
+      if (std::min(1.0, est.pcie_busy / est.time) > 0) {
+        spans.push_back({base + kPcieToDevice, ev.start, end});
+        spans.push_back({base + kPcieToHost, ev.start, end});
+      }
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.resource, a.start, a.end) < std::tie(b.resource, b.start, b.end);
+  });
+  Seconds end = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (i > 0 && spans[i].resource != spans[i - 1].resource) end = -std::numeric_limits<double>::infinity();
+    if (spans[i].start < end) return true;
+    end = std::max(end, spans[i].end);
+  }
+  return false;
+}
+
+}  // namespace perfcast::sim
