@@ -24,8 +24,21 @@ struct ShardArgs {
   std::vector<std::string> overrides;
   std::string budget = "10s";
   std::size_t evaluations = 0;
+  std::string timeout;
   std::uint64_t seed = 1;
 };
+
+/// A positive wall-clock duration option ("10s", "500ms").
+double parse_duration_option(const char* option, const std::string& text) {
+  double v = 0;
+  try {
+    v = parse_quantity(text, Dimension::kTime);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(option, "", e.what());
+  }
+  if (v <= 0) throw ConfigError(option, "", fmt::format("expected a duration > 0 such as \"10s\", got \"{}\"", text));
+  return v;
+}
 
 }  // namespace
 
@@ -37,6 +50,9 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "what-if override PATH=VALUE (as for predict)");
   cmd->add_option("--budget", a->budget, "wall-clock search budget, e.g. 10s, 500ms (default 10s)");
   cmd->add_option("--evaluations", a->evaluations, "stop after N simulated plans instead (deterministic for a seed)");
+  cmd->add_option("--timeout", a->timeout,
+                  "stop the search after this wall-clock time (e.g. 30s), also with --evaluations, and report the best "
+                  "plan found so far");
   cmd->add_option("--seed", a->seed, "random seed of the search and the random baseline");
   cmd->add_option("--out", a->out, "write the best plan (TorchRec ParameterSharding fields) to FILE");
   cmd->add_option("--json", a->json, "write the result as JSON to FILE, or - for standard output");
@@ -46,12 +62,8 @@ Action add_shard(CLI::App& app) {
     for (const auto& o : a->overrides) apply_override_text(o, system_doc, workload_doc, nullptr);
     const SystemSpec s = parse_system(system_doc);
     const DlrmSpec w = parse_workload(workload_doc);
-    double budget = 0;
-    try {
-      budget = parse_quantity(a->budget, Dimension::kTime);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError("--budget", "", e.what());
-    }
+    const double budget = parse_duration_option("--budget", a->budget);
+    const double timeout = a->timeout.empty() ? 0.0 : parse_duration_option("--timeout", a->timeout);
     if (w.batch_size % s.world_size() != 0) {
       throw ConfigError(w.file, "/batch_size", fmt::format("the global batch {} does not divide over the system's {} ranks",
                                                            w.batch_size, s.world_size()));
@@ -67,6 +79,7 @@ Action add_shard(CLI::App& app) {
     SearchOptions opt;
     opt.budget_s = budget;
     opt.max_evaluations = a->evaluations;
+    opt.timeout_s = timeout;
     const bool tty = ::isatty(STDERR_FILENO) != 0;
     if (tty) {
       opt.progress = [](std::size_t n, double best) {
@@ -76,6 +89,7 @@ Action add_shard(CLI::App& app) {
     }
     const SearchResult r = run_search({&fixed, &local}, evaluator, opt);
     if (tty) std::fprintf(stderr, "\r%60s\r", "");
+    if (!r.best) throw std::runtime_error("the search proposed no plan");
 
     // Baselines side by side (their evaluations are cached in the evaluator's estimates).
     PlanEvaluator again(s, w, *comm, 3, true, cal);
@@ -90,9 +104,10 @@ Action add_shard(CLI::App& app) {
                           e.feasible ? "" : e.reason);
     }
     const auto& best = r.best->plan;
-    text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s)\n\n", "best (search)",
+    text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s{})\n\n", "best (search)",
                         format_time(r.best_eval.iteration_time), r.best_eval.feasible ? "yes" : "no", r.best->origin,
-                        r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9));
+                        r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9),
+                        r.timed_out ? "; stopped by --timeout, best so far" : "");
     int counts[kShardingTypeCount] = {};
     for (const auto& t : best.tables) counts[static_cast<int>(t.type)]++;
     std::string summary;
@@ -119,7 +134,8 @@ Action add_shard(CLI::App& app) {
           {"best", {{"iteration_time_s", r.best_eval.iteration_time}, {"feasible", r.best_eval.feasible},
                     {"reason", r.best_eval.reason}, {"hint", hint}, {"found_by", r.best->origin}, {"plan", nlohmann::json::parse(plan_text)}}},
           {"baselines", base_json},
-          {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", a->seed}}},
+          {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", a->seed},
+                      {"timed_out", r.timed_out}}},
       };
       files.emplace_back(a->json, j.dump(2) + "\n");
     }
