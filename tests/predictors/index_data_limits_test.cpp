@@ -1,0 +1,64 @@
+// Index files from elsewhere: offsets and lengths whose sums would overflow int64, table
+// counts and batch sizes whose product would, and row counts beyond limits::kMaxRows
+// (the Zipf sums stopped advancing at 2^53 rows and never returned).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <limits>
+
+#include "core/json_reader.hpp"
+#include "core/limits.hpp"
+#include "predictors/index_data.hpp"
+
+using namespace perfcast;
+
+namespace {
+IndexData two_tables(std::vector<std::int64_t> bags, BagEncoding enc, std::int64_t batch = 1) {
+  IndexData d;
+  d.indices = {0, 1, 2, 3};
+  d.bags = std::move(bags);
+  d.encoding = enc;
+  d.tables = 2;
+  d.batch = batch;
+  d.indices_file = "idx.bin";
+  d.bags_file = enc == BagEncoding::kOffsets ? "off.bin" : "len.bin";
+  return d;
+}
+
+std::string error_of(const IndexData& d, const IndexStatsOptions& opt = {}) {
+  try {
+    (void)compute_index_stats(d, opt);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+}  // namespace
+
+TEST_CASE("index data: offsets and lengths near int64 overflow are errors", "[index][limits]") {
+  // Batch-relative CSR offsets: the second batch's are added to the first batch's end.
+  CHECK(error_of(two_tables({0, 1, 2, 0, 1, kMax}, BagEncoding::kOffsets)) ==
+        "off.bin: entry 5: offset 9223372036854775807 lies outside the 4 indices of idx.bin");
+  CHECK(error_of(two_tables({2, kMax}, BagEncoding::kLengths)) ==
+        "len.bin: entry 1: the lengths up to here add up to more than the 4 indices of idx.bin");
+  CHECK(error_of(two_tables({2, 2}, BagEncoding::kLengths, kMax)) ==
+        "len.bin: /: 2 tables x batch 9223372036854775807 bags is more than the 2 entries of the file");
+  // Valid data still gives its statistics.
+  const auto s = compute_index_stats(two_tables({2, 2}, BagEncoding::kLengths), {});
+  REQUIRE(s.size() == 2);
+  CHECK(s[1].accesses == 2);
+}
+
+TEST_CASE("index data: rows beyond the limit are refused", "[index][limits]") {
+  IndexStatsOptions opt;
+  opt.rows = {std::int64_t{1} << 53};
+  CHECK(error_of(two_tables({2, 2}, BagEncoding::kLengths), opt) ==
+        "--rows: /: rows must be in [1, 281474976710656] (core/limits.hpp), got 9007199254740992");
+  opt.rows = {limits::kMaxRows};
+  const auto stats = compute_index_stats(two_tables({2, 2}, BagEncoding::kLengths), opt);
+  const auto summary = summarize_index_stats(stats, opt);
+  REQUIRE(summary.size() == 2);
+  CHECK(summary[0].zipf_alpha.has_value());  // the Zipf fit at 2^48 rows returns
+}
