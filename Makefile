@@ -46,7 +46,8 @@ clean:
 # target (default 10 minutes; CI runs 15 s). Findings are kept in $(FUZZ_BUILD)/fuzz-findings.
 fuzz: deps
 	@scripts/install_fuzz_deps.sh
-	CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERFCAST_ENABLE_CUDA=OFF \
+	CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" \
+	  -DPERFCAST_ENABLE_CUDA=OFF \
 	  -DPERFCAST_BUILD_TESTS=OFF -DPERFCAST_BUILD_BENCH=OFF -DPERFCAST_FUZZ=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target perfcast_fuzz_targets
 	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

@@ -96,12 +96,11 @@ BagSpans spans_from_lengths(const IndexData& d, std::int64_t tb) {
   for (std::int64_t j = 0; j < n; ++j) {
     const std::int64_t len = d.bags[static_cast<std::size_t>(j)];
     if (len < 0) throw ConfigError(d.bags_file, entry(j), fmt::format("negative bag length {}", len));
-    if (len > static_cast<std::int64_t>(d.indices.size()) - pos)
-      throw ConfigError(d.bags_file, entry(j),
-                        fmt::format("the lengths up to here add up to more than the {} indices of {}", d.indices.size(),
-                                    d.indices_file));
     s.begin.push_back(pos);
-    pos += len;
+    if (__builtin_add_overflow(pos, len, &pos))
+      throw ConfigError(d.bags_file, entry(j),
+                        fmt::format("the lengths up to here add up to more than 2^63 (the file holds {} indices)",
+                                    d.indices.size()));
     s.end.push_back(pos);
   }
   if (pos != static_cast<std::int64_t>(d.indices.size()))
@@ -155,10 +154,10 @@ std::vector<TableBatchStats> compute_index_stats(const IndexData& d, const Index
   if (d.tables > limits::kMaxTables)
     throw ConfigError(d.bags_file, "", fmt::format("{} tables; at most {} (core/limits.hpp)", d.tables, limits::kMaxTables));
   std::int64_t tb = 0;
-  if (__builtin_mul_overflow(static_cast<std::int64_t>(d.tables), d.batch, &tb) || tb > static_cast<std::int64_t>(d.bags.size()))
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(d.tables), d.batch, &tb) || tb > limits::kMaxRows)
     throw ConfigError(d.bags_file, "",
-                      fmt::format("{} tables x batch {} bags is more than the {} entries of the file", d.tables, d.batch,
-                                  d.bags.size()));
+                      fmt::format("{} tables x batch {} is more than {} bags (core/limits.hpp)", d.tables, d.batch,
+                                  limits::kMaxRows));
   const BagSpans s = d.encoding == BagEncoding::kOffsets ? spans_from_offsets(d, tb) : spans_from_lengths(d, tb);
 
   std::vector<TableBatchStats> out;

@@ -73,6 +73,9 @@ void read_archive(const std::string& path, std::vector<TraceText>& out) {
     const char* raw_name = archive_entry_pathname(entry);
     const std::string member = raw_name ? raw_name : "";
     if (archive_entry_filetype(entry) != AE_IFREG || !is_trace_member(member)) continue;
+    if (first_invalid_utf8(member)) {
+      throw ConfigError(path, "", "an archive member's name is not UTF-8; expected UTF-8 member names");
+    }
     const std::string name = path + ":" + member;
     std::string data = read_member(a.get(), name, budget);
     if (is_gzip(data)) data = gunzip(data, name);

@@ -28,7 +28,9 @@ make_seeds() {
   for f in "$src"/configs/workloads/*.json; do seed workload "$(basename "$f")" < "$f"; done
   seed plan plan_mixed.json < "$src/tests/data/plan_mixed.json"
   for f in "$src"/configs/calibration/*.json; do seed calibration "k_$(basename "$f")" 01 < "$f"; done
-  for f in "$src"/tests/data/*.jsonl; do seed measurements "$(basename "$f")" 00 < "$f"; done
+  for f in "$src"/tests/data/*.jsonl "$src"/../shared/data/public-measurements/*.jsonl; do
+    [ -f "$f" ] && seed measurements "$(basename "$f")" < "$f"
+  done
   seed nccl_tests handwritten.txt 00 < "$src/tests/data/handwritten_all_reduce_perf.txt"
   printf 'size(B),count,type,time(ns),busbw(GB/s)\n1048576,262144,float,92790,19.78\n2097152,524288,float,93250,39.36\n' |
     seed nccl_tests table.csv 01

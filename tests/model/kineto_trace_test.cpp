@@ -297,7 +297,7 @@ TEST_CASE("kineto reader: integers beyond the limits are errors, not overflow", 
 }
 
 TEST_CASE("kineto reader: bad input names file and JSON pointer", "[kineto]") {
-  CHECK(kineto_error("{\"traceEvents\": [") == "t.json: /: invalid JSON at line 1, column 17 (expected a PyTorch profiler trace)");
+  CHECK(kineto_error("{\"traceEvents\": [") == "t.json: /: invalid JSON at line 1, column 18 (expected a PyTorch profiler trace)");
   CHECK(kineto_error("{\"schemaVersion\": 1}") ==
         "t.json: /traceEvents: not a PyTorch profiler trace: expected an array \"traceEvents\"");
   CHECK(kineto_error("{\"traceEvents\": []}") ==
