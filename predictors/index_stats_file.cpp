@@ -237,7 +237,8 @@ std::vector<LocalityStatsBlock> read_locality_stats(const std::filesystem::path&
     if (starts_with(l, "Locality stats after processing")) {
       // "Locality stats after processing N batches of size B", N and B within the limits.
       static constexpr std::string_view kHead = "Locality stats after processing ";
-      const std::string_view rest = std::string_view(l).substr(kHead.size());
+      // (the trimmed line may end right after "processing": rest is then empty)
+      const std::string_view rest = std::string_view(l).substr(std::min(l.size(), kHead.size()));
       const auto mid = rest.find(" batches of size ");
       const auto n = mid == std::string_view::npos ? std::nullopt : small_integer(rest.substr(0, mid));
       const auto bs = mid == std::string_view::npos ? std::nullopt : small_integer(rest.substr(mid + 17));

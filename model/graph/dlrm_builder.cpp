@@ -443,8 +443,8 @@ class RankBuilder {
     Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
     op.kernels.reserve(4);
     if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(b_) * out, 1, 3 * ab));
-    if (dgrad) op.kernels.emplace_back(std::in_place_type<GemmDesc>, b_, in, out, 1, w_.mlp_dtype, false);
-    op.kernels.emplace_back(std::in_place_type<GemmDesc>, out, in, b_, 1, w_.mlp_dtype, false);
+    if (dgrad) op.kernels.emplace_back(GemmDesc{b_, in, out, 1, w_.mlp_dtype, false});
+    op.kernels.emplace_back(GemmDesc{out, in, b_, 1, w_.mlp_dtype, false});
     op.kernels.emplace_back(elementwise("bias_grad", double(b_) * out, 1, ab));
     return op;
   }

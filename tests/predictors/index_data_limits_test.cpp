@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
 #include "predictors/index_data.hpp"
+#include "predictors/index_stats_file.hpp"
 
 using namespace perfcast;
 
@@ -61,4 +64,22 @@ TEST_CASE("index data: rows beyond the limit are refused", "[index][limits]") {
   const auto summary = summarize_index_stats(stats, opt);
   REQUIRE(summary.size() == 2);
   CHECK(summary[0].zipf_alpha.has_value());  // the Zipf fit at 2^48 rows returns
+}
+
+TEST_CASE("locality stats: a header line cut after \"processing\" is bad input (found by fuzz_index)", "[index_stats][limits]") {
+  const auto path = std::filesystem::temp_directory_path() / "perfcast_locality_cut.txt";
+  { std::ofstream(path) << "fbgemm_t856_bs65536.pt\nLocality stats after processing \n"; }
+  std::string what = "no error";
+  try {
+    (void)read_locality_stats(path);
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  CHECK_THAT(what, Catch::Contains("perfcast_locality_cut.txt: line 2: expected \"Locality stats after processing N batches"));
+  // Batch counts beyond the limits, and the name's table count beyond int.
+  { std::ofstream(path) << "fbgemm_t856_bs65536.pt\nLocality stats after processing 99999999999999999999 batches of size 8\n"; }
+  CHECK_THROWS_AS(read_locality_stats(path), ConfigError);
+  CHECK(tables_from_dataset_name("fbgemm_t99999999999999999999_bs1.pt") == 0);
+  CHECK(tables_from_dataset_name("fbgemm_t856_bs65536_15.pt") == 856);
+  std::filesystem::remove(path);
 }
