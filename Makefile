@@ -10,7 +10,10 @@ JOBS ?= $(shell nproc)
 SYSTEM ?= configs/systems/dgx_h100.json
 WORKLOAD ?= configs/workloads/dlrm_default.json
 
-.PHONY: run test build deps bench clean golden
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
+
+.PHONY: run test build deps bench clean golden fuzz
 
 deps:
 	@scripts/install_deps.sh
@@ -38,3 +41,13 @@ golden: build
 
 clean:
 	rm -rf $(BUILD)
+
+# libFuzzer targets (tests/fuzz): clang 14 build in $(FUZZ_BUILD), then FUZZ_SECONDS per
+# target (default 10 minutes; CI runs 15 s). Findings are kept in $(FUZZ_BUILD)/fuzz-findings.
+fuzz: deps
+	@scripts/install_fuzz_deps.sh
+	CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" \
+	  -DPERFCAST_ENABLE_CUDA=OFF \
+	  -DPERFCAST_BUILD_TESTS=OFF -DPERFCAST_BUILD_BENCH=OFF -DPERFCAST_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target perfcast_fuzz_targets
+	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

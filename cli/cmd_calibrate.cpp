@@ -21,6 +21,11 @@
 
 namespace perfcast::cli {
 namespace {
+/// fit_collective needs this many samples of one collective (4 terms, each protocol).
+constexpr std::size_t kMinFitSamples = 8;
+}  // namespace
+
+namespace {
 
 struct CalibrateArgs {
   std::string system;
@@ -150,9 +155,12 @@ Action add_calibrate(CLI::App& app) {
       if (!log.gpu.empty()) gpus.insert(log.gpu);
       if (!log.nccl_version.empty()) versions.insert(log.nccl_version);
       for (const auto& smp : log.samples) {
-        if (smp.ranks > s.gpus_per_node) {
-          throw ConfigError(path, "", fmt::format("{} ranks do not fit in one node of {} ({} GPUs); multi-node "
-                                                  "calibration is not supported yet", smp.ranks, s.name, s.gpus_per_node));
+        if (smp.ranks > s.gpus_per_node || smp.nodes > 1) {
+          throw ConfigError(path, "", fmt::format("{} ranks on {} node(s) do not fit in one node of {} ({} GPUs); multi-node "
+                                                  "calibration is not supported yet: give logs of runs inside one node "
+                                                  "(at most {} ranks), or leave \"comms_calibration\" out of the system file (the "
+                                                  "spec-derived model)", smp.ranks, smp.nodes, s.name, s.gpus_per_node,
+                                                  s.gpus_per_node));
         }
         by_kind[smp.kind].push_back(smp);
       }
@@ -164,7 +172,19 @@ Action add_calibrate(CLI::App& app) {
     nlohmann::json report = nlohmann::json::array();
     std::string text;
     for (auto& [kind, samples] : by_kind) {
+      if (samples.size() < kMinFitSamples) {
+        throw ConfigError(fmt::format("{}", fmt::join(a->logs, ", ")), "",
+                          fmt::format("{} {} sample(s); fitting needs at least {} message sizes per collective: run "
+                                      "nccl-tests over a range of sizes (e.g. -b 8 -e 8G -f 2 gives 31)",
+                                      samples.size(), collective_name(kind), kMinFitSamples));
+      }
       CollectiveFit fit = fit_collective(samples, nccl_initial_protocols(s));
+      for (const auto& p : fit.protocols) {
+        if (!std::isfinite(p.a) || !std::isfinite(p.b) || !std::isfinite(p.c) || !std::isfinite(p.d))
+          throw ConfigError(fmt::format("{}", fmt::join(a->logs, ", ")), "",
+                            fmt::format("the {} fit of protocol {} is not finite; the measurements cannot be fitted",
+                                        collective_name(kind), p.name));
+      }
       text += fmt::format("{}: {} samples, ranks {}-{}, {} to {}\n", collective_name(kind), samples.size(), fit.min_ranks,
                           fit.max_ranks, format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
       for (const auto& p : fit.protocols) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "core/limits.hpp"
 #include "cli/output_file.hpp"
 #include "predictors/index_data.hpp"
 #include "predictors/index_stats_file.hpp"
@@ -60,6 +61,9 @@ Action add_index_stats(CLI::App& app) {
   return [a, indices, offsets, lengths, locality, stats]() {
     IndexStatsOptions opt;
     opt.rows = a->rows;
+    for (const auto r : opt.rows)  // checked here for every mode (the Zipf fit loops over rows)
+      if (r < 1 || r > limits::kMaxRows)
+        throw ConfigError("--rows", "", fmt::format("rows must be in [1, {}] (core/limits.hpp), got {}", limits::kMaxRows, r));
     opt.dim = a->dim;
     opt.row_element_bytes = a->weight_dtype == "fp32" ? 4 : a->weight_dtype == "int8" ? 1 : 2;
     if (!a->system.empty()) opt.l2_cache = load_system(a->system).gpu.l2_cache;

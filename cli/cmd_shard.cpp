@@ -16,6 +16,7 @@ struct ShardArgs {
   std::vector<std::string> overrides;
   std::string budget = "10s";
   std::size_t evaluations = 0;
+  std::string timeout;
   std::uint64_t seed = 1;
   std::string plan_format = "perfcast";
 };
@@ -30,6 +31,9 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "what-if override PATH=VALUE (as for predict)");
   cmd->add_option("--budget", a->budget, "wall-clock search budget, e.g. 10s, 500ms (default 10s)");
   cmd->add_option("--evaluations", a->evaluations, "stop after N simulated plans instead (deterministic for a seed)");
+  cmd->add_option("--timeout", a->timeout,
+                  "stop the search after this wall-clock time (e.g. 30s), also with --evaluations, and report the best "
+                  "plan found so far");
   cmd->add_option("--seed", a->seed, "random seed of the search and the random baseline");
   cmd->add_option("--out", a->out, "write the best plan to FILE (see --plan-format)");
   cmd->add_option("--plan-format", a->plan_format,
@@ -44,6 +48,7 @@ Action add_shard(CLI::App& app) {
     req.overrides = a->overrides;
     req.budget = a->budget;
     req.evaluations = a->evaluations;
+    req.timeout = a->timeout;
     req.seed = a->seed;
     const bool tty = ::isatty(STDERR_FILENO) != 0;
     if (tty) {

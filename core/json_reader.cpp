@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "core/input_file.hpp"
+#include "core/limits.hpp"
+
 namespace perfcast {
 namespace {
 
@@ -31,44 +34,83 @@ ConfigError::ConfigError(std::string file, std::string pointer, const std::strin
       file_(std::move(file)),
       pointer_(std::move(pointer)) {}
 
+namespace {
+
+/// Finds where arrays and objects nest deeper than limits::kMaxJsonDepth, by a scan that
+/// skips strings; returns the offset of the opening bracket that goes too deep.
+std::optional<std::size_t> too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limits::kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The literal nlohmann quotes in "number overflow parsing '1e400'", or empty.
+std::string quoted_token(const std::string& what) {
+  const auto a = what.find('\'');
+  const auto b = a == std::string::npos ? a : what.find('\'', a + 1);
+  return b == std::string::npos ? std::string() : what.substr(a + 1, b - a - 1);
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& file, std::string_view expected) {
+  const std::string what = expected.empty() ? std::string() : fmt::format(" (expected {})", expected);
+  if (const auto deep = too_deep_at(text)) {
+    const TextPosition p = position_of(text, *deep);
+    throw ConfigError(file, "",
+                      fmt::format("arrays and objects nest deeper than {} levels at line {}, column {}{}",
+                                  limits::kMaxJsonDepth, p.line, p.column, what));
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const TextPosition p = position_of(text, e.byte == 0 ? 0 : e.byte - 1);
+    throw ConfigError(file, "", fmt::format("invalid JSON at line {}, column {}{}", p.line, p.column, what));
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range 406: a number beyond the range of a double ("1e400").
+    const std::string tok = quoted_token(e.what());
+    throw ConfigError(file, "",
+                      fmt::format("the number {} is out of the range of a double (largest 1.8e308){}",
+                                  tok.empty() ? std::string("in the file") : tok, what));
+  }
+}
+
 void for_each_json_line(const std::filesystem::path& path, std::string_view expected,
                         const std::function<void(const JsonDocument&)>& each) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
-  std::string line;
+  const std::string text = read_input_file(path);
+  std::size_t begin = 0;
   int lineno = 0;
-  while (std::getline(in, line)) {
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
     ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     JsonDocument doc;
     doc.file = fmt::format("{} line {}", path.string(), lineno);
-    try {
-      doc.root = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
-      throw ConfigError(doc.file, "", fmt::format("invalid JSON (expected {})", expected));
-    }
+    doc.root = parse_json_text(line, doc.file, expected);
     each(doc);
   }
 }
 
 JsonDocument load_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
   JsonDocument doc;
   doc.file = path.string();
-  try {
-    doc.root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    std::size_t line = 1, col = 1;
-    const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    for (std::size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
-    }
-    throw ConfigError(doc.file, "", fmt::format("invalid JSON at line {}, column {}", line, col));
-  }
+  doc.root = parse_json_text(read_input_file(path), doc.file);
   return doc;
 }
 
@@ -315,8 +357,24 @@ std::string to_json_pointer(std::string_view path) {
   return out;
 }
 
+namespace {
+void apply_override_checked(JsonDocument& doc, const std::string& ptr_text, std::string_view path, std::string_view value);
+}  // namespace
+
 void apply_override(JsonDocument& doc, std::string_view path, std::string_view value) {
   const std::string ptr_text = to_json_pointer(path);
+  if (too_deep_at(value)) {
+    throw ConfigError("--set", ptr_text, fmt::format("the value nests deeper than {} levels", limits::kMaxJsonDepth));
+  }
+  try {
+    apply_override_checked(doc, ptr_text, path, value);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("--set", ptr_text, fmt::format("cannot apply the override ({})", e.what()));
+  }
+}
+
+namespace {
+void apply_override_checked(JsonDocument& doc, const std::string& ptr_text, std::string_view path, std::string_view value) {
   if (ptr_text.empty() || ptr_text == "/") throw ConfigError("--set", std::string(path), "empty path");
   nlohmann::json::json_pointer ptr;
   try {
@@ -348,5 +406,6 @@ void apply_override(JsonDocument& doc, std::string_view path, std::string_view v
     throw ConfigError("--set", ptr_text, fmt::format("{} holds a {}, not an object or array", parent.to_string(), container.type_name()));
   }
 }
+}  // namespace
 
 }  // namespace perfcast

@@ -43,7 +43,14 @@ struct JsonDocument {
   std::string file;  ///< path as the user gave it (or "--set", "<generated>")
 };
 
-/// Reads and parses a JSON file; syntax errors name line and column.
+/// The one JSON parser of every input: parses `text` from `file`, refusing nesting deeper
+/// than limits::kMaxJsonDepth (before parsing), syntax errors (line and column) and
+/// numbers beyond a double ("1e400"), each as a ConfigError naming the file. `expected`
+/// (may be empty) says what the document should have been.
+[[nodiscard]] nlohmann::json parse_json_text(std::string_view text, const std::string& file,
+                                             std::string_view expected = {});
+
+/// Reads (core/input_file.hpp bounds) and parses a JSON file with parse_json_text.
 [[nodiscard]] JsonDocument load_json_file(const std::filesystem::path& path);
 
 /// Reads a JSON-lines file (measurements, validation and PyTorch results): calls `each`

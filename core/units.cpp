@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/limits.hpp"
+
 namespace perfcast {
 namespace {
 
@@ -55,6 +57,25 @@ constexpr std::array kUnits = {
     UnitEntry{"GHz", Dimension::kFrequency, 1e9},
 };
 
+/// The stated range of each dimension in SI (core/limits.hpp); zero is allowed for
+/// times, sizes and clocks (measurements write "0MHz" for a clock not known), not for
+/// bandwidths and FLOP rates (a time divided by zero would be infinite).
+struct Range {
+  double lo, hi;
+  bool zero_ok;
+};
+
+Range range_of(Dimension d) {
+  switch (d) {
+    case Dimension::kTime: return {limits::kMinTime, limits::kMaxTime, true};
+    case Dimension::kBytes: return {limits::kMinBytes, limits::kMaxBytesQuantity, true};
+    case Dimension::kBandwidth: return {limits::kMinBandwidth, limits::kMaxBandwidth, false};
+    case Dimension::kFlopRate: return {limits::kMinFlopRate, limits::kMaxFlopRate, false};
+    case Dimension::kFrequency: return {limits::kMinFrequency, limits::kMaxFrequency, true};  // 0: clock not known
+  }
+  return {0, 0, false};
+}
+
 }  // namespace
 
 std::string_view dimension_example(Dimension d) {
@@ -97,6 +118,7 @@ double parse_quantity(std::string_view text, Dimension expected) {
   const auto* first = text.data() + num_begin;
   const auto* last = text.data() + pos;
   auto [ptr, ec] = std::from_chars(first, last, value);
+  if (ec == std::errc::result_out_of_range) return fail("the number is out of the range of a double");
   if (ec != std::errc() || ptr != last) return fail("malformed number");
   while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
   std::string_view unit = text.substr(pos);
@@ -107,7 +129,13 @@ double parse_quantity(std::string_view text, Dimension expected) {
       if (u.dim != expected) return fail(fmt::format("\"{}\" is {}", unit, dimension_name(u.dim)));
       if (!std::isfinite(value)) return fail("not finite");
       if (value < 0) return fail("negative");
-      return value * u.factor;
+      const double si = value * u.factor;
+      const Range r = range_of(expected);
+      if (si == 0 && r.zero_ok) return 0.0;
+      if (!(si >= r.lo && si <= r.hi))
+        return fail(fmt::format("outside the supported range {:g} to {:g} in SI units{}", r.lo, r.hi,
+                                r.zero_ok ? ", or 0" : ""));
+      return si;
     }
   }
   return fail(fmt::format("unknown unit \"{}\"", unit));

@@ -29,7 +29,10 @@ enum class Dimension { kTime, kBytes, kBandwidth, kFlopRate, kFrequency };
 ///   bandwidth: B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s, b/s, Kb/s, Mb/s, Gb/s, Tb/s
 ///   flop rate: FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s
 ///   frequency: Hz, KHz, MHz, GHz
-/// Throws std::invalid_argument with a message that names the expected unit.
+/// The value in SI must lie in the dimension's range stated in core/limits.hpp (0 is
+/// allowed for times and sizes), so no product or quotient of two quantities is a
+/// denormal or an infinity. Throws std::invalid_argument with a message that names the
+/// expected unit.
 [[nodiscard]] double parse_quantity(std::string_view text, Dimension expected);
 
 /// Formats seconds for humans: "1.234 ms", "56.7 us".

@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "core/input_file.hpp"
 #include "core/json_reader.hpp"
+#include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
@@ -35,6 +37,9 @@ BagSpans spans_from_offsets(const IndexData& d, std::int64_t tb) {
       throw ConfigError(d.bags_file, entry(j),
                         fmt::format("offset {} lies outside the {} indices of {}", value, size, d.indices_file));
   };
+  // Raw offsets outside [0, size] are refused before any arithmetic on them (a
+  // batch-relative offset is added to the previous batch's end, itself <= size).
+  for (std::int64_t j = 0; j < n; ++j) check_in_range(j, d.bags[static_cast<std::size_t>(j)]);
   if (n % (tb + 1) == 0) {
     // CSR: T*B+1 entries per batch, absolute or restarting at 0 in every batch.
     s.batches = static_cast<int>(n / (tb + 1));
@@ -92,7 +97,10 @@ BagSpans spans_from_lengths(const IndexData& d, std::int64_t tb) {
     const std::int64_t len = d.bags[static_cast<std::size_t>(j)];
     if (len < 0) throw ConfigError(d.bags_file, entry(j), fmt::format("negative bag length {}", len));
     s.begin.push_back(pos);
-    pos += len;
+    if (__builtin_add_overflow(pos, len, &pos))
+      throw ConfigError(d.bags_file, entry(j),
+                        fmt::format("the lengths up to here add up to more than 2^63 (the file holds {} indices)",
+                                    d.indices.size()));
     s.end.push_back(pos);
   }
   if (pos != static_cast<std::int64_t>(d.indices.size()))
@@ -110,9 +118,7 @@ std::int64_t rows_of(const IndexStatsOptions& opt, int table) {
 }  // namespace
 
 std::vector<std::int64_t> read_index_array(const std::filesystem::path& path, IndexDType dtype) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_input_file(path);
   const std::size_t width = dtype == IndexDType::kInt32 ? 4 : 8;
   if (bytes.size() % width != 0)
     throw ConfigError(path.string(), "",
@@ -143,8 +149,15 @@ std::vector<TableBatchStats> compute_index_stats(const IndexData& d, const Index
   if (!opt.rows.empty() && opt.rows.size() != 1 && opt.rows.size() != static_cast<std::size_t>(d.tables))
     throw ConfigError("--rows", "", fmt::format("{} values given; expected 1 or one per table ({})", opt.rows.size(), d.tables));
   for (auto r : opt.rows)
-    if (r < 1) throw ConfigError("--rows", "", fmt::format("rows must be at least 1, got {}", r));
-  const std::int64_t tb = static_cast<std::int64_t>(d.tables) * d.batch;
+    if (r < 1 || r > limits::kMaxRows)
+      throw ConfigError("--rows", "", fmt::format("rows must be in [1, {}] (core/limits.hpp), got {}", limits::kMaxRows, r));
+  if (d.tables > limits::kMaxTables)
+    throw ConfigError(d.bags_file, "", fmt::format("{} tables; at most {} (core/limits.hpp)", d.tables, limits::kMaxTables));
+  std::int64_t tb = 0;
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(d.tables), d.batch, &tb) || tb > limits::kMaxRows)
+    throw ConfigError(d.bags_file, "",
+                      fmt::format("{} tables x batch {} is more than {} bags (core/limits.hpp)", d.tables, d.batch,
+                                  limits::kMaxRows));
   const BagSpans s = d.encoding == BagEncoding::kOffsets ? spans_from_offsets(d, tb) : spans_from_lengths(d, tb);
 
   std::vector<TableBatchStats> out;

@@ -6,10 +6,12 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/input_file.hpp"
+#include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
@@ -33,12 +35,34 @@ std::optional<double> number(const std::string& text) {
   return v;
 }
 
+/// The file's lines, read with the bounds of core/input_file.hpp; the text must be UTF-8
+/// (dataset names reach JSON outputs) and no line longer than limits::kMaxTextLineBytes.
 std::vector<std::string> read_lines(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file");
+  const std::string text = read_input_file(path);
+  require_utf8(text, path.string());
   std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::size_t b = 0;
+  while (b < text.size()) {
+    std::size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    if (e - b > limits::kMaxTextLineBytes)
+      throw ConfigError(path.string(), fmt::format("line {}", lines.size() + 1),
+                        fmt::format("longer than {} bytes", limits::kMaxTextLineBytes));
+    lines.emplace_back(text, b, e - b);
+    b = e + 1;
+  }
   return lines;
+}
+
+/// A decimal integer of 1 to 18 digits (no sign), or nothing.
+std::optional<std::int64_t> small_integer(std::string_view digits) {
+  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  std::int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
 }
 
 void check_histogram(const ReuseHistogram& h, const std::string& file, const std::string& where) {
@@ -167,9 +191,14 @@ nlohmann::json shares_json(const ReuseHistogram& h) {
 }  // namespace
 
 int tables_from_dataset_name(const std::string& name) {
-  static const std::regex re(R"(_t(\d+)_)");
-  std::smatch m;
-  if (std::regex_search(name, m, re)) return std::stoi(m[1].str());
+  // The first "_t<digits>_" ("fbgemm_t856_bs65536_15.pt"); counts beyond limits::kMaxTables are not a table count.
+  for (std::size_t p = name.find("_t"); p != std::string::npos; p = name.find("_t", p + 1)) {
+    std::size_t e = p + 2;
+    while (e < name.size() && name[e] >= '0' && name[e] <= '9') ++e;
+    if (e == p + 2 || e >= name.size() || name[e] != '_') continue;
+    const auto v = small_integer(std::string_view(name).substr(p + 2, e - p - 2));
+    return v && *v <= limits::kMaxTables ? static_cast<int>(*v) : 0;
+  }
   return 0;
 }
 
@@ -206,11 +235,19 @@ std::vector<LocalityStatsBlock> read_locality_stats(const std::filesystem::path&
     if (out.empty()) throw ConfigError(file, at(i), fmt::format("expected a dataset name ending in .pt, got \"{}\"", l));
     auto& b = out.back();
     if (starts_with(l, "Locality stats after processing")) {
-      static const std::regex re(R"(Locality stats after processing (\d+) batches of size (\d+))");
-      std::smatch m;
-      if (!std::regex_match(l, m, re)) throw ConfigError(file, at(i), fmt::format("cannot read \"{}\"", l));
-      b.batches = std::stoi(m[1].str());
-      b.batch_size = std::stoll(m[2].str());
+      // "Locality stats after processing N batches of size B", N and B within the limits.
+      static constexpr std::string_view kHead = "Locality stats after processing ";
+      // (the trimmed line may end right after "processing": rest is then empty)
+      const std::string_view rest = std::string_view(l).substr(std::min(l.size(), kHead.size()));
+      const auto mid = rest.find(" batches of size ");
+      const auto n = mid == std::string_view::npos ? std::nullopt : small_integer(rest.substr(0, mid));
+      const auto bs = mid == std::string_view::npos ? std::nullopt : small_integer(rest.substr(mid + 17));
+      if (!n || !bs || *n > limits::kMaxTables * 1000 || *bs > limits::kMaxRows)
+        throw ConfigError(file, at(i),
+                          fmt::format("expected \"Locality stats after processing N batches of size B\" with N <= {} and "
+                                      "B <= {}, got \"{}\"", limits::kMaxTables * 1000, limits::kMaxRows, l));
+      b.batches = static_cast<int>(*n);
+      b.batch_size = *bs;
     } else if (starts_with(l, "Avg # of indices:")) {
       b.indices = value_after_colon(i);
     } else if (starts_with(l, "Avg # of unique cols:")) {

@@ -71,7 +71,8 @@ std::vector<ProtocolTerms> nccl_initial_protocols(const SystemSpec& s) {
   const AlphaBetaCollectiveModel v1(s);
   RankGroup g;
   for (int r = 0; r < std::min(2, s.gpus_per_node); ++r) g.ranks.push_back(r);
-  if (g.ranks.size() < 2) g.ranks = {0, 1};
+  // One GPU per node: the first two ranks span two nodes; a one-GPU system has only rank 0.
+  if (g.ranks.size() < 2) g.ranks = s.world_size() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0};
   const double bus = v1.ring_bus_bandwidth(g);
   const double launch = s.host.collective_launch_overhead;
   // NCCL constants (docs/collectives.md section 1.3), as in the v1 model.

@@ -1,5 +1,7 @@
 #include "topology/system_spec.hpp"
 
+#include "core/limits.hpp"
+
 #include <fmt/format.h>
 
 namespace perfcast {
@@ -101,6 +103,9 @@ SystemSpec parse_system(const JsonDocument& doc) {
   s.gpu = parse_gpu(root.at("gpu"), std::filesystem::path(doc.file).parent_path());
   s.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", 1, 1024));
   s.nodes = static_cast<int>(root.integer_or("nodes", 1, kMaxCount, 1));
+  if (s.world_size() > limits::kMaxGpus)  // per-pair structures are quadratic in GPUs
+    root.fail("nodes", fmt::format("{} nodes x {} GPUs = {} GPUs; perfcast models at most {} (core/limits.hpp)", s.nodes,
+                                   s.gpus_per_node, static_cast<long long>(s.nodes) * s.gpus_per_node, limits::kMaxGpus));
 
   if (auto intra = root.find("intra_node")) {
     const JsonObject o = intra->as_object();

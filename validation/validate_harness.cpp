@@ -1,5 +1,7 @@
 #include "validation/validate_harness.hpp"
 
+#include "core/limits.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -128,7 +130,7 @@ std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::fil
       root.require_schema(kSchema, 1);
       ++f.lines;
       const double predicted = root.at("predicted_s").as_number();
-      if (!(predicted > 0)) root.fail("predicted_s", "must be positive");
+      if (!(predicted > 0 && predicted <= limits::kMaxTime)) root.fail("predicted_s", "must be positive");
       const auto measured = root.at("measured_s");
       if (auto g = root.find("gpu")) add_unique(f.gpus, g->as_string());
       if (auto s = root.find("system")) add_unique(f.systems, s->as_string());
@@ -137,7 +139,7 @@ std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::fil
         return;
       }
       const double m = measured.as_number();
-      if (!(m > 0)) root.fail("measured_s", "must be positive (or null for a failed measurement)");
+      if (!(m > 0 && m <= limits::kMaxTime)) root.fail("measured_s", "must be positive (or null for a failed measurement)");
       f.errors.push_back(relative_error(predicted, m));
     });
     f.summary = summarize_errors(f.errors);
@@ -176,16 +178,19 @@ std::vector<PytorchComparison> compare_pytorch_files(const SystemSpec& system,
     for_each_json_line(path, "one PyTorch result object per line", [&](const JsonDocument& line) {
       const std::string& where = line.file;
       const nlohmann::json& j = line.root;
-      if (!j.is_object() || j.value("schema", "") != "perfcast.pytorch_result") {
+      const auto schema = j.is_object() ? j.find("schema") : j.end();
+      if (!j.is_object() || schema == j.end() || !schema->is_string() || *schema != "perfcast.pytorch_result") {
         throw ConfigError(where, "/schema", "expected \"perfcast.pytorch_result\" (written by validation/pytorch/*_bench.py)");
       }
-      if (!j.contains("measured_s") || !j.at("measured_s").is_number() || !(j.at("measured_s").get<double>() > 0)) {
-        throw ConfigError(where, "/measured_s", "expected a positive number of seconds");
+      const auto measured = j.find("measured_s");
+      if (measured == j.end() || !measured->is_number() || !(measured->get<double>() > 0) ||
+          !(measured->get<double>() <= limits::kMaxTime)) {
+        throw ConfigError(where, "/measured_s", fmt::format("expected a positive number of seconds up to {:g}", limits::kMaxTime));
       }
       if (!j.contains("config") || !j.at("config").is_object()) throw ConfigError(where, "/config", "expected the workload object");
       PytorchComparison c;
       c.source = where;
-      c.measured_s = j.at("measured_s").get<double>();
+      c.measured_s = measured->get<double>();
       // Errors inside the workload name the line and the path inside "config".
       JsonDocument doc{j.at("config"), where + " /config"};
       const JsonObject root(doc);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/limits.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/system_spec.hpp"
@@ -32,9 +33,14 @@ std::vector<double> parse_sizes(const std::string& spec) {
   } else {
     std::stringstream in(spec);
     std::string item;
-    while (std::getline(in, item, ',')) out.push_back(parse_size(item));
+    while (std::getline(in, item, ',')) {
+      out.push_back(parse_size(item));
+      if (out.size() > static_cast<std::size_t>(limits::kMaxSweepSizes)) break;
+    }
   }
   if (out.empty()) throw ConfigError("--sizes", "", "no sizes");
+  if (out.size() > static_cast<std::size_t>(limits::kMaxSweepSizes))
+    throw ConfigError("--sizes", "", fmt::format("{} sizes; at most {} in one run", out.size(), limits::kMaxSweepSizes));
   return out;
 }
 

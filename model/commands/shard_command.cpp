@@ -12,6 +12,22 @@
 
 namespace perfcast {
 
+namespace {
+
+/// A positive wall-clock duration option ("10s", "500ms").
+double parse_duration_option(const char* option, const std::string& text) {
+  double v = 0;
+  try {
+    v = parse_quantity(text, Dimension::kTime);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(option, "", e.what());
+  }
+  if (v <= 0) throw ConfigError(option, "", fmt::format("expected a duration > 0 such as \"10s\", got \"{}\"", text));
+  return v;
+}
+
+}  // namespace
+
 PlanFormat plan_format_from_name(const std::string& name) {
   if (name == "perfcast") return PlanFormat::kPerfcast;
   if (name == "torchrec") return PlanFormat::kTorchrec;
@@ -22,12 +38,8 @@ ShardOutcome run_shard(ShardRequest req) {
   for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr);
   const SystemSpec s = parse_system(req.system);
   const DlrmSpec w = parse_workload(req.workload);
-  double budget = 0;
-  try {
-    budget = parse_quantity(req.budget, Dimension::kTime);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError("--budget", "", e.what());
-  }
+  const double budget = parse_duration_option("--budget", req.budget);
+  const double timeout = req.timeout.empty() ? 0.0 : parse_duration_option("--timeout", req.timeout);
   if (w.batch_size % s.world_size() != 0) {
     throw ConfigError(w.file, "/batch_size", fmt::format("the global batch {} does not divide over the system's {} ranks",
                                                          w.batch_size, s.world_size()));
@@ -43,8 +55,10 @@ ShardOutcome run_shard(ShardRequest req) {
   SearchOptions opt;
   opt.budget_s = budget;
   opt.max_evaluations = req.evaluations;
+  opt.timeout_s = timeout;
   opt.progress = req.progress;
   const SearchResult r = run_search({&fixed, &local}, evaluator, opt);
+  if (!r.best) throw std::runtime_error("the search proposed no plan");
 
   // Baselines side by side (their evaluations are cached in the evaluator's estimates).
   PlanEvaluator again(s, w, *comm, 3, true, cal);
@@ -59,9 +73,10 @@ ShardOutcome run_shard(ShardRequest req) {
                         e.feasible ? "" : e.reason);
   }
   const auto& best = r.best->plan;
-  text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s)\n\n", "best (search)",
+  text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s{})\n\n", "best (search)",
                       format_time(r.best_eval.iteration_time), r.best_eval.feasible ? "yes" : "no", r.best->origin,
-                      r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9));
+                      r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9),
+                      r.timed_out ? "; stopped by --timeout, best so far" : "");
   int counts[kShardingTypeCount] = {};
   for (const auto& t : best.tables) counts[static_cast<int>(t.type)]++;
   std::string summary;
@@ -90,7 +105,8 @@ ShardOutcome run_shard(ShardRequest req) {
                 {"reason", r.best_eval.reason}, {"hint", hint}, {"found_by", r.best->origin},
                 {"plan", nlohmann::json::parse(out.plan)}}},
       {"baselines", base_json},
-      {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed}}},
+      {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed},
+                  {"timed_out", r.timed_out}}},
   };
   out.json = j.dump(2) + "\n";
   return out;

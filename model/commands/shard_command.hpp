@@ -22,6 +22,7 @@ struct ShardRequest {
   std::vector<std::string> overrides;  ///< "PATH=VALUE", as for predict
   std::string budget = "10s";          ///< wall-clock search budget, a time quantity
   std::size_t evaluations = 0;         ///< stop after N simulated plans instead (0: budget)
+  std::string timeout;                 ///< stop after this wall-clock time even with `evaluations` ("" = none)
   std::uint64_t seed = 1;
   PlanFormat plan_format = PlanFormat::kPerfcast;
   /// Called now and then with (plans simulated, best iteration time in s); may be empty.

@@ -181,8 +181,8 @@ Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t 
   Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
   op.kernels.reserve(4);
   if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
-  if (dgrad) op.kernels.emplace_back(std::in_place_type<GemmDesc>, batch, in, out, 1, w.mlp_dtype, false);
-  op.kernels.emplace_back(std::in_place_type<GemmDesc>, out, in, batch, 1, w.mlp_dtype, false);
+  if (dgrad) op.kernels.emplace_back(GemmDesc{batch, in, out, 1, w.mlp_dtype, false});
+  op.kernels.emplace_back(GemmDesc{out, in, batch, 1, w.mlp_dtype, false});
   op.kernels.emplace_back(elementwise("bias_grad", double(batch) * out, 1, ab));
   return op;
 }

@@ -1,5 +1,7 @@
 #include "model/predict/predict.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "model/graph/dlrm_builder.hpp"
@@ -32,7 +34,27 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
   throw ConfigError("--set", path, msg);
 }
 
-std::unique_ptr<Prediction> predict(const PredictRequest& req) {
+namespace {
+std::unique_ptr<Prediction> predict_unchecked(const PredictRequest& req);
+
+/// The last guard of the contract "no NaN, infinite or negative time": inputs within the
+/// limits of core/limits.hpp cannot produce one, so reaching it means an input no check
+/// caught; it is reported as bad input naming both files.
+std::unique_ptr<Prediction> require_finite_time(std::unique_ptr<Prediction> p, const PredictRequest& req) {
+  const double t = p->timeline.iteration_time;
+  if (!std::isfinite(t) || t < 0) {
+    throw ConfigError(req.workload.string(), "",
+                      fmt::format("with system {} the predicted iteration time is {} (not a finite time >= 0); check "
+                                  "the sizes, bandwidths and rates of both files", req.system.string(), t));
+  }
+  return p;
+}
+}  // namespace
+
+std::unique_ptr<Prediction> predict(const PredictRequest& req) { return require_finite_time(predict_unchecked(req), req); }
+
+namespace {
+std::unique_ptr<Prediction> predict_unchecked(const PredictRequest& req) {
   JsonDocument system_doc = load_json_file(req.system);
   JsonDocument workload_doc = load_json_file(req.workload);
   std::optional<JsonDocument> plan_doc;
@@ -59,6 +81,7 @@ std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocum
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
   return predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations);
 }
+}  // namespace
 
 PredictionModels load_prediction_models(Prediction& p) {
   PredictionModels m;

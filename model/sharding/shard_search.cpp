@@ -214,7 +214,14 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
   SearchResult result;
   std::unordered_map<std::size_t, PlanEvaluation> cache;
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  // The first plan is always evaluated, so there is a best result to report however
+  // small the budget; after it the budget, the evaluation count or the timeout stop.
   auto out_of_budget = [&] {
+    if (!result.best) return false;
+    if (options.timeout_s > 0 && elapsed() >= options.timeout_s) {
+      result.timed_out = true;
+      return true;
+    }
     if (options.max_evaluations > 0) return result.evaluations >= options.max_evaluations;
     return elapsed() >= options.budget_s;
   };

@@ -97,6 +97,7 @@ class LocalSearchProposer final : public Proposer {
 struct SearchOptions {
   double budget_s = 10;               ///< wall-clock budget
   std::size_t max_evaluations = 0;    ///< 0: no limit
+  double timeout_s = 0;               ///< hard wall-clock limit over the budget and max_evaluations; 0: none
   std::function<void(std::size_t evaluations, double best_s)> progress;  ///< called now and then
 };
 
@@ -106,6 +107,7 @@ struct SearchResult {
   std::size_t evaluations = 0;     ///< plans simulated
   std::size_t proposals = 0;       ///< plans proposed (cache hits included)
   double wall_s = 0;
+  bool timed_out = false;          ///< SearchOptions::timeout_s stopped the search (best so far reported)
 };
 
 /// True when `a` is better than `b`: feasible beats infeasible, then shorter time.

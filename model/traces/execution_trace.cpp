@@ -10,11 +10,16 @@
 
 #include "model/traces/trace_input.hpp"
 #include "core/json_reader.hpp"
+#include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
 
 using nlohmann::json;
+
+/// Thrown by collect_tensors for a tensor tuple with a numel outside [0, 2^53) or an element
+/// size outside [0, 64] bytes; the caller names the node.
+struct TensorTupleError {};
 
 /// A tensor argument: [tensor_id, storage_id, offset, numel, element_bytes, device].
 bool is_tensor_tuple(const json& v) {
@@ -30,6 +35,10 @@ void collect_tensors(const json& v, std::vector<EtTensor>& out, int depth = 0) {
     t.offset = v[2].get<std::int64_t>();
     t.numel = v[3].get<std::int64_t>();
     t.element_bytes = v[4].get<std::int64_t>();
+    // Sizes beyond these would overflow numel x element bytes (an int64).
+    if (v[3].is_number_unsigned() && v[3].get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxTraceInteger)) t.numel = -1;
+    if (t.numel < 0 || t.numel > limits::kMaxTraceInteger || t.element_bytes < 0 || t.element_bytes > 64)
+      throw TensorTupleError{};
     t.device = v[5].get<std::string>();
     out.push_back(std::move(t));
     return;
@@ -37,6 +46,25 @@ void collect_tensors(const json& v, std::vector<EtTensor>& out, int depth = 0) {
   if (v.is_array() && depth < 4) {
     for (const auto& x : v) collect_tensors(x, out, depth + 1);
   }
+}
+
+/// One size of a shape, within +-limits::kMaxTraceInteger.
+std::int64_t shape_size(const json& d, const std::string& file, const std::string& pointer, const char* key) {
+  if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxTraceInteger))
+    throw ConfigError(file, pointer + "/" + key, fmt::format("a size larger than {}: {}", limits::kMaxTraceInteger, d.dump()));
+  const auto v = d.get<std::int64_t>();
+  if (v < -limits::kMaxTraceInteger || v > limits::kMaxTraceInteger)
+    throw ConfigError(file, pointer + "/" + key, fmt::format("a size outside +-{}: {}", limits::kMaxTraceInteger, d.dump()));
+  return v;
+}
+
+/// a x b for non-negative sizes, refusing results above limits::kMaxTraceInteger.
+std::int64_t checked_product(std::int64_t a, std::int64_t b, const std::string& file, const std::string& pointer,
+                             const char* key) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > limits::kMaxTraceInteger)
+    throw ConfigError(file, pointer + "/" + key, fmt::format("a tensor with more than {} elements", limits::kMaxTraceInteger));
+  return r;
 }
 
 /// "input_shapes": per argument a list of sizes ([] for non-tensors); a tensor list's
@@ -55,13 +83,13 @@ std::vector<std::vector<std::int64_t>> read_shapes(const json& node, const char*
         if (!member.is_array()) continue;
         std::int64_t n = 1;
         for (const auto& d : member)
-          if (d.is_number_integer()) n *= std::max<std::int64_t>(d.get<std::int64_t>(), 0);
-        total += n;
+          if (d.is_number_integer()) n = checked_product(n, std::max<std::int64_t>(shape_size(d, file, pointer, key), 0), file, pointer, key);
+        total = checked_product(1, total + n, file, pointer, key);
       }
       dims.push_back(total);
     } else if (s.is_array()) {
       for (const auto& d : s)
-        if (d.is_number_integer()) dims.push_back(d.get<std::int64_t>());
+        if (d.is_number_integer()) dims.push_back(shape_size(d, file, pointer, key));
     }
     out.push_back(std::move(dims));
   }
@@ -99,7 +127,7 @@ std::optional<int> rank_in_name(const std::string& name) {
       while (i < lower.size() && (lower[i] == '_' || lower[i] == '-')) ++i;
       std::size_t j = i;
       while (j < lower.size() && std::isdigit(static_cast<unsigned char>(lower[j]))) ++j;
-      if (j > i) return std::stoi(lower.substr(i, j - i));
+      if (j > i) return j - i <= 9 ? std::optional<int>(std::stoi(lower.substr(i, j - i))) : std::nullopt;
     }
   }
   const auto dot = lower.find('.');
@@ -109,18 +137,52 @@ std::optional<int> rank_in_name(const std::string& name) {
   const std::string digits = stem.substr(sep + 1);
   if (!std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
     return std::nullopt;
+  if (digits.size() > 9) return std::nullopt;  // not a rank number (and beyond int)
   return std::stoi(digits);
 }
+
+/// Constant-time "is a a proper ancestor of n" on the parent tree, from the entry and exit
+/// order of one depth-first walk from the roots (iterative: chains of any length).
+/// Nodes on a parent cycle are reachable from no root and have no ancestors.
+class AncestorIndex {
+ public:
+  explicit AncestorIndex(const ExecutionTrace& et) : enter_(et.nodes.size(), -1), exit_(et.nodes.size(), -1) {
+    int clock = 0;
+    std::vector<std::pair<int, std::size_t>> stack;  // node, next child
+    for (std::size_t r = 0; r < et.nodes.size(); ++r) {
+      const auto p = et.index_of_id.find(et.nodes[r].parent);
+      if (p != et.index_of_id.end() && p->second != static_cast<int>(r)) continue;  // not a root
+      stack.emplace_back(static_cast<int>(r), 0);
+      enter_[r] = clock++;
+      while (!stack.empty()) {
+        auto& [node, next] = stack.back();
+        const auto& children = et.nodes[static_cast<std::size_t>(node)].children;
+        if (next < children.size()) {
+          const int c = children[next++];
+          if (enter_[static_cast<std::size_t>(c)] >= 0) continue;
+          enter_[static_cast<std::size_t>(c)] = clock++;
+          stack.emplace_back(c, 0);
+        } else {
+          exit_[static_cast<std::size_t>(node)] = clock++;
+          stack.pop_back();
+        }
+      }
+    }
+  }
+  [[nodiscard]] bool is_ancestor(int a, int n) const {
+    const auto ai = static_cast<std::size_t>(a), ni = static_cast<std::size_t>(n);
+    if (a == n || enter_[ai] < 0 || enter_[ni] < 0) return false;
+    return enter_[ai] < enter_[ni] && exit_[ni] < exit_[ai];
+  }
+
+ private:
+  std::vector<int> enter_, exit_;
+};
 
 }  // namespace
 
 ExecutionTrace parse_execution_trace(const std::string& text, const std::string& name) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(name, "", fmt::format("invalid JSON: {}", e.what()));
-  }
+  const json root = parse_json_text(text, name, "a PyTorch execution trace");
   if (!root.is_object()) throw ConfigError(name, "", "expected a PyTorch execution trace object {\"schema\", \"nodes\"}");
   ExecutionTrace et;
   et.file = name;
@@ -134,6 +196,8 @@ ExecutionTrace parse_execution_trace(const std::string& text, const std::string&
   const auto nodes = root.find("nodes");
   if (nodes == root.end() || !nodes->is_array()) throw ConfigError(name, "/nodes", "expected a list of nodes");
 
+  if (nodes->size() > limits::kMaxTraceNodes)
+    throw ConfigError(name, "/nodes", fmt::format("{} nodes; perfcast reads at most {}", nodes->size(), limits::kMaxTraceNodes));
   et.nodes.reserve(nodes->size());
   for (std::size_t i = 0; i < nodes->size(); ++i) {
     const json& n = (*nodes)[i];
@@ -152,13 +216,18 @@ ExecutionTrace parse_execution_trace(const std::string& text, const std::string&
     node.output_shapes = read_shapes(n, "output_shapes", name, ptr);
     node.input_types = read_strings(n, "input_types");
     node.output_types = read_strings(n, "output_types");
-    if (const auto in = n.find("inputs"); in != n.end()) {
-      if (!in->is_array()) throw ConfigError(name, ptr + "/inputs", "expected a list of arguments");
-      collect_tensors(*in, node.input_tensors);
-    }
-    if (const auto out = n.find("outputs"); out != n.end()) {
-      if (!out->is_array()) throw ConfigError(name, ptr + "/outputs", "expected a list of arguments");
-      collect_tensors(*out, node.output_tensors);
+    for (const auto& [key, tensors] : {std::pair<const char*, std::vector<EtTensor>*>{"inputs", &node.input_tensors},
+                                        std::pair<const char*, std::vector<EtTensor>*>{"outputs", &node.output_tensors}}) {
+      const auto args = n.find(key);
+      if (args == n.end()) continue;
+      if (!args->is_array()) throw ConfigError(name, ptr + "/" + key, "expected a list of arguments");
+      try {
+        collect_tensors(*args, *tensors);
+      } catch (const TensorTupleError&) {
+        throw ConfigError(name, ptr + "/" + key,
+                          fmt::format("a tensor [id, storage, offset, numel, element bytes, device] with numel outside [0, {}] "
+                                      "or element bytes outside [0, 64]", limits::kMaxTraceInteger));
+      }
     }
     if (!et.index_of_id.emplace(node.id, 0).second)
       throw ConfigError(name, ptr + "/id", fmt::format("node id {} appears twice", node.id));
@@ -176,15 +245,8 @@ ExecutionTrace parse_execution_trace(const std::string& text, const std::string&
   // ancestor of the reader (a parent lists its children's outputs as its own), lifted to
   // its outermost ancestor that does not enclose the reader (the op, not its internals).
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<int>> writers;
-  auto is_ancestor = [&](int a, int node) {
-    for (int depth = 0; depth < 1024; ++depth) {
-      const auto p = et.index_of_id.find(et.nodes[static_cast<std::size_t>(node)].parent);
-      if (p == et.index_of_id.end() || p->second == node) return false;
-      node = p->second;
-      if (node == a) return true;
-    }
-    return false;
-  };
+  const AncestorIndex ancestry(et);
+  auto is_ancestor = [&](int a, int node) { return ancestry.is_ancestor(a, node); };
   for (std::size_t i = 0; i < et.nodes.size(); ++i) {
     EtNode& n = et.nodes[i];
     std::set<int> deps;

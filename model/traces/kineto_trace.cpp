@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <set>
 #include <functional>
 #include <limits>
 #include <map>
@@ -12,6 +14,7 @@
 
 #include "model/traces/trace_input.hpp"
 #include "core/json_reader.hpp"
+#include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
@@ -43,6 +46,32 @@ Category category_of(const std::string& cat) {
   return Category::kOther;
 }
 
+/// Bounds on event fields (core/limits.hpp states the integer bound): `ts` is absolute
+/// epoch microseconds (1.7e15 in 2024) and `dur` at most 1e13 us (116 days), so relative
+/// times and their sums stay finite.
+constexpr double kMaxAbsTimestampUs = 1e18;
+constexpr double kMaxDurationUs = 1e13;
+
+/// An integral JSON number within +-limits::kMaxTraceInteger (an integer, or a double
+/// without fraction), or nullopt.
+std::optional<std::int64_t> trace_integer(const json& v) {
+  constexpr auto kMax = limits::kMaxTraceInteger;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    return u <= static_cast<std::uint64_t>(kMax) ? std::optional<std::int64_t>(static_cast<std::int64_t>(u)) : std::nullopt;
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    return i >= -kMax && i <= kMax ? std::optional<std::int64_t>(i) : std::nullopt;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::floor(d) != d || std::fabs(d) > static_cast<double>(kMax)) return std::nullopt;
+    return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 /// Reads fields of one event and names the event's JSON pointer in errors.
 class EventReader {
  public:
@@ -52,22 +81,37 @@ class EventReader {
   [[noreturn]] void fail(std::string_view key, const std::string& message) const {
     throw ConfigError(file_, key.empty() ? pointer_ : pointer_ + "/" + std::string(key), message);
   }
-  [[nodiscard]] double number(const char* key) const {
+  /// A number with |value| <= max_abs.
+  [[nodiscard]] double number(const char* key, double max_abs) const {
     const auto it = e_.find(key);
     if (it == e_.end()) fail(key, "missing required key");
     if (!it->is_number()) fail(key, fmt::format("expected a number, got {}", it->type_name()));
-    return it->get<double>();
+    const double v = it->get<double>();
+    if (!(std::fabs(v) <= max_abs)) fail(key, fmt::format("expected a number within +-{:g}, got {}", max_abs, it->dump()));
+    return v;
   }
   [[nodiscard]] std::string string(const char* key) const {
     const auto it = e_.find(key);
     if (it == e_.end() || !it->is_string()) fail(key, "expected a string");
     return it->get<std::string>();
   }
+  /// An integer field of the event itself (pid); nullopt when absent or not an integer.
+  [[nodiscard]] std::optional<std::int64_t> own_int(const char* key) const {
+    const auto it = e_.find(key);
+    if (it == e_.end() || !it->is_number_integer()) return std::nullopt;
+    const auto v = trace_integer(*it);
+    if (!v) fail(key, fmt::format("expected an integer within +-{}, got {}", limits::kMaxTraceInteger, it->dump()));
+    return v;
+  }
   /// Thread ids are numbers, but some writers use strings; strings are hashed.
   [[nodiscard]] std::int64_t tid() const {
     const auto it = e_.find("tid");
     if (it == e_.end()) return 0;
-    if (it->is_number()) return it->get<std::int64_t>();
+    if (it->is_number()) {
+      const auto v = trace_integer(*it);
+      if (!v) fail("tid", fmt::format("expected an integer within +-{}, got {}", limits::kMaxTraceInteger, it->dump()));
+      return *v;
+    }
     if (it->is_string()) return static_cast<std::int64_t>(std::hash<std::string>{}(it->get<std::string>()) >> 1);
     fail("tid", "expected a number or a string");
   }
@@ -75,8 +119,10 @@ class EventReader {
     const auto it = e_.find("args");
     return it != e_.end() && it->is_object() ? &*it : nullptr;
   }
-  /// An integer argument; `required` makes a missing one an error.
-  [[nodiscard]] std::optional<std::int64_t> arg_int(const char* key, bool required) const {
+  /// An integer argument in [lo, hi]; `required` makes a missing one an error.
+  [[nodiscard]] std::optional<std::int64_t> arg_int(const char* key, bool required,
+                                                    std::int64_t lo = -limits::kMaxTraceInteger,
+                                                    std::int64_t hi = limits::kMaxTraceInteger) const {
     const json* a = args();
     const auto it = a ? a->find(key) : json::const_iterator{};
     if (!a || it == a->end()) {
@@ -84,7 +130,19 @@ class EventReader {
       return std::nullopt;
     }
     if (!it->is_number()) fail(std::string("args/") + key, fmt::format("expected a number, got {}", it->type_name()));
-    return it->get<std::int64_t>();
+    const auto v = trace_integer(*it);
+    if (!v || *v < lo || *v > hi)
+      fail(std::string("args/") + key, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, it->dump()));
+    return v;
+  }
+  /// A number argument in [0, hi]; nullopt when absent or not a number.
+  [[nodiscard]] std::optional<double> arg_number(const char* key, double hi) const {
+    const json* a = args();
+    const auto it = a ? a->find(key) : json::const_iterator{};
+    if (!a || it == a->end() || !it->is_number()) return std::nullopt;
+    const double v = it->get<double>();
+    if (!(v >= 0 && v <= hi)) fail(std::string("args/") + key, fmt::format("expected a number in [0, {:g}], got {}", hi, it->dump()));
+    return v;
   }
   [[nodiscard]] const std::string& pointer() const { return pointer_; }
 
@@ -94,17 +152,23 @@ class EventReader {
   std::string pointer_;
 };
 
-/// Kineto "Input Dims": a list per input, each a list of sizes (empty for scalars).
-std::vector<std::vector<std::int64_t>> read_dims(const json* args) {
+/// Kineto "Input Dims": a list per input, each a list of sizes (empty for scalars);
+/// sizes that are not integers are left out, sizes outside [0, 2^53) are an error.
+std::vector<std::vector<std::int64_t>> read_dims(const EventReader& r) {
   std::vector<std::vector<std::int64_t>> out;
+  const json* args = r.args();
   if (!args) return out;
   const auto it = args->find("Input Dims");
   if (it == args->end() || !it->is_array()) return out;
   for (const auto& input : *it) {
     std::vector<std::int64_t> dims;
     if (input.is_array()) {
-      for (const auto& d : input)
-        if (d.is_number_integer()) dims.push_back(d.get<std::int64_t>());
+      for (const auto& d : input) {
+        if (!d.is_number_integer()) continue;
+        const auto v = trace_integer(d);
+        if (!v || *v < 0) r.fail("args/Input Dims", fmt::format("expected sizes in [0, {}], got {}", limits::kMaxTraceInteger, d.dump()));
+        dims.push_back(*v);
+      }
     }
     out.push_back(std::move(dims));
   }
@@ -120,12 +184,16 @@ std::vector<std::string> read_types(const json* args) {
   return out;
 }
 
-std::optional<std::int64_t> step_number(const std::string& name) {
+/// N of "ProfilerStep#N"; nullopt for other names. N above limits::kMaxTraceInteger is
+/// an error (it would overflow the step arithmetic).
+std::optional<std::int64_t> step_number(const std::string& name, const EventReader& r) {
   static constexpr std::string_view kPrefix = "ProfilerStep#";
   if (!starts_with(name, kPrefix) || name.size() == kPrefix.size()) return std::nullopt;
   std::int64_t n = 0;
   for (std::size_t i = kPrefix.size(); i < name.size(); ++i) {
     if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
+    if (n > (limits::kMaxTraceInteger - 9) / 10)
+      r.fail("name", fmt::format("step number in \"{}\" is larger than {}", name, limits::kMaxTraceInteger));
     n = n * 10 + (name[i] - '0');
   }
   return n;
@@ -138,7 +206,8 @@ struct RawSpan {
 
 /// NCCL collective described on the kernel itself (PyTorch >= 2.1 writes "Collective
 /// name", "In msg nelems", "Group size" and "dtype" into the kernel's args).
-std::optional<TraceCollective> collective_from_kernel_args(const json* args) {
+std::optional<TraceCollective> collective_from_kernel_args(const EventReader& r) {
+  const json* args = r.args();
   if (!args) return std::nullopt;
   const auto name = args->find("Collective name");
   if (name == args->end() || !name->is_string()) return std::nullopt;
@@ -147,9 +216,9 @@ std::optional<TraceCollective> collective_from_kernel_args(const json* args) {
   c.from_kernel_args = true;
   if (const auto k = trace_collective_kind(c.name)) c.kind = *k;
   if (const auto t = args->find("dtype"); t != args->end() && t->is_string()) c.dtype = t->get<std::string>();
-  if (const auto n = args->find("In msg nelems"); n != args->end() && n->is_number())
-    c.bytes = n->get<double>() * trace_dtype_bytes(c.dtype);
-  if (const auto g = args->find("Group size"); g != args->end() && g->is_number_integer()) c.group_size = g->get<int>();
+  if (const auto n = r.arg_number("In msg nelems", limits::kMaxBytes)) c.bytes = *n * trace_dtype_bytes(c.dtype);
+  if (const auto g = args->find("Group size"); g != args->end() && g->is_number_integer())
+    c.group_size = static_cast<int>(*r.arg_int("Group size", true, 0, limits::kMaxRanks));
   return c;
 }
 
@@ -165,8 +234,12 @@ void collective_from_annotation(const KinetoTrace& t, int call, TraceCollective&
     if (!op.input_types.empty()) c.dtype = op.input_types[0];
     if (!op.input_dims.empty() && !op.input_dims[0].empty()) {
       double elements = 1;
-      for (auto d : op.input_dims[0]) elements *= static_cast<double>(d);
+      for (auto d : op.input_dims[0]) elements = std::min(elements * static_cast<double>(d), 2 * limits::kMaxBytes);
       c.bytes = elements * trace_dtype_bytes(c.dtype);
+      if (c.bytes > limits::kMaxBytes) {
+        throw ConfigError(t.file, "", fmt::format("the message of \"{}\" (Input Dims of its first input) is larger than {:g} bytes",
+                                                  op.name, limits::kMaxBytes));
+      }
     }
     return;
   }
@@ -310,151 +383,190 @@ int KinetoTrace::innermost_cpu_op(int call) const {
   return -1;
 }
 
-KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(name, "", fmt::format("invalid JSON at byte {}", e.byte));
-  }
-  const json* events = nullptr;
-  if (root.is_array()) {
-    events = &root;
-  } else if (root.is_object()) {
-    const auto it = root.find("traceEvents");
-    if (it == root.end() || !it->is_array())
-      throw ConfigError(name, "/traceEvents", "not a PyTorch profiler trace: expected an array \"traceEvents\"");
-    events = &*it;
-  } else {
+namespace {
+
+/// The event array of a trace: the document itself (a bare array) or its "traceEvents".
+const json& trace_events(const json& root, const std::string& name) {
+  if (root.is_array()) return root;
+  if (!root.is_object())
     throw ConfigError(name, "", "not a PyTorch profiler trace: expected an object with \"traceEvents\"");
-  }
+  const auto it = root.find("traceEvents");
+  if (it == root.end() || !it->is_array())
+    throw ConfigError(name, "/traceEvents", "not a PyTorch profiler trace: expected an array \"traceEvents\"");
+  return *it;
+}
 
-  KinetoTrace t;
-  t.file = name;
-  if (root.is_object()) {
-    if (const auto d = root.find("distributedInfo"); d != root.end() && d->is_object()) {
-      if (const auto r = d->find("rank"); r != d->end() && r->is_number_integer()) t.rank = r->get<int>();
-      if (const auto w = d->find("world_size"); w != d->end() && w->is_number_integer()) t.world_size = w->get<int>();
-      if (const auto b = d->find("backend"); b != d->end() && b->is_string()) t.backend = b->get<std::string>();
-      if (t.rank && (*t.rank < 0 || (t.world_size && *t.rank >= *t.world_size)))
-        throw ConfigError(name, "/distributedInfo/rank", fmt::format("rank {} outside the world size", *t.rank));
-    }
-    if (const auto dp = root.find("deviceProperties"); dp != root.end() && dp->is_array()) {
-      for (const auto& d : *dp) {
-        if (!d.is_object()) continue;
-        TraceDevice dev;
-        dev.id = d.value("id", 0);
-        dev.name = d.value("name", std::string());
-        dev.memory = d.value("totalGlobalMem", 0.0);
-        dev.sms = d.value("numSms", 0);
-        dev.compute_major = d.value("computeMajor", 0);
-        dev.compute_minor = d.value("computeMinor", 0);
-        t.devices.push_back(dev);
-      }
-    }
-  }
+/// An optional integer member of a header object, in [lo, hi]; absent or not an
+/// integer gives nullopt (as before: writers differ), out of range is an error.
+std::optional<std::int64_t> header_int(const json& obj, const char* key, std::int64_t lo, std::int64_t hi,
+                                       const std::string& file, const std::string& pointer) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
+  const auto v = trace_integer(*it);
+  if (!v || *v < lo || *v > hi)
+    throw ConfigError(file, pointer + "/" + key, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, it->dump()));
+  return v;
+}
 
-  std::vector<RawSpan> op_raw, call_raw, gpu_raw, step_raw;
+/// "distributedInfo": rank, world size and backend, when the trace has them.
+void read_distributed_info(const json& root, KinetoTrace& t) {
+  const auto d = root.find("distributedInfo");
+  if (d == root.end() || !d->is_object()) return;
+  const std::string ptr = "/distributedInfo";
+  if (const auto r = header_int(*d, "rank", -limits::kMaxRanks, limits::kMaxRanks, t.file, ptr)) t.rank = static_cast<int>(*r);
+  if (const auto w = header_int(*d, "world_size", 0, limits::kMaxRanks, t.file, ptr)) t.world_size = static_cast<int>(*w);
+  if (const auto b = d->find("backend"); b != d->end() && b->is_string()) t.backend = b->get<std::string>();
+  if (t.rank && (*t.rank < 0 || (t.world_size && *t.rank >= *t.world_size)))
+    throw ConfigError(t.file, "/distributedInfo/rank", fmt::format("rank {} outside the world size", *t.rank));
+}
+
+/// "deviceProperties": one entry per GPU; fields of the wrong type are an error.
+void read_device_properties(const json& root, KinetoTrace& t) {
+  const auto dp = root.find("deviceProperties");
+  if (dp == root.end() || !dp->is_array()) return;
+  for (std::size_t i = 0; i < dp->size(); ++i) {
+    const json& d = (*dp)[i];
+    if (!d.is_object()) continue;
+    const std::string ptr = fmt::format("/deviceProperties/{}", i);
+    auto integer = [&](const char* key) {
+      const auto it = d.find(key);
+      if (it != d.end() && !it->is_number_integer())
+        throw ConfigError(t.file, ptr + "/" + key, fmt::format("expected an integer, got {}", it->type_name()));
+      return static_cast<int>(header_int(d, key, 0, 1 << 20, t.file, ptr).value_or(0));
+    };
+    TraceDevice dev;
+    dev.id = integer("id");
+    if (const auto n = d.find("name"); n != d.end()) {
+      if (!n->is_string()) throw ConfigError(t.file, ptr + "/name", fmt::format("expected a string, got {}", n->type_name()));
+      dev.name = n->get<std::string>();
+    }
+    if (const auto m = d.find("totalGlobalMem"); m != d.end()) {
+      if (!m->is_number() || !(m->get<double>() >= 0 && m->get<double>() <= limits::kMaxBytes))
+        throw ConfigError(t.file, ptr + "/totalGlobalMem", fmt::format("expected a size in bytes in [0, {:g}]", limits::kMaxBytes));
+      dev.memory = m->get<double>();
+    }
+    dev.sms = integer("numSms");
+    dev.compute_major = integer("computeMajor");
+    dev.compute_minor = integer("computeMinor");
+    t.devices.push_back(dev);
+  }
+}
+
+/// Each kept event's raw span (microseconds) and, for steps, the step number.
+struct RawSpans {
+  std::vector<RawSpan> op, call, gpu, step;
   std::vector<std::int64_t> step_numbers;
-  for (std::size_t i = 0; i < events->size(); ++i) {
-    const json& e = (*events)[i];
+};
+
+void read_cpu_event(const json& e, const EventReader& r, Category cat, const std::string& ev_name, RawSpan span,
+                    KinetoTrace& t, RawSpans& raw) {
+  if (const auto n = step_number(ev_name, r)) {
+    raw.step_numbers.push_back(*n);
+    raw.step.push_back(span);
+  }
+  CpuOp op;
+  op.name = ev_name;
+  op.annotation = cat == Category::kAnnotation;
+  op.tid = r.tid();
+  op.input_dims = read_dims(r);
+  op.input_types = read_types(r.args());
+  op.record_function_id = r.arg_int("Record function id", false).value_or(-1);
+  if (t.pid < 0 && cat == Category::kCpuOp) {
+    if (const auto pid = r.own_int("pid")) t.pid = *pid;
+  }
+  (void)e;
+  t.ops.push_back(std::move(op));
+  raw.op.push_back(span);
+}
+
+void read_gpu_event(const EventReader& r, Category cat, const std::string& ev_name, RawSpan span, KinetoTrace& t,
+                    RawSpans& raw) {
+  GpuActivity a;
+  a.kind = cat == Category::kKernel ? GpuActivityKind::kKernel
+           : cat == Category::kMemcpy ? GpuActivityKind::kMemcpy
+                                      : GpuActivityKind::kMemset;
+  a.name = ev_name;
+  a.stream = *r.arg_int("stream", true);
+  a.correlation = r.arg_int("correlation", false).value_or(-1);
+  // Device ids are small; pid stands in for the device on GPU rows of older traces.
+  constexpr std::int64_t kMaxDevice = 1 << 20;
+  const auto pid = r.own_int("pid");
+  const std::int64_t device = r.arg_int("device", false, -1, kMaxDevice).value_or(pid.value_or(0));
+  if (device < -1 || device > kMaxDevice) r.fail("pid", fmt::format("expected a device number in [-1, {}], got {}", kMaxDevice, device));
+  a.device = static_cast<int>(device);
+  if (a.kind != GpuActivityKind::kKernel) a.bytes = r.arg_number("bytes", limits::kMaxBytes).value_or(a.bytes);
+  if (a.kind == GpuActivityKind::kKernel && is_nccl_kernel_name(a.name)) {
+    a.collective = collective_from_kernel_args(r);
+    if (!a.collective) {
+      a.collective = TraceCollective{};
+      if (const auto k = trace_collective_kind(a.name)) a.collective->kind = *k;
+    }
+  }
+  t.gpu.push_back(std::move(a));
+  raw.gpu.push_back(span);
+}
+
+/// Reads the "X" (complete) events of the known categories; others are skipped.
+RawSpans read_events(const json& events, KinetoTrace& t) {
+  RawSpans raw;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
     if (!e.is_object()) continue;
     const auto ph = e.find("ph");
     if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() != "X") continue;
     const auto cat_it = e.find("cat");
     const Category cat = cat_it != e.end() && cat_it->is_string() ? category_of(cat_it->get<std::string>()) : Category::kOther;
     if (cat == Category::kOther) continue;
-    EventReader r(e, name, i);
-    RawSpan span{r.number("ts"), r.number("dur")};
+    EventReader r(e, t.file, i);
+    RawSpan span{r.number("ts", kMaxAbsTimestampUs), r.number("dur", kMaxDurationUs)};
     if (span.dur_us < 0) r.fail("dur", fmt::format("expected a duration >= 0, got {}", span.dur_us));
     const std::string ev_name = r.string("name");
     switch (cat) {
       case Category::kCpuOp:
-      case Category::kAnnotation: {
-        if (const auto n = step_number(ev_name)) {
-          step_numbers.push_back(*n);
-          step_raw.push_back(span);
-        }
-        CpuOp op;
-        op.name = ev_name;
-        op.annotation = cat == Category::kAnnotation;
-        op.tid = r.tid();
-        op.input_dims = read_dims(r.args());
-        op.input_types = read_types(r.args());
-        op.record_function_id = r.arg_int("Record function id", false).value_or(-1);
-        if (t.pid < 0 && cat == Category::kCpuOp) {
-          if (const auto pid = e.find("pid"); pid != e.end() && pid->is_number_integer()) t.pid = pid->get<std::int64_t>();
-        }
-        t.ops.push_back(std::move(op));
-        op_raw.push_back(span);
-        break;
-      }
+      case Category::kAnnotation: read_cpu_event(e, r, cat, ev_name, span, t, raw); break;
       case Category::kRuntime: {
         RuntimeCall c;
         c.name = ev_name;
         c.tid = r.tid();
         c.correlation = r.arg_int("correlation", false).value_or(-1);
         t.runtime.push_back(std::move(c));
-        call_raw.push_back(span);
+        raw.call.push_back(span);
         break;
       }
       case Category::kKernel:
       case Category::kMemcpy:
-      case Category::kMemset: {
-        GpuActivity a;
-        a.kind = cat == Category::kKernel ? GpuActivityKind::kKernel
-                 : cat == Category::kMemcpy ? GpuActivityKind::kMemcpy
-                                            : GpuActivityKind::kMemset;
-        a.name = ev_name;
-        a.stream = *r.arg_int("stream", true);
-        a.correlation = r.arg_int("correlation", false).value_or(-1);
-        const auto pid = e.find("pid");
-        a.device = static_cast<int>(
-            r.arg_int("device", false).value_or(pid != e.end() && pid->is_number_integer() ? pid->get<std::int64_t>() : 0));
-        if (a.kind != GpuActivityKind::kKernel) {
-          if (const json* args = r.args(); args) {
-            if (const auto b = args->find("bytes"); b != args->end() && b->is_number()) a.bytes = b->get<double>();
-          }
-        }
-        if (a.kind == GpuActivityKind::kKernel && is_nccl_kernel_name(a.name)) {
-          a.collective = collective_from_kernel_args(r.args());
-          if (!a.collective) {
-            a.collective = TraceCollective{};
-            if (const auto k = trace_collective_kind(a.name)) a.collective->kind = *k;
-          }
-        }
-        t.gpu.push_back(std::move(a));
-        gpu_raw.push_back(span);
-        break;
-      }
+      case Category::kMemset: read_gpu_event(r, cat, ev_name, span, t, raw); break;
       case Category::kOther: break;
     }
   }
   if (t.ops.empty() && t.gpu.empty() && t.runtime.empty())
-    throw ConfigError(name, "/traceEvents", "no CPU op, runtime call or GPU event: not a PyTorch profiler trace");
+    throw ConfigError(t.file, "/traceEvents", "no CPU op, runtime call or GPU event: not a PyTorch profiler trace");
+  return raw;
+}
 
-  // Times relative to the earliest event, in seconds.
+/// Times relative to the earliest event, in seconds; steps deduplicated by number and
+/// sorted by start, or one synthesized step spanning the trace when there is none.
+void set_relative_times_and_steps(const RawSpans& raw, KinetoTrace& t) {
   double origin = std::numeric_limits<double>::infinity();
-  for (const auto* v : {&op_raw, &call_raw, &gpu_raw})
+  for (const auto* v : {&raw.op, &raw.call, &raw.gpu})
     for (const auto& s : *v) origin = std::min(origin, s.ts_us);
   t.origin_us = origin;
   auto rel = [&](const RawSpan& s, Seconds& start, Seconds& dur) {
     start = (s.ts_us - origin) * kUs;
     dur = s.dur_us * kUs;
   };
-  for (std::size_t i = 0; i < t.ops.size(); ++i) rel(op_raw[i], t.ops[i].start, t.ops[i].duration);
-  for (std::size_t i = 0; i < t.runtime.size(); ++i) rel(call_raw[i], t.runtime[i].start, t.runtime[i].duration);
-  for (std::size_t i = 0; i < t.gpu.size(); ++i) rel(gpu_raw[i], t.gpu[i].start, t.gpu[i].duration);
-  for (std::size_t i = 0; i < step_raw.size(); ++i) {
+  for (std::size_t i = 0; i < t.ops.size(); ++i) rel(raw.op[i], t.ops[i].start, t.ops[i].duration);
+  for (std::size_t i = 0; i < t.runtime.size(); ++i) rel(raw.call[i], t.runtime[i].start, t.runtime[i].duration);
+  for (std::size_t i = 0; i < t.gpu.size(); ++i) rel(raw.gpu[i], t.gpu[i].start, t.gpu[i].duration);
+  std::set<std::int64_t> seen;
+  for (std::size_t i = 0; i < raw.step.size(); ++i) {
     TraceStep s;
-    s.number = step_numbers[i];
-    rel(step_raw[i], s.start, s.duration);
-    if (std::none_of(t.steps.begin(), t.steps.end(), [&](const TraceStep& x) { return x.number == s.number; }))
-      t.steps.push_back(s);
+    s.number = raw.step_numbers[i];
+    rel(raw.step[i], s.start, s.duration);
+    if (seen.insert(s.number).second) t.steps.push_back(s);
   }
   std::sort(t.steps.begin(), t.steps.end(), [](const TraceStep& a, const TraceStep& b) { return a.start < b.start; });
   if (t.steps.empty()) {
-    // No ProfilerStep#N: one step spanning the whole trace.
     TraceStep all;
     all.number = -1;
     Seconds end = 0;
@@ -465,9 +577,12 @@ KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name)
     t.steps.push_back(all);
     t.steps_synthesized = true;
   }
+}
 
-  // The rank's GPU: the device with the most activities (others appear only in
-  // multi-GPU-per-process traces, which one rank's replay does not cover).
+/// The rank's GPU: the device with the most activities (others appear only in
+/// multi-GPU-per-process traces, which one rank's replay does not cover). Activities of
+/// other devices are dropped; activities and calls are ordered by start.
+void keep_main_device(KinetoTrace& t) {
   std::map<int, std::size_t> per_device;
   for (const auto& a : t.gpu) per_device[a.device]++;
   if (!per_device.empty()) {
@@ -479,9 +594,11 @@ KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name)
   std::stable_sort(t.gpu.begin(), t.gpu.end(), [](const GpuActivity& a, const GpuActivity& b) { return a.start < b.start; });
   std::stable_sort(t.runtime.begin(), t.runtime.end(),
                    [](const RuntimeCall& a, const RuntimeCall& b) { return a.start < b.start; });
+}
 
-  build_nesting(t);
-
+/// Links each GPU activity to the runtime call with its correlation id, and fills NCCL
+/// collectives from their enclosing annotation.
+void link_launches(KinetoTrace& t) {
   std::unordered_map<std::int64_t, int> call_of;
   call_of.reserve(t.runtime.size());
   for (std::size_t i = 0; i < t.runtime.size(); ++i)
@@ -494,6 +611,24 @@ KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name)
     t.runtime[static_cast<std::size_t>(it->second)].activities.push_back(static_cast<int>(i));
     if (a.collective && !a.collective->from_kernel_args) collective_from_annotation(t, a.launch, *a.collective);
   }
+}
+
+}  // namespace
+
+KinetoTrace parse_kineto_trace(const std::string& text, const std::string& name) {
+  const json root = parse_json_text(text, name, "a PyTorch profiler trace");
+  const json& events = trace_events(root, name);
+  KinetoTrace t;
+  t.file = name;
+  if (root.is_object()) {
+    read_distributed_info(root, t);
+    read_device_properties(root, t);
+  }
+  const RawSpans raw = read_events(events, t);
+  set_relative_times_and_steps(raw, t);
+  keep_main_device(t);
+  build_nesting(t);
+  link_launches(t);
   return t;
 }
 

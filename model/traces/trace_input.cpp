@@ -1,183 +1,127 @@
 #include "model/traces/trace_input.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <sstream>
-#include <stdexcept>
+#include <memory>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <archive.h>
+#include <archive_entry.h>
 #include <fmt/format.h>
+#include <zlib.h>
 
+#include "core/input_file.hpp"
 #include "core/json_reader.hpp"
-
-extern char** environ;
+#include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
-
-/// Closes a descriptor once.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-};
-
-void make_pipe(Fd& read_end, Fd& write_end) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
-  read_end.fd = p[0];
-  write_end.fd = p[1];
-}
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// gzip streams start with 0x1f 0x8b (RFC 1952 section 2.3.1).
-bool is_gzip(const std::string& bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", "cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ConfigError(path, "", "cannot read the file");
-  return bytes;
-}
-
-std::string first_line(const std::string& s) {
-  const auto nl = s.find('\n');
-  return s.substr(0, nl == std::string::npos ? s.size() : nl);
-}
-
-/// Runs a decompressing tool; a non-zero exit is a damaged input.
-std::string run_tool(const std::vector<std::string>& argv, const std::string& input, const std::string& name) {
-  ProcessResult r = run_process(argv, input);
-  if (r.exit_code != 0) {
-    throw ConfigError(name, "",
-                      fmt::format("{} failed (exit {}): {}", argv[0], r.exit_code,
-                                  r.err.empty() ? "no message" : first_line(r.err)));
-  }
-  return std::move(r.out);
-}
-
-std::string gunzip(const std::string& bytes, const std::string& name) {
-  return run_tool({"gzip", "-dc"}, bytes, name);
+std::string too_large_message() {
+  return fmt::format("decompresses to more than {} bytes, the most perfcast reads (core/limits.hpp)",
+                     limits::kMaxInputFileBytes);
 }
 
 bool is_archive(const std::string& path) {
   return ends_with(path, ".tar.gz") || ends_with(path, ".tgz") || ends_with(path, ".tar");
 }
 
+bool is_trace_member(const std::string& member) { return ends_with(member, ".json") || ends_with(member, ".json.gz"); }
+
+struct ArchiveCloser {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+
+/// Reads the current member's data, streaming, refusing more than `budget` bytes in all.
+std::string read_member(archive* a, const std::string& name, std::uint64_t& budget) {
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+    if (r < 0) throw ConfigError(name, "", fmt::format("damaged archive member: {}", archive_error_string(a)));
+    if (r == 0) break;
+    if (static_cast<std::uint64_t>(r) > budget) throw ConfigError(name, "", too_large_message());
+    budget -= static_cast<std::uint64_t>(r);
+    bytes.append(buf, static_cast<std::size_t>(r));
+  }
+  return bytes;
+}
+
+/// Members of a tar archive (plain or gzip-compressed), read in-process with libarchive.
+/// Member names are only labels: nothing is extracted to disk or passed to a program.
 void read_archive(const std::string& path, std::vector<TraceText>& out) {
-  {
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) throw ConfigError(path, "", "cannot open the file");
+  const std::string bytes = read_input_file(path);
+  std::unique_ptr<archive, ArchiveCloser> a(archive_read_new());
+  if (!a) throw std::runtime_error("libarchive: out of memory");
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_filter_none(a.get());
+  archive_read_support_format_tar(a.get());
+  archive_read_support_format_gnutar(a.get());
+  if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
+    throw ConfigError(path, "", fmt::format("not a tar archive: {}", archive_error_string(a.get())));
+  std::vector<TraceText> members;
+  std::uint64_t budget = limits::kMaxInputFileBytes;
+  for (;;) {
+    archive_entry* entry = nullptr;
+    const int rc = archive_read_next_header(a.get(), &entry);
+    if (rc == ARCHIVE_EOF) break;
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+      throw ConfigError(path, "", fmt::format("damaged tar archive: {}", archive_error_string(a.get())));
+    const char* raw_name = archive_entry_pathname(entry);
+    const std::string member = raw_name ? raw_name : "";
+    if (archive_entry_filetype(entry) != AE_IFREG || !is_trace_member(member)) continue;
+    if (first_invalid_utf8(member)) {
+      throw ConfigError(path, "", "an archive member's name is not UTF-8; expected UTF-8 member names");
+    }
+    const std::string name = path + ":" + member;
+    std::string data = read_member(a.get(), name, budget);
+    if (is_gzip(data)) data = gunzip(data, name);
+    members.push_back({name, std::move(data)});
   }
-  const std::string flags = ends_with(path, ".tar") ? "-tf" : "-tzf";
-  std::istringstream listing(run_tool({"tar", flags, path}, {}, path));
-  std::vector<std::string> members;
-  for (std::string line; std::getline(listing, line);) {
-    if (ends_with(line, ".json") || ends_with(line, ".json.gz")) members.push_back(line);
-  }
-  std::sort(members.begin(), members.end());
   if (members.empty()) throw ConfigError(path, "", "the archive holds no *.json or *.json.gz member");
-  const std::string extract = ends_with(path, ".tar") ? "-xOf" : "-xzOf";
-  for (const auto& m : members) {
-    const std::string name = path + ":" + m;
-    std::string bytes = run_tool({"tar", extract, path, m}, {}, name);
-    if (is_gzip(bytes)) bytes = gunzip(bytes, name);
-    out.push_back({name, std::move(bytes)});
-  }
+  std::sort(members.begin(), members.end(), [](const TraceText& x, const TraceText& y) { return x.name < y.name; });
+  for (auto& m : members) out.push_back(std::move(m));
 }
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, const std::string& input) {
-  if (argv.empty()) throw std::invalid_argument("run_process: empty argv");
-  Fd in_r, in_w, out_r, out_w, err_r, err_w;
-  make_pipe(in_r, in_w);
-  make_pipe(out_r, out_w);
-  make_pipe(err_r, err_w);
+bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_r.fd, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out_w.fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_w.fd, STDERR_FILENO);
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error(fmt::format("cannot run {}: {}", argv[0], std::strerror(rc)));
-  in_r.reset();
-  out_w.reset();
-  err_w.reset();
-
-  // Writing to a child that exited early must give EPIPE, not kill this process.
-  struct sigaction ignore {}, previous {};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &previous);
-
-  ProcessResult result;
-  std::size_t written = 0;
-  if (input.empty()) in_w.reset();
+std::string gunzip(std::string_view bytes, const std::string& name) {
+  z_stream z{};
+  // 16 + MAX_WBITS: gzip wrapper only (zlib.h, inflateInit2).
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw std::runtime_error("zlib: inflateInit2 failed");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
+  std::string out;
   char buf[1 << 16];
-  while (out_r.fd >= 0 || err_r.fd >= 0) {
-    pollfd fds[3];
-    nfds_t n = 0;
-    if (out_r.fd >= 0) fds[n++] = {out_r.fd, POLLIN, 0};
-    if (err_r.fd >= 0) fds[n++] = {err_r.fd, POLLIN, 0};
-    if (in_w.fd >= 0) fds[n++] = {in_w.fd, POLLOUT, 0};
-    if (::poll(fds, n, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
+  std::size_t consumed = 0;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    // Feed at most 1 GiB per call: avail_in is 32 bits.
+    if (z.avail_in == 0 && consumed < bytes.size()) {
+      const std::size_t chunk = std::min<std::size_t>(bytes.size() - consumed, 1U << 30);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + consumed));
+      z.avail_in = static_cast<uInt>(chunk);
+      consumed += chunk;
     }
-    for (nfds_t i = 0; i < n; ++i) {
-      if (fds[i].revents == 0) continue;
-      if (fds[i].fd == in_w.fd) {
-        const ssize_t w = ::write(in_w.fd, input.data() + written, std::min<std::size_t>(input.size() - written, 1 << 16));
-        if (w > 0) written += static_cast<std::size_t>(w);
-        if (w < 0 && errno != EINTR && errno != EAGAIN) written = input.size();  // child closed its input
-        if (written >= input.size()) in_w.reset();
-        continue;
-      }
-      Fd& src = fds[i].fd == out_r.fd ? out_r : err_r;
-      std::string& dst = fds[i].fd == out_r.fd ? result.out : result.err;
-      const ssize_t r = ::read(src.fd, buf, sizeof buf);
-      if (r > 0) dst.append(buf, static_cast<std::size_t>(r));
-      else if (r == 0 || (errno != EINTR && errno != EAGAIN)) src.reset();
-    }
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && consumed == bytes.size())
+      throw ConfigError(name, "", "truncated gzip stream");
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+      throw ConfigError(name, "", fmt::format("damaged gzip stream: {}", z.msg ? z.msg : "inflate failed"));
+    const std::size_t produced = sizeof buf - z.avail_out;
+    if (out.size() + produced > limits::kMaxInputFileBytes) throw ConfigError(name, "", too_large_message());
+    out.append(buf, produced);
   }
-  in_w.reset();
-  ::sigaction(SIGPIPE, &previous, nullptr);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
-  return result;
+  return out;
 }
 
 std::vector<TraceText> read_trace_inputs(const std::vector<std::string>& paths) {
@@ -187,7 +131,7 @@ std::vector<TraceText> read_trace_inputs(const std::vector<std::string>& paths) 
       read_archive(path, out);
       continue;
     }
-    std::string bytes = read_file(path);
+    std::string bytes = read_input_file(path);
     if (is_gzip(bytes)) bytes = gunzip(bytes, path);
     out.push_back({path, std::move(bytes)});
   }

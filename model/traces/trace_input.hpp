@@ -3,15 +3,18 @@
 /// Reads the bytes of profiler traces as users hand them over: a plain JSON file, a
 /// gzip-compressed one (`.json.gz`, detected by the gzip magic bytes, not the name), or a
 /// tar archive (`.tar.gz`, `.tgz`, `.tar`) holding several rank traces, as the PARAM
-/// DLRM traces are packed. Decompression runs the system's `gzip -dc` and `tar -xzOf` /
-/// `tar -tzf` through posix_spawn and pipes (both are in every Debian base image); no
-/// compression library is linked.
+/// DLRM traces are packed. Everything is read in-process: gzip with zlib, tar with
+/// libarchive, streaming each member; member names are labels only (never a path written
+/// to, never an argument to a program).
 ///
-/// Errors: a missing or unreadable file, a failing `gzip`/`tar` (corrupt archive) or an
-/// archive without JSON members is bad input: ConfigError naming the file. A `gzip` or
-/// `tar` that cannot be started at all is std::runtime_error (the machine, not the input).
+/// Bounds (core/limits.hpp): each input file and everything decompressed from one input
+/// is at most limits::kMaxInputFileBytes; memory is the compressed file plus its members.
+///
+/// Errors: a missing, unreadable or oversized file, a damaged gzip stream or archive, or
+/// an archive without JSON members is bad input: ConfigError naming the file (and member).
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace perfcast {
@@ -27,16 +30,11 @@ struct TraceText {
 /// name order. Throws ConfigError for bad input.
 [[nodiscard]] std::vector<TraceText> read_trace_inputs(const std::vector<std::string>& paths);
 
-/// Output of a finished child process.
-struct ProcessResult {
-  int exit_code = 0;     ///< exit status; 128 + signal number when a signal ended it
-  std::string out;       ///< everything it wrote to standard output
-  std::string err;       ///< everything it wrote to standard error
-};
+/// gzip streams start with 0x1f 0x8b (RFC 1952 section 2.3.1).
+[[nodiscard]] bool is_gzip(std::string_view bytes);
 
-/// Runs `argv` (argv[0] looked up in PATH) with `input` on its standard input and
-/// collects its outputs (poll-driven, so large outputs cannot deadlock). Throws
-/// std::runtime_error when the program cannot be started.
-[[nodiscard]] ProcessResult run_process(const std::vector<std::string>& argv, const std::string& input = {});
+/// Decompresses one gzip stream (zlib); `name` is used in errors. Refuses output over
+/// limits::kMaxInputFileBytes.
+[[nodiscard]] std::string gunzip(std::string_view bytes, const std::string& name);
 
 }  // namespace perfcast

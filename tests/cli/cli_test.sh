@@ -97,7 +97,7 @@ expect "replay" 0 "|error| over ranks: geomean 0.53%, max 0.56%" -- "$perfcast" 
 grep -q '"simulated_s": 0.000179' "$tmp/out.json" && grep -q '"context"' "$tmp/out.json" && echo "ok   replay json written" \
   || { echo "FAIL replay json"; fails=$((fails + 1)); }
 printf '{"traceEvents": [' > "$tmp/broken_trace.json"
-expect "replay broken trace" 2 'broken_trace.json: /: invalid JSON at byte' -- "$perfcast" replay --kineto "$tmp/broken_trace.json" --json "$tmp/out.json"
+expect "replay broken trace" 2 'broken_trace.json: /: invalid JSON at line' -- "$perfcast" replay --kineto "$tmp/broken_trace.json" --json "$tmp/out.json"
 expect "replay duplicate rank" 2 '/distributedInfo/rank: rank 0 is also the rank of' -- "$perfcast" replay --kineto "$k0" "$k0" --json "$tmp/out.json"
 expect "trace-stats missing file" 2 'cannot open the file' -- "$perfcast" trace-stats "$tmp/nope.json" --json "$tmp/out.json"
 # replay --kernels predicted, execution traces and import (tests/data/kineto_shapes.json, et_shapes.json).

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of tests/fuzz for a bounded time each and reports executions
+# and findings. Usage: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
+# (targets: system workload plan calibration measurements nccl_tests kineto
+#  execution_trace index end_to_end; default all). Seed corpora come from configs/ and
+# tests/data (plus ../shared/data where present); the growing corpus stays in
+# BUILD_DIR/fuzz-corpus/<target>, logs in BUILD_DIR/fuzz-logs, crash inputs in
+# BUILD_DIR/fuzz-findings. Exit 1 when any target found a crash, leak or timeout.
+set -u
+build=$(cd "$1" && pwd)
+seconds=$2
+shift 2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+targets=("$@")
+[ ${#targets[@]} = 0 ] && targets=(system workload plan calibration measurements nccl_tests kineto execution_trace index end_to_end)
+seeds=$build/fuzz-seeds
+mkdir -p "$seeds" "$build/fuzz-corpus" "$build/fuzz-logs" "$build/fuzz-findings"
+
+# seed TARGET NAME [PREFIX_BYTE] < FILE: one seed file; a prefix byte selects a reader.
+seed() {
+  local dir=$seeds/$1; mkdir -p "$dir"
+  if [ $# -ge 3 ]; then { printf "\\x$3"; cat; } > "$dir/$2"; else cat > "$dir/$2"; fi
+}
+make_seeds() {
+  for f in "$src"/configs/systems/*.json; do
+    case $f in *.comms.json) seed calibration "$(basename "$f")" 00 < "$f" ;; *) seed system "$(basename "$f")" < "$f" ;; esac
+  done
+  for f in "$src"/configs/workloads/*.json; do seed workload "$(basename "$f")" < "$f"; done
+  seed plan plan_mixed.json < "$src/tests/data/plan_mixed.json"
+  for f in "$src"/configs/calibration/*.json; do seed calibration "k_$(basename "$f")" 01 < "$f"; done
+  for f in "$src"/tests/data/*.jsonl "$src"/../shared/data/public-measurements/*.jsonl; do
+    [ -f "$f" ] && seed measurements "$(basename "$f")" < "$f"
+  done
+  seed nccl_tests handwritten.txt 00 < "$src/tests/data/handwritten_all_reduce_perf.txt"
+  printf 'size(B),count,type,time(ns),busbw(GB/s)\n1048576,262144,float,92790,19.78\n2097152,524288,float,93250,39.36\n' |
+    seed nccl_tests table.csv 01
+  for f in "$src"/../shared/data/vtrain-a100-gpt/*.csv; do [ -f "$f" ] && head -40 "$f" | seed nccl_tests "$(basename "$f")" 01; done
+  for f in "$src"/tests/data/kineto_*.json; do seed kineto "$(basename "$f")" < "$f"; done
+  gzip -c "$src/tests/data/kineto_rank0.json" | seed kineto rank0.json.gz
+  (cd "$src/tests/data" && tar -cf - kineto_rank0.json kineto_rank1.json) | seed kineto ranks.tar
+  seed execution_trace et_shapes.json < "$src/tests/data/et_shapes.json"
+  for f in "$src"/../shared/data/dlrm-datasets-locality/*.txt; do [ -f "$f" ] && head -60 "$f" | seed index "$(basename "$f")" 01; done
+  # Two tables, batch 3: int32 indices then lengths (the hand-worked batch of index_data_test).
+  python3 -c "import struct,sys; sys.stdout.buffer.write(bytes([4,1,2]) + struct.pack('<11i', 5,5,7,5,0,1,1,1,1,1,2) + struct.pack('<11i', 3,1,0,2,4,1,0,0,0,0,0))" |
+    seed index lengths.bin
+  printf 'system.gpu.memory_bandwidth="2TB/s"\nworkload.batch_size=4096\n' | seed end_to_end bandwidth.txt
+  printf 'system.nodes=2\n' | seed end_to_end nodes.txt
+}
+make_seeds
+
+failed=0
+printf '%-16s %8s %14s %9s\n' target seconds executions findings
+for t in "${targets[@]}"; do
+  bin=$build/tests/fuzz/fuzz_$t
+  if [ ! -x "$bin" ]; then echo "missing $bin (configure with -DPERFCAST_FUZZ=ON and build perfcast_fuzz_targets)"; failed=1; continue; fi
+  corpus=$build/fuzz-corpus/$t; mkdir -p "$corpus"
+  dict=()
+  [ -f "$src/tests/fuzz/dict/$t.dict" ] && dict=(-dict="$src/tests/fuzz/dict/$t.dict")
+  log=$build/fuzz-logs/$t.log
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -max_len=262144 -print_final_stats=1 \
+    -artifact_prefix="$build/fuzz-findings/$t-" "${dict[@]}" "$corpus" "$seeds/$t" > "$log" 2>&1
+  rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  findings=$(ls "$build/fuzz-findings" 2>/dev/null | grep -c "^$t-")
+  printf '%-16s %8s %14s %9s\n' "$t" "$seconds" "${execs:-?}" "$findings"
+  if [ "$rc" != 0 ] || [ "$findings" != 0 ]; then failed=1; tail -30 "$log"; fi
+done
+rm -f /tmp/perfcast_fuzz_*
+exit $failed
