@@ -60,6 +60,7 @@ PredictionModels load_prediction_models(Prediction& p) {
   p.collective_model = std::string(m.comm->name());
   if (!p.system.comms_calibration.empty()) p.collective_model += " (" + p.system.comms_calibration.string() + ")";
   m.calibration = load_system_kernel_calibration(p.system, &p.kernel_calibration);
+  p.provenance = prediction_provenance(p.system, m.calibration, p.kernel_calibration);
   return m;
 }
 
