@@ -19,6 +19,10 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
   const auto dot = path.find_first_of(".[/");
   const std::string head = path.substr(0, dot);
   const std::string rest = dot == std::string::npos ? "" : path.substr(dot + (path[dot] == '.' ? 1 : 0));
+  if (head == "runtime" && dot == std::string::npos) {  // --set runtime=NAME: the workload's runtime profile
+    workload.root["runtime"] = value;
+    return;
+  }
   if (rest.empty()) throw ConfigError("--set", path, "expected a key after the file name, e.g. system.nodes");
   if (head == "system") return apply_override(system, rest, value);
   if (head == "workload") return apply_override(workload, rest, value);
@@ -39,19 +43,32 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   if (req.plan) plan_doc = load_json_file(*req.plan);
   for (const auto& o : req.overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
   SystemSpec system = parse_system(system_doc);
+  const std::optional<std::string> named_runtime = take_runtime_name(workload_doc);
   Workload any = parse_any_workload(workload_doc);
+  // The software stack's host costs (runtime_profile.hpp): named, or the default per kind.
+  const bool transformer = std::holds_alternative<TransformerSpec>(any);
+  const std::optional<RuntimeProfile> runtime =
+      load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), req.workload.string(), named_runtime.has_value());
+  if (runtime) apply_runtime(system, *runtime);
+  auto with_runtime = [&](std::unique_ptr<Prediction> p) {
+    if (runtime) {
+      p->runtime = runtime;
+      p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
+    }
+    return p;
+  };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations);
+    return with_runtime(predict_transformer(std::move(system), std::move(*tf), req.overrides, req.iterations));
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_trace(std::move(system), std::move(*tw), req.overrides, req.iterations);
+    return with_runtime(predict_trace(std::move(system), std::move(*tw), req.overrides, req.iterations));
   }
   DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
-  return predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations);
+  return with_runtime(predict_parsed(std::move(system), std::move(workload), std::move(plan), req.overrides, req.iterations));
 }
 
 PredictionModels load_prediction_models(Prediction& p) {

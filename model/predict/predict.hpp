@@ -17,6 +17,7 @@
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
 #include "model/predict/provenance.hpp"
+#include "model/predict/runtime_profile.hpp"
 #include "model/predict/workload.hpp"
 #include "model/graph/workload_spec.hpp"
 #include "topology/collective.hpp"
@@ -46,6 +47,7 @@ struct Prediction {
   std::string collective_model;
   std::string kernel_calibration;  ///< calibration file used, or "" (spec-derived predictors)
   std::vector<ProvenanceEntry> provenance;  ///< calibrated or spec-derived, per family (provenance.hpp)
+  std::optional<RuntimeProfile> runtime;    ///< the runtime profile whose host costs were applied, if any
   std::vector<std::string> overrides;
   std::vector<std::string> warnings;
 

@@ -39,7 +39,7 @@ ProvenanceEntry collectives_entry(const SystemSpec& s, const CommsCalibration* c
 }  // namespace
 
 std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, const std::optional<KernelCalibration>& kernels,
-                                                   const std::string& kernel_file) {
+                                                   const std::string& kernel_file, const RuntimeProfile* runtime) {
   std::vector<ProvenanceEntry> out;
   std::optional<CommsCalibration> comms;
   if (!system.comms_calibration.empty()) comms = parse_calibration(load_json_file(system.comms_calibration));
@@ -66,6 +66,15 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
   ProvenanceEntry host;
   host.what = "host";
   host.basis = "the system's host constants (launch and per-op overheads)";
+  if (runtime && runtime->fitted()) {
+    host.calibrated = true;
+    host.basis = runtime->name;
+    host.source = runtime->file;
+    host.measured_on = runtime->measured_on;
+    host.heldout_error = runtime->heldout_error;
+  } else if (runtime) {
+    host.basis = fmt::format("runtime {} (not fitted): the system's host constants", runtime->name);
+  }
   out.push_back(host);
   return out;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/predict/runtime_profile.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "topology/system_spec.hpp"
 
@@ -26,10 +27,12 @@ struct ProvenanceEntry {
 
 /// Entries for a prediction on `system` with the kernel calibration `kernels` (read from
 /// `kernel_file`), in a fixed order: one-node and multi-node collectives, GEMM, attention,
-/// embedding, elementwise, memcpy, host. Throws ConfigError for an unreadable comms file.
+/// embedding, elementwise, memcpy, host (calibrated when `runtime` holds a fit). Throws
+/// ConfigError for an unreadable comms file.
 [[nodiscard]] std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system,
                                                                  const std::optional<KernelCalibration>& kernels,
-                                                                 const std::string& kernel_file);
+                                                                 const std::string& kernel_file,
+                                                                 const RuntimeProfile* runtime = nullptr);
 
 /// "calibrated: one-node collectives (nccl-tests, 3.1% held-out), ...; spec-derived: GEMM, ..."
 [[nodiscard]] std::string provenance_headline(const std::vector<ProvenanceEntry>& entries);
