@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
+#include <functional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
 #include "topology/collective_calibration.hpp"
+#include "topology/measurement_table_csv.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast::cli {
@@ -35,11 +38,15 @@ struct CalibrateArgs {
   std::string out;
   std::string json;
   bool leave_one_out = false;
+  bool leave_one_source_out = false;
+  bool force = false;
+  std::vector<std::string> only;  ///< comms: measurement-table sources to keep
   std::vector<std::string> families;  ///< kernels: write only these families (empty: all fitted)
   std::string note;                   ///< kernels: free-text provenance written into the calibration
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
 
 std::string today() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -48,6 +55,329 @@ std::string today() {
   char buf[16];
   std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
   return buf;
+}
+
+
+/// One source of samples: a file, or one source of a measurement table.
+struct CommsSource {
+  std::string name;                ///< file, or "file#lineN (source url)"
+  /// What leave-one-source-out leaves out together: a table's source, or a plain file's
+  /// folder (the vTrain tables of 2..8 GPUs are one source).
+  std::string group;
+  std::string forced_algorithm;    ///< NCCL_ALGO the run forced, as the spec-derived model names it
+  std::vector<CollectiveSample> samples;
+};
+
+/// The model a calibration replaces, on a sample: the spec-derived model over a system
+/// grown to the sample's node count (ranks spread evenly over its nodes), restricted to the
+/// algorithm the run forced where the model has it.
+double prior_time(const SystemSpec& s, const CollectiveSample& smp, const std::string& forced) {
+  SystemSpec grown = s;
+  grown.nodes = std::max(s.nodes, smp.nodes);
+  const int per_node = std::max(1, smp.ranks / std::max(1, smp.nodes));
+  RankGroup g;  // ranks spread evenly over the sample's nodes
+  for (int node = 0; node < smp.nodes; ++node)
+    for (int j = 0; j < per_node && j < s.gpus_per_node; ++j) g.ranks.push_back(node * s.gpus_per_node + j);
+  const AlphaBetaCollectiveModel model(grown);
+  const CollectiveDesc d{smp.kind, smp.bytes, {}};
+  if (!forced.empty()) {
+    for (const auto& c : model.candidates(d, g))
+      if (c.algorithm == forced) return c.time;
+  }
+  return model.estimate(d, g).time;
+}
+
+bool keep_source(const SourcedLog& l, const std::vector<std::string>& only) {
+  if (only.empty()) return true;
+  for (const auto& t : only)
+    if (l.log.gpu.find(t) != std::string::npos || l.source_url.find(t) != std::string::npos || l.env.find(t) != std::string::npos)
+      return true;
+  return false;
+}
+
+std::vector<CommsSource> read_comms_sources(const CalibrateArgs& a, const LogHints& hints, CommsCalibration& cal) {
+  std::vector<CommsSource> sources;
+  std::set<std::string> gpus, versions;
+  for (const auto& path : a.logs) {
+    if (is_measurement_table_csv(path)) {
+      for (auto& l : parse_measurement_table_csv(path)) {
+        if (!keep_source(l, a.only)) continue;
+        const std::string name = fmt::format("{} ({}{}{}, {}, {} node(s){}{})", l.log.file, l.source_url,
+                                             l.log.gpu.empty() ? "" : ", ", l.log.gpu, l.time_basis,
+                                             l.log.samples.front().nodes, l.nodes_assumed ? " assumed" : "",
+                                             l.suspect ? ", notes say suspect" : "");
+        for (auto& smp : l.log.samples) smp.source = name;
+        if (!l.log.gpu.empty()) gpus.insert(l.log.gpu);
+        if (!l.log.nccl_version.empty()) versions.insert(l.log.nccl_version);
+        cal.sources.push_back(name + (l.forced_algorithm.empty() ? "" : "; NCCL_ALGO forced: " + l.forced_algorithm));
+        sources.push_back({name, name, l.forced_algorithm, std::move(l.log.samples)});
+      }
+      continue;
+    }
+    const CollectiveLog log = parse_collective_log(path, hints);
+    cal.sources.push_back(path);
+    if (!log.gpu.empty()) gpus.insert(log.gpu);
+    if (!log.nccl_version.empty()) versions.insert(log.nccl_version);
+    const std::string folder = std::filesystem::path(path).parent_path().lexically_normal().string();
+    sources.push_back({path, folder.empty() ? "." : folder + "/", "", log.samples});
+  }
+  if (sources.empty()) throw ConfigError("--only", "", "no source of the measurement tables matches");
+  cal.gpu = gpus.empty() ? "not stated in the measurements" : fmt::format("{}", fmt::join(gpus, "; "));
+  cal.nccl_version = versions.empty() ? "not stated in the measurements" : fmt::format("{}", fmt::join(versions, "; "));
+  return sources;
+}
+
+/// Per power-of-two size bin from 64 KiB: geomean |error| of the fit and of the prior.
+std::string per_size_table(const CollectiveFit& fit, const std::vector<CollectiveSample>& samples,
+                           const std::function<double(const CollectiveSample&)>& prior) {
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> bins;
+  for (const auto& smp : samples) {
+    if (smp.bytes < 64 * 1024.0) continue;
+    auto& b = bins[static_cast<int>(std::floor(std::log2(smp.bytes)))];
+    b.first.push_back(fit.time(smp.bytes, smp.ranks) / smp.time_s - 1);
+    b.second.push_back(prior(smp) / smp.time_s - 1);
+  }
+  std::string text = fmt::format("  per size (geomean |error|, in-sample):\n  {:>10} {:>7} {:>8} {:>8}\n", "size", "samples", "fitted", "prior");
+  for (const auto& [log2, b] : bins) {
+    text += fmt::format("  {:>10} {:>7} {:>7.2f}% {:>7.2f}%\n", format_bytes(std::ldexp(1.0, log2)), b.first.size(),
+                        geomean_abs(b.first) * 100, geomean_abs(b.second) * 100);
+  }
+  return text;
+}
+
+std::size_t distinct_sizes(const std::vector<CollectiveSample>& samples) {
+  std::set<double> sizes;
+  for (const auto& smp : samples) sizes.insert(smp.bytes);
+  return sizes.size();
+}
+
+/// What one fit covers: collective, more than one node, the algorithm the runs forced.
+using FitKey = std::tuple<CollectiveKind, bool, std::string>;
+
+std::string fit_label(const FitKey& key) {
+  const auto& [kind, multi, algorithm] = key;
+  return fmt::format("{} ({}{})", collective_name(kind), multi ? "multi-node" : "one node",
+                     algorithm.empty() ? "" : ", NCCL_ALGO forced: " + algorithm);
+}
+
+/// Ranks of a sample's shape on `s` grown to its node count: ranks spread evenly over nodes.
+RankGroup sample_group(const SystemSpec& s, const CollectiveSample& smp) {
+  const int per_node = std::max(1, smp.ranks / std::max(1, smp.nodes));
+  RankGroup g;
+  for (int node = 0; node < smp.nodes; ++node)
+    for (int j = 0; j < per_node && j < s.gpus_per_node; ++j) g.ranks.push_back(node * s.gpus_per_node + j);
+  return g;
+}
+
+/// For each source: fits on all the other sources (per collective, node class and forced
+/// algorithm), the calibrated model made of them predicts the source's samples (with the
+/// algorithm the source forced, where it forced one); errors against the prior's.
+nlohmann::json leave_one_source_out(const SystemSpec& s, const std::map<FitKey, std::vector<CollectiveSample>>& groups,
+                                    std::map<std::string, std::string>& group_of, std::map<std::string, std::string>& forced,
+                                    std::string& text) {
+  std::set<std::string> names;
+  for (const auto& [key, samples] : groups)
+    for (const auto& smp : samples) names.insert(group_of[smp.source]);
+  nlohmann::json rows = nlohmann::json::array();
+  text += "leave one source out: geomean |error| >= 1 MiB, max |error| >= 64 KiB (calibrated from the other sources, fits that\n"
+          "pass the held-out check only; prior)\n";
+  for (const auto& name : names) {
+    CommsCalibration cal;
+    std::vector<CollectiveSample> mine;
+    for (const auto& [key, samples] : groups) {
+      std::vector<CollectiveSample> others;
+      for (const auto& smp : samples) (group_of[smp.source] == name ? mine : others).push_back(smp);
+      if (others.size() < 8) continue;
+      // As calibrate would write it: only a fit that passes the held-out check.
+      const auto init = nccl_initial_protocols(s, std::get<1>(key) ? 2 : 1);
+      CollectiveFit fit = fit_collective(others, init);
+      check_held_out(fit.quality, others, init, [&](const CollectiveSample& smp) { return prior_time(s, smp, std::get<2>(key)); });
+      if (fit.quality.held_out == 0 || fit.quality.heldout_geomean_abs_error > fit.quality.heldout_prior_geomean_abs_error) continue;
+      fit.algorithm = std::get<2>(key);
+      cal.fits.push_back(std::move(fit));
+    }
+    std::vector<double> fit_mib, prior_mib;
+    double fit_max = 0, prior_max = 0;
+    bool scored = false;
+    for (const auto& smp : mine) {
+      if (smp.bytes < 64 * 1024.0) continue;
+      SystemSpec grown = s;
+      grown.nodes = std::max(s.nodes, smp.nodes);
+      const CalibratedCollectiveModel model(grown, cal);
+      const RankGroup g = sample_group(grown, smp);
+      const CollectiveDesc d{smp.kind, smp.bytes, {}};
+      const std::string& algo = forced[smp.source];
+      const double t = model.forced_estimate(d, g, algo).time;
+      scored = true;
+      const double ef = t / smp.time_s - 1, ep = prior_time(s, smp, algo) / smp.time_s - 1;
+      fit_max = std::max(fit_max, std::fabs(ef));
+      prior_max = std::max(prior_max, std::fabs(ep));
+      if (smp.bytes >= 1024.0 * 1024.0) {
+        fit_mib.push_back(ef);
+        prior_mib.push_back(ep);
+      }
+    }
+    if (!scored) {
+      text += fmt::format("  {}: not scored (no sample of 64 KiB or more)\n", name);
+      continue;
+    }
+    text += fmt::format("  {}\n    {} samples >= 1 MiB: calibrated {:.2f}% (max {:.2f}% >= 64 KiB); prior {:.2f}% (max {:.2f}%)\n",
+                        name, fit_mib.size(), geomean_abs(fit_mib) * 100, fit_max * 100, geomean_abs(prior_mib) * 100,
+                        prior_max * 100);
+    rows.push_back({{"source", name}, {"samples_from_1MiB", fit_mib.size()},
+                    {"calibrated_geomean_abs_error_from_1MiB", geomean_abs(fit_mib)}, {"calibrated_max_abs_error_from_64KiB", fit_max},
+                    {"prior_geomean_abs_error_from_1MiB", geomean_abs(prior_mib)}, {"prior_max_abs_error_from_64KiB", prior_max}});
+  }
+  return rows;
+}
+
+int run_comms_calibration(const CalibrateArgs& a) {
+  const SystemSpec s = load_system(a.system);
+  LogHints hints;
+  if (!a.collective.empty()) {
+    hints.kind = collective_from_name(a.collective);
+    if (!hints.kind) throw ConfigError("--collective", "", fmt::format("unknown collective \"{}\"", a.collective));
+  }
+  if (a.ranks > 0) hints.ranks = a.ranks;
+  CommsCalibration cal;
+  cal.fabric = std::string(fabric_name(s.fabric));
+  cal.date = today();
+  cal.commit = build_info::kGitCommit;
+  std::vector<CommsSource> sources = read_comms_sources(a, hints, cal);
+  std::string text;
+  std::map<std::string, std::string> forced;    // sample source -> forced algorithm
+  std::map<std::string, std::string> group_of;  // sample source -> leave-one-source-out group
+  // Fits per collective, node class (one node: false, several: true) and forced algorithm.
+  std::map<FitKey, std::vector<CollectiveSample>> groups;
+  for (auto& src : sources) {
+    // A forced algorithm the system cannot run (NVLS without NVSwitch SHARP) was not what
+    // ran: the run is taken as NCCL's own choice, and the output says so.
+    if (!src.forced_algorithm.empty() && !src.samples.empty()) {
+      const CollectiveSample& first = src.samples.front();
+      SystemSpec grown = s;
+      grown.nodes = std::max(s.nodes, first.nodes);
+      bool available = false;
+      for (const auto& c : AlphaBetaCollectiveModel(grown).candidates({first.kind, first.bytes, {}}, sample_group(grown, first)))
+        available = available || c.algorithm == src.forced_algorithm;
+      if (!available) {
+        text += fmt::format("note: {} forces NCCL_ALGO={}, which {} cannot run: taken as NCCL's own choice\n", src.name,
+                            src.forced_algorithm, s.name);
+        src.forced_algorithm.clear();
+      }
+    }
+    forced[src.name] = src.forced_algorithm;
+    group_of[src.name] = src.group;
+    for (auto smp : src.samples) {
+      smp.source = src.name;
+      if (smp.ranks / std::max(1, smp.nodes) > s.gpus_per_node) {
+        throw ConfigError(src.name, "", fmt::format("{} ranks on {} node(s) do not fit nodes of {} ({} GPUs each)", smp.ranks,
+                                                    smp.nodes, s.name, s.gpus_per_node));
+      }
+      groups[{smp.kind, smp.nodes > 1, src.forced_algorithm}].push_back(smp);
+    }
+  }
+  auto prior = [&](const CollectiveSample& smp) { return prior_time(s, smp, forced[smp.source]); };
+
+  nlohmann::json report = nlohmann::json::array();
+  std::vector<std::string> refused;
+  for (auto& [key, samples] : groups) {
+    const auto& [kind, multi, algorithm] = key;
+    const std::string label = fit_label(key);
+    const int nodes = multi ? 2 : 1;
+    const auto init = nccl_initial_protocols(s, nodes);
+    if (samples.size() < kMinFitSamples) {
+      throw ConfigError(samples.front().source, "",
+                        fmt::format("{}: {} sample(s); fitting needs at least {} message sizes per collective: run "
+                                    "nccl-tests over a range of sizes (e.g. -b 8 -e 8G -f 2 gives 31)",
+                                    label, samples.size(), kMinFitSamples));
+    }
+    CollectiveFit fit = fit_collective(samples, init);
+    for (const auto& p : fit.protocols) {
+      if (!std::isfinite(p.a) || !std::isfinite(p.b) || !std::isfinite(p.c) || !std::isfinite(p.d))
+        throw ConfigError(samples.front().source, "",
+                          fmt::format("{}: the fit of protocol {} is not finite; the measurements cannot be fitted", label, p.name));
+    }
+    fit.algorithm = algorithm;
+    check_held_out(fit.quality, samples, init, prior);
+    text += fmt::format("{}: {} samples, ranks {}-{}, nodes {}-{}, {} to {}\n", label, samples.size(), fit.min_ranks,
+                        fit.max_ranks, fit.min_nodes, fit.max_nodes, format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
+    for (const auto& p : fit.protocols) {
+      std::string ramp;
+      for (std::size_t k = 0; k < p.ramp.size(); ++k)
+        if (p.ramp[k] > 0) ramp += fmt::format(" <{}:{:.0f}GB/s", format_bytes(kRampKnots[k]), 1e-9 / p.ramp[k]);
+      text += fmt::format("  {:<7} latency {:>8.2f} us  per step {:>6.2f} us  busBw {:>8.1f} GB/s{}{}\n", p.name, p.a * 1e6,
+                          p.b * 1e6, p.c > 0 ? 1e-9 / p.c : 0.0,
+                          p.d > 0 ? fmt::format("  small-group {:.1f} GB/s", 1e-9 / p.d) : "",
+                          ramp.empty() ? "" : "  ramp" + ramp);
+    }
+    text += per_size_table(fit, samples, prior);
+    nlohmann::json entry = {{"collective", collective_name(kind)}, {"multi_node", multi},
+                            {"algorithm", algorithm.empty() ? "nccl-choice" : algorithm}, {"samples", samples.size()},
+                            {"geomean_abs_error_fitted_from_1MiB", fit.quality.geomean_abs_error}};
+    if (fit.quality.held_out > 0) {
+      text += fmt::format("  held out (every third size or so, {} samples >= 64 KiB): fitted {:.2f}%, prior {:.2f}%\n",
+                          fit.quality.held_out, fit.quality.heldout_geomean_abs_error * 100,
+                          fit.quality.heldout_prior_geomean_abs_error * 100);
+      entry["held_out"] = {{"samples", fit.quality.held_out}, {"fitted", fit.quality.heldout_geomean_abs_error},
+                           {"prior", fit.quality.heldout_prior_geomean_abs_error}};
+      if (fit.quality.heldout_geomean_abs_error > fit.quality.heldout_prior_geomean_abs_error) {
+        refused.push_back(fmt::format("{}: held-out geomean |error| {:.2f}% after fitting against {:.2f}% for the prior "
+                                      "(spec-derived) model on the same {} samples",
+                                      label,
+                                      fit.quality.heldout_geomean_abs_error * 100,
+                                      fit.quality.heldout_prior_geomean_abs_error * 100, fit.quality.held_out));
+      }
+    } else {
+      text += "  held out: too few sizes to leave a third out\n";
+      refused.push_back(fmt::format("{}: no held-out check is possible ({} distinct sizes; a fit that cannot be checked "
+                                    "against the prior is not written)", label, distinct_sizes(samples)));
+    }
+    if (a.leave_one_out) {
+      std::set<int> counts;
+      for (const auto& smp : samples) counts.insert(smp.ranks);
+      nlohmann::json rows = nlohmann::json::array();
+      text += fmt::format("  leave one rank count out (geomean |error| >= 1 MiB):\n");
+      for (int n : counts) {
+        std::vector<CollectiveSample> mine, others;
+        for (const auto& smp : samples) (smp.ranks == n ? mine : others).push_back(smp);
+        if (others.size() < 8) continue;
+        const auto loo = fit_errors(fit_collective(others, init), mine, 1024.0 * 1024.0);
+        if (loo.empty()) continue;
+        text += fmt::format("  {:>6} ranks {:>8.2f}%\n", n, geomean_abs(loo) * 100);
+        rows.push_back({{"ranks", n}, {"geomean_abs_error", geomean_abs(loo)}});
+      }
+      entry["leave_one_rank_count_out"] = rows;
+    }
+    report.push_back(entry);
+    cal.fits.push_back(std::move(fit));
+  }
+  nlohmann::json loso;
+  if (a.leave_one_source_out) loso = leave_one_source_out(s, groups, group_of, forced, text);
+  std::string out = a.out;
+  if (out.empty()) {
+    const std::filesystem::path sp(a.system);
+    out = (sp.parent_path() / (sp.stem().string() + ".comms.json")).string();
+  }
+  if (!refused.empty() && !a.force) {
+    std::cerr << text;
+    for (const auto& r : refused) std::cerr << "perfcast calibrate comms: refused: " << r << "\n";
+    std::cerr << "nothing written (--force writes it anyway)\n";
+    return 1;
+  }
+  std::vector<std::pair<std::string, std::string>> files{{out, calibration_to_json(cal)}};
+  if (!a.json.empty()) {
+    nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
+                                     {"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}}},
+                        {"collectives", report}};
+    if (a.leave_one_source_out) j["leave_one_source_out"] = loso;
+    files.emplace_back(a.json, j.dump(2) + "\n");
+  }
+  write_outputs(files);
+  if (a.json != "-") {
+    for (const auto& r : refused) text += "warning: written with --force although " + r + "\n";
+    std::cout << text << "wrote " << out << "\n";
+  }
+  return 0;
 }
 
 }  // namespace
@@ -64,6 +394,11 @@ Action add_calibrate(CLI::App& app) {
   comms->add_option("--out", a->out, "calibration file to write (default: <system>.comms.json beside the system)");
   comms->add_option("--json", a->json, "write the fit report as JSON to FILE, or - for standard output");
   comms->add_flag("--leave-one-out", a->leave_one_out, "also report errors for each rank count fitted without it");
+  comms->add_flag("--leave-one-source-out", a->leave_one_source_out,
+                  "also report, for each source (file, or source of a measurement table), the error of a fit on the others");
+  comms->add_option("--only", a->only,
+                    "measurement tables: keep the sources whose GPU, source or env contains TEXT (repeatable)");
+  comms->add_flag("--force", a->force, "write the fit even when it is worse than the prior on held-out sizes");
 
   auto* kernels = cmd->add_subcommand("kernels", "Fit the kernel predictors to measurement files (perfcast profile output)");
   auto k = std::make_shared<CalibrateArgs>();
@@ -135,116 +470,7 @@ Action add_calibrate(CLI::App& app) {
     return 0;
   };
 
-  auto comms_action = [a]() {
-    const SystemSpec s = load_system(a->system);
-    LogHints hints;
-    if (!a->collective.empty()) {
-      hints.kind = collective_from_name(a->collective);
-      if (!hints.kind) throw ConfigError("--collective", "", fmt::format("unknown collective \"{}\"", a->collective));
-    }
-    if (a->ranks > 0) hints.ranks = a->ranks;
-    CommsCalibration cal;
-    cal.fabric = std::string(fabric_name(s.fabric));
-    cal.date = today();
-    cal.commit = build_info::kGitCommit;
-    std::map<CollectiveKind, std::vector<CollectiveSample>> by_kind;
-    std::set<std::string> gpus, versions;
-    for (const auto& path : a->logs) {
-      const CollectiveLog log = parse_collective_log(path, hints);
-      cal.sources.push_back(path);
-      if (!log.gpu.empty()) gpus.insert(log.gpu);
-      if (!log.nccl_version.empty()) versions.insert(log.nccl_version);
-      for (const auto& smp : log.samples) {
-        if (smp.ranks > s.gpus_per_node || smp.nodes > 1) {
-          throw ConfigError(path, "", fmt::format("{} ranks on {} node(s) do not fit in one node of {} ({} GPUs); multi-node "
-                                                  "calibration is not supported yet: give logs of runs inside one node "
-                                                  "(at most {} ranks), or leave \"comms_calibration\" out of the system file (the "
-                                                  "spec-derived model)", smp.ranks, smp.nodes, s.name, s.gpus_per_node,
-                                                  s.gpus_per_node));
-        }
-        by_kind[smp.kind].push_back(smp);
-      }
-    }
-    cal.gpu = gpus.empty() ? "not stated in the measurements; system says " + s.gpu.name : fmt::format("{}", fmt::join(gpus, "; "));
-    cal.nccl_version = versions.empty() ? "not stated in the measurements" : fmt::format("{}", fmt::join(versions, "; "));
-
-    const AlphaBetaCollectiveModel v1(s);
-    nlohmann::json report = nlohmann::json::array();
-    std::string text;
-    for (auto& [kind, samples] : by_kind) {
-      if (samples.size() < kMinFitSamples) {
-        throw ConfigError(fmt::format("{}", fmt::join(a->logs, ", ")), "",
-                          fmt::format("{} {} sample(s); fitting needs at least {} message sizes per collective: run "
-                                      "nccl-tests over a range of sizes (e.g. -b 8 -e 8G -f 2 gives 31)",
-                                      samples.size(), collective_name(kind), kMinFitSamples));
-      }
-      CollectiveFit fit = fit_collective(samples, nccl_initial_protocols(s));
-      for (const auto& p : fit.protocols) {
-        if (!std::isfinite(p.a) || !std::isfinite(p.b) || !std::isfinite(p.c) || !std::isfinite(p.d))
-          throw ConfigError(fmt::format("{}", fmt::join(a->logs, ", ")), "",
-                            fmt::format("the {} fit of protocol {} is not finite; the measurements cannot be fitted",
-                                        collective_name(kind), p.name));
-      }
-      text += fmt::format("{}: {} samples, ranks {}-{}, {} to {}\n", collective_name(kind), samples.size(), fit.min_ranks,
-                          fit.max_ranks, format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
-      for (const auto& p : fit.protocols) {
-        text += fmt::format("  {:<7} latency {:>8.2f} us  per step {:>6.2f} us  busBw {:>8.1f} GB/s{}\n", p.name, p.a * 1e6,
-                            p.b * 1e6, p.c > 0 ? 1e-9 / p.c : 0.0,
-                            p.d > 0 ? fmt::format("  small-group {:.1f} GB/s", 1e-9 / p.d) : "");
-      }
-      std::set<int> counts;
-      for (const auto& smp : samples) counts.insert(smp.ranks);
-      text += fmt::format("  geomean |error| for sizes >= 1 MiB, per rank count:\n  {:>6} {:>10} {:>14}{}\n", "ranks",
-                          "fitted", "spec-derived v1", a->leave_one_out ? "  leave-one-out" : "");
-      std::vector<double> all_loo, all_fit, all_v1;
-      nlohmann::json rows = nlohmann::json::array();
-      for (int n : counts) {
-        std::vector<CollectiveSample> mine, others;
-        for (const auto& smp : samples) (smp.ranks == n ? mine : others).push_back(smp);
-        const auto fitted = fit_errors(fit, mine, kMiB);
-        std::vector<double> base;
-        RankGroup g;
-        for (int r = 0; r < n; ++r) g.ranks.push_back(r);
-        for (const auto& smp : mine)
-          if (smp.bytes >= kMiB) base.push_back(v1.estimate(CollectiveDesc{kind, smp.bytes, {}}, g).time / smp.time_s - 1);
-        all_fit.insert(all_fit.end(), fitted.begin(), fitted.end());
-        all_v1.insert(all_v1.end(), base.begin(), base.end());
-        nlohmann::json row = {{"ranks", n}, {"fitted", geomean_abs_error(fitted)}, {"spec_derived_v1", geomean_abs_error(base)}};
-        std::string loo_text;
-        if (a->leave_one_out && others.size() >= 8) {
-          const CollectiveFit held = fit_collective(others, nccl_initial_protocols(s));
-          const auto loo = fit_errors(held, mine, kMiB);
-          all_loo.insert(all_loo.end(), loo.begin(), loo.end());
-          row["leave_one_out"] = geomean_abs_error(loo);
-          loo_text = fmt::format("  {:>12.2f}%", geomean_abs_error(loo) * 100);
-        }
-        rows.push_back(row);
-        text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", n, geomean_abs_error(fitted) * 100, geomean_abs_error(base) * 100, loo_text);
-      }
-      text += fmt::format("  {:>6} {:>9.2f}% {:>13.2f}%{}\n", "all", geomean_abs_error(all_fit) * 100, geomean_abs_error(all_v1) * 100,
-                          a->leave_one_out ? fmt::format("  {:>12.2f}%", geomean_abs_error(all_loo) * 100) : "");
-      report.push_back({{"collective", collective_name(kind)}, {"per_rank_count", rows},
-                        {"geomean_abs_error_fitted", geomean_abs_error(all_fit)},
-                        {"geomean_abs_error_spec_derived_v1", geomean_abs_error(all_v1)},
-                        {"geomean_abs_error_leave_one_out", a->leave_one_out ? nlohmann::json(geomean_abs_error(all_loo)) : nlohmann::json()}});
-      cal.fits.push_back(std::move(fit));
-    }
-    std::string out = a->out;
-    if (out.empty()) {
-      const std::filesystem::path sp(a->system);
-      out = (sp.parent_path() / (sp.stem().string() + ".comms.json")).string();
-    }
-    std::vector<std::pair<std::string, std::string>> files{{out, calibration_to_json(cal)}};
-    if (!a->json.empty()) {
-      nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                       {"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}}},
-                          {"collectives", report}};
-      files.emplace_back(a->json, j.dump(2) + "\n");
-    }
-    write_outputs(files);
-    if (a->json != "-") std::cout << text << "wrote " << out << "\n";
-    return 0;
-  };
+  auto comms_action = [a]() { return run_comms_calibration(*a); };
   return [comms, comms_action, kernels_action]() { return comms->parsed() ? comms_action() : kernels_action(); };
 }
 

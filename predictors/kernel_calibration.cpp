@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "core/error_stats.hpp"
+#include "core/nnls.hpp"
+
 #include "predictors/registry.hpp"
 #include "predictors/spec_predictors.hpp"
 
@@ -49,32 +51,6 @@ double model_time(const FamilyFit& f, double compute, double memory) {
   return f.overhead + t;
 }
 
-/// Non-negative weighted least squares on few columns by an active set.
-Eigen::VectorXd nnls(const Eigen::MatrixXd& A, const Eigen::VectorXd& y) {
-  std::vector<Eigen::Index> active;
-  for (Eigen::Index j = 0; j < A.cols(); ++j) active.push_back(j);
-  Eigen::VectorXd out = Eigen::VectorXd::Zero(A.cols());
-  for (int round = 0; round <= A.cols() && !active.empty(); ++round) {
-    Eigen::MatrixXd sub(A.rows(), static_cast<Eigen::Index>(active.size()));
-    for (std::size_t j = 0; j < active.size(); ++j) sub.col(static_cast<Eigen::Index>(j)) = A.col(active[j]);
-    const Eigen::VectorXd sol = sub.colPivHouseholderQr().solve(y);
-    std::vector<Eigen::Index> keep;
-    out.setZero();
-    bool negative = false;
-    for (std::size_t j = 0; j < active.size(); ++j) {
-      if (sol[static_cast<Eigen::Index>(j)] < 0) {
-        negative = true;
-      } else {
-        keep.push_back(active[j]);
-        out[active[j]] = sol[static_cast<Eigen::Index>(j)];
-      }
-    }
-    if (!negative) break;
-    active = keep;
-  }
-  return out;
-}
-
 struct Sample {
   double compute, memory, time;
 };
@@ -106,7 +82,7 @@ FamilyFit fit_family(const std::string& family, const std::vector<Sample>& train
       A.row(row) << w, compute_bound ? s.compute * w : 0.0, compute_bound ? 0.0 : s.memory * w;
       y[row] = irls - (compute_bound ? s.compute * w : s.memory * w);  // the fixed 1 x work of a, b = 1 + (>= 0)
     }
-    const Eigen::VectorXd c = nnls(A, y);
+    const Eigen::VectorXd c = nnls(A, y).x;
     const double na = has_compute && any_compute ? 1 + c[1] : a, nb = any_memory ? 1 + c[2] : b;
     const bool done = std::fabs(na - a) < 1e-9 * std::fabs(a + 1) && std::fabs(nb - b) < 1e-9 * std::fabs(b + 1) &&
                       std::fabs(c[0] - t0) < 1e-12;
@@ -171,7 +147,7 @@ FamilyFit fit_embedding_family(const std::string& family, const std::vector<Embe
       A(row, static_cast<Eigen::Index>(1 + r)) = s.max_terms[r] * w;
       if (backward) A(row, 4) = s.sort * w;
     }
-    const Eigen::VectorXd c = nnls(A, y);
+    const Eigen::VectorXd c = nnls(A, y).x;
     bool done = std::fabs(c[0] - t0) < 1e-12;
     for (std::size_t j = 0; j < 3; ++j) {
       const double nk = used[j] && c[static_cast<Eigen::Index>(1 + j)] > 0 ? c[static_cast<Eigen::Index>(1 + j)] : k[j];

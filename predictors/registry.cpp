@@ -33,9 +33,15 @@ const std::vector<RegistryEntry>& builtin_registry() {
       {"attention_backward.spec_flash", "attention_backward",
        "fused attention backward: 2.5x the forward FLOPs (scores recomputed), Q/K/V/O/dO read, dQ/dK/dV written",
        "tensor-core share 0.45 assumed from FlashAttention-2 (Dao 2023) A100 backward 40-63%"},
-      {"nccl-alpha-beta-v2", "collective",
-       "NCCL-structured: ring, tree, NVLS, NVLS-tree, hierarchical (x LL/LL128/Simple), pairwise all-to-all(v); per-pair paths; min over eligible",
-       "NCCL tuning constants (docs/collectives.md s.1.3-1.4); ring efficiency 0.82 NVLink, 0.76 PCIe, 0.92 network"},
+      {"nccl-alpha-beta-v3", "collective",
+       "NCCL-structured: ring, tree, NVLS, NVLS-tree, hierarchical (x LL/LL128/Simple), pairwise all-to-all(v); per-pair paths; "
+       "NCCL's channel scale-down by size on NVSwitch; min over eligible",
+       "NCCL tuning constants (docs/collectives.md s.1.3-1.4, channel thresholds s.1.6); ring efficiency 0.82 NVLink, 0.76 PCIe, "
+       "0.92 network"},
+      {"calibrated+nccl-alpha-beta-v3", "collective",
+       "fitted per collective and node class from nccl-tests tables (latency, per-step latency, bus bandwidth, size ramp); "
+       "the spec-derived model elsewhere",
+       "the system's collective_calibration file (its measurements, date and held-out error)"},
   };
   return entries;
 }

@@ -14,6 +14,9 @@ namespace {
 // microseconds, per protocol. bw_fraction: share of the Simple bandwidth the protocol
 // reaches (LL: 8-byte lines with 4 bytes of flag, 50%; LL128: NCCL's 0.92 for the ring,
 // the 120/128 payload share for the tree; section 1.4, 1.6).
+// channel_bytes: bytes a channel needs before NCCL gives the collective another channel,
+// threads per channel x bytes per thread (docs/collectives.md section 1.6: Simple 512 x 64,
+// LL 512 x 8 x n for the ring, LL128 640 x 8; tree 640 threads).
 struct ProtocolConstants {
   const char* name;
   double base_us;
@@ -21,17 +24,23 @@ struct ProtocolConstants {
   double pcie_hop_us;
   double net_hop_us;
   double bw_fraction;
+  double channel_bytes;  ///< per channel; the ring LL value is multiplied by n
 };
 constexpr ProtocolConstants kRingProtocols[] = {
-    {"LL", 6.6, 0.6, 1.0, 2.7, 0.5},
-    {"LL128", 14.0, 1.9, 2.5, 4.0, 0.92},
-    {"Simple", 8.4, 3.4, 5.7, 14.0, 1.0},
+    {"LL", 6.6, 0.6, 1.0, 2.7, 0.5, 512.0 * 8},
+    {"LL128", 14.0, 1.9, 2.5, 4.0, 0.92, 640.0 * 8},
+    {"Simple", 8.4, 3.4, 5.7, 14.0, 1.0, 512.0 * 64},
 };
 constexpr ProtocolConstants kTreeProtocols[] = {
-    {"LL", 6.8, 0.6, 1.0, 5.0, 0.5},
-    {"LL128", 14.0, 1.25, 1.9, 8.5, 120.0 / 128.0},
-    {"Simple", 8.4, 4.0, 4.0, 14.0, 1.0},
+    {"LL", 6.8, 0.6, 1.0, 5.0, 0.5, 640.0 * 8},
+    {"LL128", 14.0, 1.25, 1.9, 8.5, 120.0 / 128.0, 640.0 * 8},
+    {"Simple", 8.4, 4.0, 4.0, 14.0, 1.0, 640.0 * 64},
 };
+/// Channels NCCL runs a collective on at full size: 12 ring channels on DGX H100 and DGX
+/// A100 NVSwitch (6 found x 2 duplicated, docs/collectives.md section 1.2 worked
+/// examples); 16 NVLS channels on Hopper (section 1.6). Other fabrics: not modelled (1).
+constexpr double kNvswitchRingChannels = 12;
+constexpr double kNvlsChannels = 16;
 /// NCCL caps tree all-reduce bandwidth at 0.92 of the graph's busBw (section 1.4).
 constexpr double kTreeEfficiency = 0.92;
 /// NVLS and NVLSTree: no base latency, 25 us intra-node hardware latency; NVLSTree's
@@ -118,6 +127,20 @@ RingSteps ring_steps(CollectiveKind kind, int n, int nodes) {
   return r;
 }
 
+/// NCCL's channel scale-down (enqueue.cc, docs/collectives.md section 1.6): a collective
+/// of S bytes runs on nc(S) = clamp(S / channel_bytes, 1, channels) channels, each moving
+/// 1 / channels of the full bandwidth. Returns the bytes the full-bandwidth formula must
+/// charge so that time = bytes_charged x F / busBw: S x channels / nc(S), which is
+/// S x channels below one channel's threshold, then flat at channel_bytes x channels (a
+/// new channel for every channel_bytes more), then S. Continuous and never decreasing.
+double channel_limited_bytes(double bytes, double channel_bytes, double channels) {
+  if (channels <= 1) return bytes;
+  return std::min(bytes * channels, std::max(bytes, channel_bytes * channels));
+}
+
+/// Ring channels at full size on the system's fabric (1: no scale-down modelled).
+double ring_channels(const SystemSpec& s) { return s.fabric == IntraFabric::kNvSwitch ? kNvswitchRingChannels : 1.0; }
+
 struct Choice {
   Seconds time = std::numeric_limits<double>::infinity();  ///< without the launch overhead
   const char* protocol = "";
@@ -134,7 +157,9 @@ Choice ring_choice(const SystemSpec& s, CollectiveKind kind, double bytes, int n
     const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
     const double net = std::max(p.net_hop_us, s.network.latency * 1e6);
     const double alpha_us = p.base_us + (st.steps - st.inter_steps) * hop + st.inter_steps * net;
-    const double t = alpha_us * 1e-6 + bytes * st.factor / (bus * p.bw_fraction);
+    const double per_channel = p.channel_bytes * (std::string_view(p.name) == "LL" ? n : 1);
+    const double charged = channel_limited_bytes(bytes, per_channel, ring_channels(s));
+    const double t = alpha_us * 1e-6 + charged * st.factor / (bus * p.bw_fraction);
     if (t < best.time) best = {t, p.name};
   }
   return best;
@@ -304,8 +329,9 @@ CollectiveEstimate AlphaBetaCollectiveModel::tree(const CollectiveDesc& d, const
     const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
     const double nethop = std::max(p.net_hop_us, s.network.latency * 1e6);
     const double alpha_us = p.base_us + 2.0 * ((sh.max_per_node - 1) * hop + ceil_log2(sh.nodes) * nethop);
+    const double charged = channel_limited_bytes(d.bytes, p.channel_bytes, ring_channels(s));
     const double t = alpha_us * 1e-6 +
-                     d.bytes * std::max(intra_per_byte, net_per_byte) / (p.bw_fraction * kTreeEfficiency);
+                     charged * std::max(intra_per_byte, net_per_byte) / (p.bw_fraction * kTreeEfficiency);
     if (t < e.time) {
       e.time = t;
       e.protocol = p.name;
@@ -328,7 +354,7 @@ CollectiveEstimate AlphaBetaCollectiveModel::nvls(const CollectiveDesc& d, const
   const BytesPerSecond alg = d.kind == CollectiveKind::kAllReduce
                                  ? s.fabric_bandwidth * kNvlsAllReduceEfficiency
                                  : s.fabric_bandwidth * kNvlinkEfficiency * kNvlsEfficiency;
-  e.time = kNvlsLatencyUs * 1e-6 + d.bytes / alg;
+  e.time = kNvlsLatencyUs * 1e-6 + channel_limited_bytes(d.bytes, kRingProtocols[2].channel_bytes, kNvlsChannels) / alg;
   return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, sh.nodes).factor);
 }
 
@@ -345,7 +371,8 @@ CollectiveEstimate AlphaBetaCollectiveModel::nvls_tree(const CollectiveDesc& d, 
   e.bottleneck = net_per_byte >= intra_per_byte ? "network" : "nvswitch";
   const double alpha_us =
       kNvlsLatencyUs + 2.0 * ceil_log2(sh.nodes) * std::max(kNvlsTreeNetUs, s.network.latency * 1e6);
-  e.time = alpha_us * 1e-6 + d.bytes * std::max(intra_per_byte, net_per_byte);
+  e.time = alpha_us * 1e-6 + channel_limited_bytes(d.bytes, kRingProtocols[2].channel_bytes, kNvlsChannels) *
+                                 std::max(intra_per_byte, net_per_byte);
   const double per_nic = k * d.bytes / nics_used(s, sh);
   e.nic_busy = per_nic / network_bandwidth_per_nic(s);
   e.pcie_busy = per_nic / pcie_bandwidth_per_gpu(s);

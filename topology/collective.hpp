@@ -76,7 +76,7 @@ class AlphaBetaCollectiveModel final : public CollectiveModel {
  public:
   explicit AlphaBetaCollectiveModel(const SystemSpec& system);
   [[nodiscard]] CollectiveEstimate estimate(const CollectiveDesc& desc, const RankGroup& group) const override;
-  [[nodiscard]] std::string_view name() const override { return "nccl-alpha-beta-v2"; }
+  [[nodiscard]] std::string_view name() const override { return "nccl-alpha-beta-v3"; }
   /// Every eligible algorithm with its best protocol, launch overhead included, in a fixed
   /// order (ring first); estimate() returns the fastest. Empty for one rank.
   [[nodiscard]] std::vector<CollectiveEstimate> candidates(const CollectiveDesc& desc, const RankGroup& group) const;

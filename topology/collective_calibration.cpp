@@ -9,44 +9,31 @@
 #include <fmt/format.h>
 
 #include "core/error_stats.hpp"
+#include "core/nnls.hpp"
 
 namespace perfcast {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kKiB = 1024.0;
+constexpr Eigen::Index kColumns = 4 + static_cast<Eigen::Index>(kRampTerms);
 
-/// Feature row of a sample: [1, steps, S*F, S*F/n].
-Eigen::Vector4d features(const CollectiveSample& s) {
-  const double bus = s.bytes * bus_factor(s.kind, s.ranks);
-  return {1.0, static_cast<double>(ring_steps(s.kind, s.ranks)), bus, bus / s.ranks};
+/// Feature row of a sample: [1, steps, S*F, S*F/n, F*min(S, K_k)...].
+Eigen::VectorXd features(CollectiveKind kind, double bytes, int n) {
+  const double f = bus_factor(kind, n);
+  Eigen::VectorXd x(kColumns);
+  x[0] = 1.0;
+  x[1] = static_cast<double>(ring_steps(kind, n));
+  x[2] = bytes * f;
+  x[3] = bytes * f / n;
+  for (std::size_t k = 0; k < kRampTerms; ++k) x[4 + static_cast<Eigen::Index>(k)] = f * std::min(bytes, kRampKnots[k]);
+  return x;
 }
 
-double eval(const ProtocolTerms& p, const Eigen::Vector4d& x) { return p.a * x[0] + p.b * x[1] + p.c * x[2] + p.d * x[3]; }
-
-/// Weighted non-negative least squares by active set: solve, drop negative coefficients,
-/// re-solve on the rest.
-Eigen::Vector4d nnls(const Eigen::MatrixXd& A, const Eigen::VectorXd& y) {
-  std::vector<int> active = {0, 1, 2, 3};
-  Eigen::Vector4d out = Eigen::Vector4d::Zero();
-  for (int round = 0; round < 4 && !active.empty(); ++round) {
-    Eigen::MatrixXd sub(A.rows(), static_cast<Eigen::Index>(active.size()));
-    for (std::size_t j = 0; j < active.size(); ++j) sub.col(static_cast<Eigen::Index>(j)) = A.col(active[j]);
-    const Eigen::VectorXd sol = sub.colPivHouseholderQr().solve(y);
-    std::vector<int> keep;
-    out.setZero();
-    bool negative = false;
-    for (std::size_t j = 0; j < active.size(); ++j) {
-      if (sol[static_cast<Eigen::Index>(j)] < 0) {
-        negative = true;
-      } else {
-        keep.push_back(active[j]);
-        out[active[j]] = sol[static_cast<Eigen::Index>(j)];
-      }
-    }
-    if (!negative) return out;
-    active = keep;
-  }
-  return out;
+double eval(const ProtocolTerms& p, const Eigen::VectorXd& x) {
+  double t = p.a * x[0] + p.b * x[1] + p.c * x[2] + p.d * x[3];
+  for (std::size_t k = 0; k < kRampTerms && k < p.ramp.size(); ++k) t += p.ramp[k] * x[4 + static_cast<Eigen::Index>(k)];
+  return t;
 }
 
 }  // namespace
@@ -54,11 +41,11 @@ Eigen::Vector4d nnls(const Eigen::MatrixXd& A, const Eigen::VectorXd& y) {
 int ring_steps(CollectiveKind kind, int n) { return kind == CollectiveKind::kAllReduce ? 2 * (n - 1) : n - 1; }
 
 double CollectiveFit::time(double bytes, int n, std::size_t* protocol) const {
-  CollectiveSample s{kind, n, 1, bytes, 0, ""};
-  const Eigen::Vector4d x = features(s);
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < protocols.size(); ++i) {
-    const double t = eval(protocols[i], x);
+    // Below the smallest size it was fitted on, a protocol keeps that size's time: its
+    // terms are not extrapolated downwards (continuous, never decreasing).
+    const double t = eval(protocols[i], features(kind, std::max(bytes, protocols[i].from_bytes), n));
     if (t < best) {
       best = t;
       if (protocol) *protocol = i;
@@ -67,20 +54,69 @@ double CollectiveFit::time(double bytes, int n, std::size_t* protocol) const {
   return best;
 }
 
-std::vector<ProtocolTerms> nccl_initial_protocols(const SystemSpec& s) {
-  const AlphaBetaCollectiveModel v1(s);
-  RankGroup g;
-  for (int r = 0; r < std::min(2, s.gpus_per_node); ++r) g.ranks.push_back(r);
-  // One GPU per node: the first two ranks span two nodes; a one-GPU system has only rank 0.
-  if (g.ranks.size() < 2) g.ranks = s.world_size() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0};
-  const double bus = v1.ring_bus_bandwidth(g);
+std::vector<ProtocolTerms> nccl_initial_protocols(const SystemSpec& s, int nodes) {
+  double bus = 0;
+  if (nodes <= 1) {
+    RankGroup g;
+    for (int r = 0; r < std::min(2, s.gpus_per_node); ++r) g.ranks.push_back(r);
+    // One GPU per node: the first two ranks span two nodes; a one-GPU system has only rank 0.
+    if (g.ranks.size() < 2) g.ranks = s.world_size() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0};
+    SystemSpec one = s;
+    one.nodes = std::max(one.nodes, 1);
+    bus = AlphaBetaCollectiveModel(one).ring_bus_bandwidth(g);
+  } else {
+    // Two ranks per node on two nodes: the ring is bound by the NICs they drive.
+    SystemSpec two = s;
+    two.nodes = std::max(2, s.nodes);
+    RankGroup g{{0, 1, s.gpus_per_node, s.gpus_per_node + 1}};
+    bus = AlphaBetaCollectiveModel(two).ring_bus_bandwidth(g);
+  }
   const double launch = s.host.collective_launch_overhead;
-  // NCCL constants (docs/collectives.md section 1.3), as in the v1 model.
+  const double net = nodes > 1 ? 1.0 : 0.0;
+  // NCCL constants (docs/collectives.md section 1.3), as in the spec-derived model; across
+  // nodes the per-step latency is the network's (2.7 / 4.0 / 14 us).
   return {
-      {"LL", launch + 6.6e-6, 0.6e-6, 1.0 / (0.5 * bus), 0},
-      {"LL128", launch + 14.0e-6, 1.9e-6, 1.0 / (0.92 * bus), 0},
-      {"Simple", launch + 8.4e-6, 3.4e-6, 1.0 / bus, 0},
+      {"LL", launch + 6.6e-6, (0.6 + net * 2.1) * 1e-6, 1.0 / (0.5 * bus), 0},
+      {"LL128", launch + 14.0e-6, (1.9 + net * 2.1) * 1e-6, 1.0 / (0.92 * bus), 0},
+      {"Simple", launch + 8.4e-6, (3.4 + net * 10.6) * 1e-6, 1.0 / bus, 0},
   };
+}
+
+double geomean_abs(const std::vector<double>& errors) { return errors.empty() ? 0.0 : geomean_abs_error(errors); }
+
+void check_held_out(FitQuality& quality, const std::vector<CollectiveSample>& samples,
+                    const std::vector<ProtocolTerms>& init, const PriorModel& prior) {
+  quality.held_out = 0;
+  quality.heldout_geomean_abs_error = quality.heldout_prior_geomean_abs_error = 0;
+  std::set<double> sizes;
+  for (const auto& smp : samples) sizes.insert(smp.bytes);
+  // Every third size; every fourth, fifth or sixth where that leaves too few to fit.
+  std::vector<CollectiveSample> train, test;
+  for (std::size_t stride = 3; stride <= 6; ++stride) {
+    std::set<double> left_out;
+    std::size_t i = 0;
+    for (double b : sizes) {
+      if (i % stride == 1) left_out.insert(b);
+      ++i;
+    }
+    train.clear();
+    test.clear();
+    for (const auto& smp : samples) (left_out.count(smp.bytes) ? test : train).push_back(smp);
+    if (train.size() >= 8) break;
+  }
+  if (train.size() < 8 || test.empty()) return;
+  const CollectiveFit refit = fit_collective(train, init);
+  bool any_large = false;
+  for (const auto& smp : test) any_large = any_large || smp.bytes >= 64 * kKiB;
+  std::vector<double> fit_err, prior_err;
+  for (const auto& smp : test) {
+    if (any_large && smp.bytes < 64 * kKiB) continue;
+    fit_err.push_back(refit.time(smp.bytes, smp.ranks) / smp.time_s - 1.0);
+    prior_err.push_back(prior(smp) / smp.time_s - 1.0);
+  }
+  quality.held_out = fit_err.size();
+  quality.heldout_geomean_abs_error = geomean_abs(fit_err);
+  quality.heldout_prior_geomean_abs_error = geomean_abs(prior_err);
 }
 
 CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, std::vector<ProtocolTerms> init) {
@@ -88,25 +124,31 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, std::
   CollectiveFit fit;
   fit.kind = samples.front().kind;
   fit.protocols = std::move(init);
+  for (auto& p : fit.protocols) p.ramp.resize(kRampTerms, 0.0);
   fit.min_ranks = fit.max_ranks = samples.front().ranks;
+  fit.min_nodes = fit.max_nodes = samples.front().nodes;
   fit.min_bytes = fit.max_bytes = samples.front().bytes;
   for (const auto& s : samples) {
     if (s.kind != fit.kind) throw std::invalid_argument("fit_collective: samples of different collectives");
-    // The calibrated model covers one node (multi-node groups use the spec-derived model):
-    // mixing in multi-node runs would bend the one-node fit.
-    if (s.nodes > 1) {
+    // One node and several are different machines for the fit (NVLink only, or the
+    // network too): mixing them would bend both.
+    if ((s.nodes > 1) != (fit.min_nodes > 1)) {
       throw std::invalid_argument("fit_collective: " + s.source + " spans " + std::to_string(s.nodes) +
-                                  " nodes; only single-node runs are fitted (multi-node collectives use the spec-derived model)");
+                                  " node(s) and other samples " + std::to_string(fit.min_nodes) +
+                                  ": fit one-node and multi-node runs separately");
     }
     fit.min_ranks = std::min(fit.min_ranks, s.ranks);
     fit.max_ranks = std::max(fit.max_ranks, s.ranks);
+    fit.min_nodes = std::min(fit.min_nodes, s.nodes);
+    fit.max_nodes = std::max(fit.max_nodes, s.nodes);
     fit.min_bytes = std::min(fit.min_bytes, s.bytes);
     fit.max_bytes = std::max(fit.max_bytes, s.bytes);
   }
-  std::vector<Eigen::Vector4d> x;
+  std::vector<Eigen::VectorXd> x;
   x.reserve(samples.size());
-  for (const auto& s : samples) x.push_back(features(s));
+  for (const auto& s : samples) x.push_back(features(s.kind, s.bytes, s.ranks));
   std::vector<std::size_t> assign(samples.size(), 0), previous;
+  std::vector<bool> fitted(fit.protocols.size(), false);
   for (int iter = 0; iter < 100; ++iter) {
     for (std::size_t i = 0; i < samples.size(); ++i) (void)fit.time(samples[i].bytes, samples[i].ranks, &assign[i]);
     if (assign == previous) break;
@@ -116,21 +158,48 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, std::
       for (std::size_t i = 0; i < samples.size(); ++i)
         if (assign[i] == p) idx.push_back(i);
       if (idx.size() < 8) continue;  // too few points: keep the protocol's current terms
-      Eigen::MatrixXd A(static_cast<Eigen::Index>(idx.size()), 4);
+      Eigen::MatrixXd A(static_cast<Eigen::Index>(idx.size()), kColumns);
       Eigen::VectorXd y(static_cast<Eigen::Index>(idx.size()));
       for (std::size_t k = 0; k < idx.size(); ++k) {
         const double w = 1.0 / samples[idx[k]].time_s;  // relative error
         A.row(static_cast<Eigen::Index>(k)) = x[idx[k]].transpose() * w;
         y[static_cast<Eigen::Index>(k)] = 1.0;
       }
-      const Eigen::Vector4d c = nnls(A, y);
+      const Eigen::VectorXd c = nnls(A, y).x;
       if (c[2] <= 0 && c[3] <= 0) continue;  // no bandwidth term: not a usable protocol fit
       fit.protocols[p].a = c[0];
       fit.protocols[p].b = c[1];
       fit.protocols[p].c = c[2];
       fit.protocols[p].d = c[3];
+      for (std::size_t k = 0; k < kRampTerms; ++k) fit.protocols[p].ramp[k] = c[4 + static_cast<Eigen::Index>(k)];
+      double from = std::numeric_limits<double>::infinity();
+      for (std::size_t i : idx) from = std::min(from, samples[i].bytes);
+      fit.protocols[p].from_bytes = from == fit.min_bytes ? 0.0 : from;
+      fitted[p] = true;
     }
   }
+  // Protocols that no sample chose keep NCCL's starting guesses: drop them, so that the
+  // file holds measured terms only. With none fitted (no protocol won 8 samples), one
+  // protocol is fitted on every sample.
+  std::vector<ProtocolTerms> kept;
+  for (std::size_t p = 0; p < fit.protocols.size(); ++p)
+    if (fitted[p]) kept.push_back(fit.protocols[p]);
+  if (kept.empty()) {
+    ProtocolTerms one = fit.protocols.back();
+    Eigen::MatrixXd A(static_cast<Eigen::Index>(samples.size()), kColumns);
+    const Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(samples.size()));
+    for (std::size_t i = 0; i < samples.size(); ++i) A.row(static_cast<Eigen::Index>(i)) = x[i].transpose() / samples[i].time_s;
+    const Eigen::VectorXd c = nnls(A, y).x;
+    one.a = c[0];
+    one.b = c[1];
+    one.c = c[2];
+    one.d = c[3];
+    for (std::size_t k = 0; k < kRampTerms; ++k) one.ramp[k] = c[4 + static_cast<Eigen::Index>(k)];
+    one.from_bytes = 0;
+    if (one.c <= 0 && one.d <= 0) one.c = 1e-18;  // keep a (negligible) bandwidth term: the file needs one
+    kept.push_back(one);
+  }
+  fit.protocols = std::move(kept);
   const ErrorSummary errors = summarize_errors(fit_errors(fit, samples, kMiB));
   fit.quality.max_abs_error = std::max(fit.quality.max_abs_error, errors.max_abs);
   fit.quality.samples = samples.size();
@@ -147,9 +216,9 @@ std::vector<double> fit_errors(const CollectiveFit& fit, const std::vector<Colle
   return out;
 }
 
-const CollectiveFit* CommsCalibration::find(CollectiveKind kind) const {
+const CollectiveFit* CommsCalibration::find(CollectiveKind kind, int nodes, const std::string& algorithm) const {
   for (const auto& f : fits)
-    if (f.kind == kind) return &f;
+    if (f.kind == kind && (f.min_nodes > 1) == (nodes > 1) && f.algorithm == algorithm) return &f;
   return nullptr;
 }
 
@@ -162,18 +231,33 @@ std::string calibration_to_json(const CommsCalibration& c) {
                           {"per_step_latency", fmt::format("{:.4f}us", p.b * 1e6)}};
       if (p.c > 0) j["bus_bandwidth"] = fmt::format("{:.4f}GB/s", 1e-9 / p.c);
       if (p.d > 0) j["small_group_bandwidth"] = fmt::format("{:.4f}GB/s", 1e-9 / p.d);
+      nlohmann::json ramp = nlohmann::json::array();
+      for (std::size_t k = 0; k < p.ramp.size() && k < kRampTerms; ++k) {
+        if (p.ramp[k] > 0)
+          ramp.push_back({{"below", fmt::format("{:.0f}B", kRampKnots[k])}, {"bus_bandwidth", fmt::format("{:.6g}GB/s", 1e-9 / p.ramp[k])}});
+      }
+      if (!ramp.empty()) j["ramp"] = ramp;
+      if (p.from_bytes > 0) j["fitted_from"] = fmt::format("{:.0f}B", p.from_bytes);
       protocols.push_back(j);
     }
+    nlohmann::json quality = {{"samples", f.quality.samples},
+                               {"geomean_abs_error_from_1MiB", f.quality.geomean_abs_error},
+                               {"max_abs_error_from_1MiB", f.quality.max_abs_error}};
+    if (f.quality.held_out > 0) {
+      quality["held_out_samples"] = f.quality.held_out;
+      quality["heldout_geomean_abs_error"] = f.quality.heldout_geomean_abs_error;
+      quality["heldout_prior_geomean_abs_error"] = f.quality.heldout_prior_geomean_abs_error;
+    }
     fits.push_back({{"collective", collective_name(f.kind)},
+                    {"algorithm", f.algorithm.empty() ? "nccl-choice" : f.algorithm},
                     {"ranks", {f.min_ranks, f.max_ranks}},
+                    {"nodes", {f.min_nodes, f.max_nodes}},
                     {"bytes", {fmt::format("{:.0f}B", f.min_bytes), fmt::format("{:.0f}B", f.max_bytes)}},
                     {"protocols", protocols},
-                    {"fit", {{"samples", f.quality.samples},
-                             {"geomean_abs_error_from_1MiB", f.quality.geomean_abs_error},
-                             {"max_abs_error_from_1MiB", f.quality.max_abs_error}}}});
+                    {"fit", quality}});
   }
   nlohmann::json j = {{"schema", "perfcast.comms_calibration"},
-                      {"schema_version", "1.0"},
+                      {"schema_version", "1.1"},
                       {"fabric", c.fabric},
                       {"gpu", c.gpu},
                       {"nccl_version", c.nccl_version},
@@ -205,10 +289,21 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
     const auto k = collective_from_name(kind.as_string());
     if (!k) kind.fail("unknown collective");
     f.kind = *k;
+    f.algorithm = o.string_or("algorithm", "nccl-choice");
+    if (f.algorithm == "nccl-choice") f.algorithm.clear();
+    else if (f.algorithm != "ring" && f.algorithm != "tree" && f.algorithm != "nvls" && f.algorithm != "nvls_tree")
+      o.at("algorithm").fail("expected nccl-choice, ring, tree, nvls or nvls_tree");
     const JsonArray ranks = o.array("ranks");
     ranks.require_size(2, 2);
     f.min_ranks = static_cast<int>(ranks[0].as_integer(1, 1 << 20));
     f.max_ranks = static_cast<int>(ranks[1].as_integer(f.min_ranks, 1 << 20));
+    if (auto nodes_value = o.find("nodes")) {
+      const JsonArray nodes = nodes_value->as_array();
+      nodes.require_size(2, 2);
+      f.min_nodes = static_cast<int>(nodes[0].as_integer(1, 1 << 20));
+      f.max_nodes = static_cast<int>(nodes[1].as_integer(f.min_nodes, 1 << 20));
+      if ((f.min_nodes > 1) != (f.max_nodes > 1)) nodes[1].fail("one-node and multi-node runs are separate fits");
+    }
     const JsonArray bytes = o.array("bytes");
     bytes.require_size(2, 2);
     f.min_bytes = bytes[0].as_quantity(Dimension::kBytes);
@@ -226,6 +321,20 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
       t.c = bw > 0 ? 1.0 / bw : 0;
       t.d = small > 0 ? 1.0 / small : 0;
       if (t.c <= 0 && t.d <= 0) po.fail("bus_bandwidth", "a protocol needs a bus_bandwidth");
+      t.from_bytes = po.quantity_or("fitted_from", Dimension::kBytes, 0);
+      if (auto ramp_value = po.find("ramp")) {
+        const JsonArray ramp = ramp_value->as_array();
+        ramp.require_size(0, kRampTerms);
+        for (std::size_t r = 0; r < ramp.size(); ++r) {
+          const JsonObject ro = ramp[r].as_object();
+          const double below = ro.quantity("below", Dimension::kBytes);
+          std::size_t k = 0;
+          while (k < kRampTerms && std::fabs(kRampKnots[k] - below) > 0.5) ++k;
+          if (k == kRampTerms) ro.fail("below", "a ramp knot is one of 1, 4, 16, 64, 256 MiB");
+          t.ramp[k] = 1.0 / ro.quantity("bus_bandwidth", Dimension::kBandwidth);
+          ro.finish();
+        }
+      }
       po.finish();
       f.protocols.push_back(t);
     }
@@ -234,6 +343,9 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
       f.quality.samples = static_cast<std::size_t>(qo.integer_or("samples", 0, 1LL << 40, 0));
       f.quality.geomean_abs_error = qo.number_or("geomean_abs_error_from_1MiB", 0, 1e6, 0);
       f.quality.max_abs_error = qo.number_or("max_abs_error_from_1MiB", 0, 1e6, 0);
+      f.quality.held_out = static_cast<std::size_t>(qo.integer_or("held_out_samples", 0, 1LL << 40, 0));
+      f.quality.heldout_geomean_abs_error = qo.number_or("heldout_geomean_abs_error", 0, 1e6, 0);
+      f.quality.heldout_prior_geomean_abs_error = qo.number_or("heldout_prior_geomean_abs_error", 0, 1e6, 0);
       qo.finish();
     }
     o.finish();
@@ -246,21 +358,83 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
 CalibratedCollectiveModel::CalibratedCollectiveModel(const SystemSpec& system, CommsCalibration calibration)
     : system_(&system), fallback_(system), calibration_(std::move(calibration)) {}
 
+namespace {
+
+/// All-to-allv as the all-to-all of the most loaded rank: the larger of its bytes sent to
+/// and received from the others, times n / (n - 1) (the all-to-all buffer counts the
+/// rank's own share, which never crosses a link).
+double all_to_allv_equivalent_bytes(const CollectiveDesc& d, int n) {
+  const auto un = static_cast<std::size_t>(n);
+  double most = 0;
+  for (std::size_t i = 0; i < un; ++i) {
+    double sent = 0, received = 0;
+    for (std::size_t j = 0; j < un; ++j) {
+      if (i == j) continue;
+      sent += d.pair_bytes[i * un + j];
+      received += d.pair_bytes[j * un + i];
+    }
+    most = std::max({most, sent, received});
+  }
+  return most * n / (n - 1);
+}
+
+}  // namespace
+
+std::vector<CollectiveEstimate> CalibratedCollectiveModel::candidates(const CollectiveDesc& d, const RankGroup& g) const {
+  return candidates_of(d, g, false);
+}
+
+CollectiveEstimate CalibratedCollectiveModel::forced_estimate(const CollectiveDesc& d, const RankGroup& g,
+                                                              const std::string& algorithm) const {
+  if (!algorithm.empty()) {
+    for (auto& e : candidates_of(d, g, true))
+      if (e.algorithm == algorithm || e.algorithm.rfind(algorithm + " (calibrated", 0) == 0) return e;
+  }
+  return estimate(d, g);
+}
+
+std::vector<CollectiveEstimate> CalibratedCollectiveModel::candidates_of(const CollectiveDesc& d, const RankGroup& g,
+                                                                         bool forced_only) const {
+  std::vector<CollectiveEstimate> out = fallback_.candidates(d, g);
+  if (g.size() < 2) return out;
+  std::set<int> nodes;
+  for (int r : g.ranks) nodes.insert(system_->node_of(r));
+  const int node_count = static_cast<int>(nodes.size());
+  const bool uneven = d.kind == CollectiveKind::kAllToAllV;
+  const CollectiveKind kind = uneven ? CollectiveKind::kAllToAll : d.kind;
+  const double bytes = uneven ? all_to_allv_equivalent_bytes(d, g.size()) : d.bytes;
+  auto apply = [&](CollectiveEstimate& e, const CollectiveFit& fit, const std::string& base) {
+    std::size_t p = 0;
+    e.time = fit.time(bytes, g.size(), &p);
+    const bool inside = bytes >= fit.min_bytes && bytes <= fit.max_bytes && g.size() >= fit.min_ranks &&
+                        g.size() <= fit.max_ranks && node_count >= fit.min_nodes && node_count <= fit.max_nodes;
+    e.algorithm = base + (inside ? " (calibrated)" : " (calibrated, extrapolated)");
+    e.protocol = fit.protocols[p].name;
+    if (node_count == 1) e.bottleneck = system_->fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
+    e.bus_bandwidth = e.time > 0 ? bytes * bus_factor(kind, g.size()) / e.time : 0;
+  };
+  const CollectiveFit* chosen = forced_only ? nullptr : calibration_.find(kind, node_count, "");
+  if (chosen) {
+    // NCCL's own choice was measured: one candidate (the spec-derived fastest keeps the
+    // NIC / PCIe busy times the contention model needs).
+    CollectiveEstimate e = fallback_.estimate(d, g);
+    apply(e, *chosen, kind == CollectiveKind::kAllToAll ? "pairwise" : "ring");
+    return {e};
+  }
+  for (auto& e : out) {
+    if (const CollectiveFit* forced = calibration_.find(kind, node_count, e.algorithm)) apply(e, *forced, e.algorithm);
+  }
+  return out;
+}
+
 CollectiveEstimate CalibratedCollectiveModel::estimate(const CollectiveDesc& d, const RankGroup& g) const {
-  const CollectiveFit* fit = calibration_.find(d.kind);
-  bool one_node = true;
-  for (int r : g.ranks) one_node = one_node && system_->node_of(r) == system_->node_of(g.ranks.front());
-  if (!fit || !one_node || g.size() < 2 || d.kind == CollectiveKind::kAllToAllV) return fallback_.estimate(d, g);
-  CollectiveEstimate e;
-  std::size_t p = 0;
-  e.time = fit->time(d.bytes, g.size(), &p);
-  const bool inside = d.bytes >= fit->min_bytes && d.bytes <= fit->max_bytes && g.size() >= fit->min_ranks &&
-                      g.size() <= fit->max_ranks;
-  e.algorithm = inside ? "ring (calibrated)" : "ring (calibrated, extrapolated)";
-  e.protocol = fit->protocols[p].name;
-  e.bottleneck = system_->fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
-  e.bus_bandwidth = e.time > 0 ? d.bytes * bus_factor(d.kind, g.size()) / e.time : 0;
-  return e;
+  if (g.size() < 2) return fallback_.estimate(d, g);
+  std::vector<CollectiveEstimate> all = candidates(d, g);
+  if (all.empty()) return fallback_.estimate(d, g);
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (all[i].time < all[best].time) best = i;
+  return std::move(all[best]);
 }
 
 std::unique_ptr<CollectiveModel> make_collective_model(const SystemSpec& system) {

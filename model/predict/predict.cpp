@@ -21,6 +21,10 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
   const auto dot = path.find_first_of(".[/");
   const std::string head = path.substr(0, dot);
   const std::string rest = dot == std::string::npos ? "" : path.substr(dot + (path[dot] == '.' ? 1 : 0));
+  if (head == "runtime" && dot == std::string::npos) {  // --set runtime=NAME: the workload's runtime profile
+    workload.root["runtime"] = value;
+    return;
+  }
   if (rest.empty()) throw ConfigError("--set", path, "expected a key after the file name, e.g. system.nodes");
   if (head == "system") return apply_override(system, rest, value);
   if (head == "workload") return apply_override(workload, rest, value);
@@ -35,26 +39,22 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
 }
 
 namespace {
-std::unique_ptr<Prediction> predict_unchecked(const PredictRequest& req);
-
 /// The last guard of the contract "no NaN, infinite or negative time": inputs within the
 /// limits of core/limits.hpp cannot produce one, so reaching it means an input no check
 /// caught; it is reported as bad input naming both files.
-std::unique_ptr<Prediction> require_finite_time(std::unique_ptr<Prediction> p, const PredictRequest& req) {
+std::unique_ptr<Prediction> require_finite_time(std::unique_ptr<Prediction> p, const std::string& system_file,
+                                                const std::string& workload_file) {
   const double t = p->timeline.iteration_time;
   if (!std::isfinite(t) || t < 0) {
-    throw ConfigError(req.workload.string(), "",
+    throw ConfigError(workload_file, "",
                       fmt::format("with system {} the predicted iteration time is {} (not a finite time >= 0); check "
-                                  "the sizes, bandwidths and rates of both files", req.system.string(), t));
+                                  "the sizes, bandwidths and rates of both files", system_file, t));
   }
   return p;
 }
 }  // namespace
 
-std::unique_ptr<Prediction> predict(const PredictRequest& req) { return require_finite_time(predict_unchecked(req), req); }
-
-namespace {
-std::unique_ptr<Prediction> predict_unchecked(const PredictRequest& req) {
+std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   JsonDocument system_doc = load_json_file(req.system);
   JsonDocument workload_doc = load_json_file(req.workload);
   std::optional<JsonDocument> plan_doc;
@@ -66,22 +66,35 @@ std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocum
                                               std::optional<JsonDocument> plan_doc, std::vector<std::string> overrides,
                                               int iterations) {
   for (const auto& o : overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
+  const std::string system_file = system_doc.file, workload_file = workload_doc.file;
   SystemSpec system = parse_system(system_doc);
+  const std::optional<std::string> named_runtime = take_runtime_name(workload_doc);
   Workload any = parse_any_workload(workload_doc);
+  // The software stack's host costs (runtime_profile.hpp): named, or the default per kind.
+  const bool transformer = std::holds_alternative<TransformerSpec>(any);
+  const std::optional<RuntimeProfile> runtime =
+      load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), workload_file, named_runtime.has_value());
+  if (runtime) apply_runtime(system, *runtime);
+  auto finish = [&](std::unique_ptr<Prediction> p) {
+    if (runtime) {
+      p->runtime = runtime;
+      p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
+    }
+    return require_finite_time(std::move(p), system_file, workload_file);
+  };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations);
+    return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations));
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
-    return predict_trace(std::move(system), std::move(*tw), std::move(overrides), iterations);
+    return finish(predict_trace(std::move(system), std::move(*tw), std::move(overrides), iterations));
   }
   DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
-  return predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations);
+  return finish(predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations));
 }
-}  // namespace
 
 PredictionModels load_prediction_models(Prediction& p) {
   PredictionModels m;
@@ -89,6 +102,7 @@ PredictionModels load_prediction_models(Prediction& p) {
   p.collective_model = std::string(m.comm->name());
   if (!p.system.comms_calibration.empty()) p.collective_model += " (" + p.system.comms_calibration.string() + ")";
   m.calibration = load_system_kernel_calibration(p.system, &p.kernel_calibration);
+  p.provenance = prediction_provenance(p.system, m.calibration, p.kernel_calibration);
   return m;
 }
 

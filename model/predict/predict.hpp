@@ -16,6 +16,8 @@
 #include "model/graph/sharding_plan.hpp"
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
+#include "model/predict/provenance.hpp"
+#include "model/predict/runtime_profile.hpp"
 #include "model/predict/workload.hpp"
 #include "model/graph/workload_spec.hpp"
 #include "topology/collective.hpp"
@@ -44,6 +46,8 @@ struct Prediction {
   std::vector<RankMemory> memory;
   std::string collective_model;
   std::string kernel_calibration;  ///< calibration file used, or "" (spec-derived predictors)
+  std::vector<ProvenanceEntry> provenance;  ///< calibrated or spec-derived, per family (provenance.hpp)
+  std::optional<RuntimeProfile> runtime;    ///< the runtime profile whose host costs were applied, if any
   std::vector<std::string> overrides;
   std::vector<std::string> warnings;
 
@@ -83,7 +87,7 @@ struct PredictionModels {
 };
 
 /// Loads the models for `p.system` and records their names in `p.collective_model` and
-/// `p.kernel_calibration`. Throws ConfigError for an unreadable calibration file.
+/// `p.kernel_calibration`, and how each family was obtained in `p.provenance`. Throws ConfigError for an unreadable calibration file.
 [[nodiscard]] PredictionModels load_prediction_models(Prediction& p);
 
 /// The kernel calibration `predict` applies on `system`: configs/calibration/<gpu>.json

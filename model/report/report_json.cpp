@@ -25,6 +25,21 @@ nlohmann::json workload_json(const Workload& any) {
           {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"pp", w.pp}, {"dp", w.dp}}}};
 }
 
+/// Per family: calibrated (file, measured on, held-out error) or spec-derived (basis).
+nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : entries) {
+    nlohmann::json j = {{"what", e.what}, {"calibrated", e.calibrated}, {"basis", e.basis}};
+    if (e.calibrated) {
+      j["file"] = e.source;
+      j["measured_on"] = e.measured_on;
+      j["heldout_geomean_abs_error"] = e.heldout_error >= 0 ? nlohmann::json(e.heldout_error) : nlohmann::json();
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
 nlohmann::json context(const Prediction& p) {
   return {
       {"perfcast_version", build_info::kVersion},
@@ -38,6 +53,7 @@ nlohmann::json context(const Prediction& p) {
       {"calibration", p.kernel_calibration.empty() ? std::string("none: spec-derived predictors") : p.kernel_calibration},
       {"collective_model", p.collective_model},
       {"iterations_simulated", p.timeline.iterations},
+      {"provenance", provenance_json(p.provenance)},
   };
 }
 

@@ -24,8 +24,10 @@ std::string render_text(const Prediction& p, int top_ops) {
                        w.seq_len, w.tp, w.pp, w.dp, w.micro_batches(), w.micro_batch);
   }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
-  out += fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n\n", format_time(t.iteration_time),
+  out += fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n", format_time(t.iteration_time),
                      t.iteration_time > 0 ? workload_batch(p.workload) / t.iteration_time : 0.0);
+  if (!p.provenance.empty()) out += "  " + provenance_headline(p.provenance) + "\n";
+  out += "\n";
 
   out += fmt::format("{:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10}\n", "rank", "compute", "comm", "exposed",
                      "copy", "host-bound", "gpu idle", "memory");

@@ -33,8 +33,10 @@ TEST_CASE("small all-reduce picks LL: latency-bound", "[collective]") {
   const AlphaBetaCollectiveModel m(s);
   const auto e = m.estimate({CollectiveKind::kAllReduce, 1024, {}}, first(8));
   CHECK(e.protocol == "LL");
-  // LL alpha = 6.6 + 14 * 0.94 (hop latency above NCCL's 0.6) us.
-  CHECK(e.time == Approx(20e-6 + (6.6 + 14 * 0.94) * 1e-6 + 1024 * 1.75 / (369e9 * 0.5)).epsilon(1e-9));
+  // LL alpha = 6.6 + 14 * 0.94 (hop latency above NCCL's 0.6) us. 1 KiB is below one
+  // channel's LL threshold (512 threads x 8 B x 8 ranks = 32 KiB), so NCCL runs it on one
+  // of the 12 ring channels: 1/12 of the ring bandwidth.
+  CHECK(e.time == Approx(20e-6 + (6.6 + 14 * 0.94) * 1e-6 + 1024 * 12 * 1.75 / (369e9 * 0.5)).epsilon(1e-9));
 }
 
 TEST_CASE("collective time never decreases with size and busBw stays under the link rate", "[collective][rule]") {

@@ -1,0 +1,99 @@
+#include "model/predict/provenance.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "topology/collective_calibration.hpp"
+
+namespace perfcast {
+namespace {
+
+/// Kernel predictor families as the headline names them, with the calibration family
+/// prefix that covers each (kernel_calibration.hpp: "gemm.fp32", "embedding_forward", ...).
+struct KernelFamily {
+  const char* label;
+  const char* prefix;
+};
+constexpr KernelFamily kKernelFamilies[] = {
+    {"GEMM", "gemm"}, {"attention", "attention"}, {"embedding", "embedding"}, {"elementwise", "elementwise"}, {"memcpy", "memcpy"}};
+
+ProvenanceEntry collectives_entry(const SystemSpec& s, const CommsCalibration* cal, bool multi) {
+  ProvenanceEntry e;
+  e.what = multi ? "multi-node collectives" : "one-node collectives";
+  e.basis = "NCCL tuning constants and the system's link rates";
+  if (!cal) return e;
+  for (const auto& f : cal->fits) {
+    if ((f.min_nodes > 1) != multi) continue;
+    e.calibrated = true;
+    if (f.quality.held_out > 0) e.heldout_error = std::max(e.heldout_error, f.quality.heldout_geomean_abs_error);
+  }
+  if (e.calibrated) {
+    e.source = s.comms_calibration.string();
+    e.measured_on = cal->gpu + (cal->sources.empty() ? "" : fmt::format(" ({} source(s))", cal->sources.size()));
+    e.basis = "nccl-tests";
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, const std::optional<KernelCalibration>& kernels,
+                                                   const std::string& kernel_file, const RuntimeProfile* runtime) {
+  std::vector<ProvenanceEntry> out;
+  std::optional<CommsCalibration> comms;
+  if (!system.comms_calibration.empty()) comms = parse_calibration(load_json_file(system.comms_calibration));
+  out.push_back(collectives_entry(system, comms ? &*comms : nullptr, false));
+  if (system.nodes > 1) out.push_back(collectives_entry(system, comms ? &*comms : nullptr, true));
+  for (const auto& fam : kKernelFamilies) {
+    ProvenanceEntry e;
+    e.what = fam.label;
+    e.basis = "the GPU's spec peaks at fixed efficiencies";
+    if (kernels) {
+      for (const auto& f : kernels->fits) {
+        if (f.family.rfind(fam.prefix, 0) != 0) continue;
+        e.calibrated = true;
+        if (f.heldout_samples > 0) e.heldout_error = std::max(e.heldout_error, f.heldout_geomean_abs_error);
+      }
+      if (e.calibrated) {
+        e.source = kernel_file;
+        e.measured_on = kernels->gpu;
+        e.basis = "profiler trace";
+      }
+    }
+    out.push_back(e);
+  }
+  ProvenanceEntry host;
+  host.what = "host";
+  host.basis = "the system's host constants (launch and per-op overheads)";
+  if (runtime && runtime->fitted()) {
+    host.calibrated = true;
+    host.basis = runtime->name;
+    host.source = runtime->file;
+    host.measured_on = runtime->measured_on;
+    host.heldout_error = runtime->heldout_error;
+  } else if (runtime) {
+    host.basis = fmt::format("runtime {} (not fitted): the system's host constants", runtime->name);
+  }
+  out.push_back(host);
+  return out;
+}
+
+std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
+  std::vector<std::string> calibrated, spec;
+  for (const auto& e : entries) {
+    if (!e.calibrated) {
+      spec.push_back(e.what);
+      continue;
+    }
+    calibrated.push_back(e.heldout_error >= 0
+                             ? fmt::format("{} ({}, {:.1f}% held-out)", e.what, e.basis, e.heldout_error * 100)
+                             : fmt::format("{} ({}, no held-out check)", e.what, e.basis));
+  }
+  std::string out;
+  if (!calibrated.empty()) out += fmt::format("calibrated: {}", fmt::join(calibrated, ", "));
+  if (!spec.empty()) out += fmt::format("{}spec-derived: {}", out.empty() ? "" : "; ", fmt::join(spec, ", "));
+  return out;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,40 @@
+#pragma once
+/// \file provenance.hpp
+/// How each number of a prediction was obtained: per predictor family and for the
+/// collectives, calibrated (from which file, measured on what, with its held-out error) or
+/// spec-derived. The text report prints the headline under the iteration time; the JSON
+/// report lists the entries in its context.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/predict/runtime_profile.hpp"
+#include "predictors/kernel_calibration.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+struct ProvenanceEntry {
+  std::string what;        ///< "one-node collectives", "GEMM", "host", ...
+  bool calibrated = false;
+  std::string source;      ///< calibration file ("" when spec-derived)
+  std::string measured_on; ///< GPU / measurements the fit came from
+  std::string basis;       ///< "nccl-tests", "profiler trace", or the spec constants used
+  /// Worst held-out geomean |error| of the fits behind it; < 0 when none was measured.
+  double heldout_error = -1;
+};
+
+/// Entries for a prediction on `system` with the kernel calibration `kernels` (read from
+/// `kernel_file`), in a fixed order: one-node and multi-node collectives, GEMM, attention,
+/// embedding, elementwise, memcpy, host (calibrated when `runtime` holds a fit). Throws
+/// ConfigError for an unreadable comms file.
+[[nodiscard]] std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system,
+                                                                 const std::optional<KernelCalibration>& kernels,
+                                                                 const std::string& kernel_file,
+                                                                 const RuntimeProfile* runtime = nullptr);
+
+/// "calibrated: one-node collectives (nccl-tests, 3.1% held-out), ...; spec-derived: GEMM, ..."
+[[nodiscard]] std::string provenance_headline(const std::vector<ProvenanceEntry>& entries);
+
+}  // namespace perfcast
