@@ -136,8 +136,8 @@ expect "comm --nodes 65536" 2 "at most 4096" -- "$perfcast" comm --system "$sys"
 
 # 11. Refused with the file and what would work.
 sed 's/node01 device  1/node02 device  1/' "$data/handwritten_all_reduce_perf.txt" > "$tmp/two_nodes.txt"
-expect "2-node nccl-tests log" 2 "two_nodes.txt: /: 2 ranks on 2 node(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$tmp/two_nodes.txt" --out "$tmp/out/c.json"
-expect "fewer than 8 sizes" 2 "handwritten_all_reduce_perf.txt: /: 3 all_reduce sample(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$data/handwritten_all_reduce_perf.txt" --out "$tmp/out/c.json"
+expect "2-node nccl-tests log with 3 sizes" 2 "two_nodes.txt: /: all_reduce (multi-node): 3 sample(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$tmp/two_nodes.txt" --out "$tmp/out/c.json"
+expect "fewer than 8 sizes" 2 "handwritten_all_reduce_perf.txt: /: all_reduce (one node): 3 sample(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$data/handwritten_all_reduce_perf.txt" --out "$tmp/out/c.json"
 
 # --timeout stops the search with the best plan so far.
 expect "shard --timeout" 0 "stopped by --timeout" -- "$perfcast" shard --system "$sys" --workload "$wl" --budget 60s --timeout 200ms
