@@ -8,7 +8,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
+#include "model/report/grid_report.hpp"
 #include "perfcast/build_info.hpp"
+#include "core/utc_time.hpp"
 #include "topology/collective_calibration.hpp"
 #include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
@@ -21,8 +23,38 @@ struct CommArgs {
   std::string collective = "all_reduce";
   std::string sizes = "8B:16GiB";
   int ranks = 0;
-  int nodes = 0;
-  std::string json;
+  std::string nodes;                  ///< "" (as few as hold the ranks) or a comma list, e.g. "1,2,4"
+  std::vector<std::string> overrides;  ///< system what-ifs, "PATH=VALUE" (optionally "system.PATH=VALUE")
+  std::string json, csv;
+};
+
+/// "1,2,4" -> {1, 2, 4}; "" -> {0} (0: as few nodes as hold the ranks).
+std::vector<int> parse_node_list(const std::string& spec) {
+  if (spec.empty()) return {0};
+  std::vector<int> out;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 1 || v > (1 << 16))
+      throw ConfigError("--nodes", "", fmt::format("expected node counts from 1 to 65536 like 1,2,4, got \"{}\"", spec));
+    out.push_back(v);
+  }
+  if (out.empty()) throw ConfigError("--nodes", "", "no node counts");
+  return out;
+}
+
+/// One table of sizes for one node count.
+struct CommTable {
+  std::string text;
+  nlohmann::json json;
+  std::string csv_rows;
 };
 
 double parse_size(const std::string& text) {
@@ -67,49 +99,78 @@ Action add_comm(CLI::App& app) {
   cmd->add_option("--collective", a->collective, "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce");
   cmd->add_option("--sizes", a->sizes, "FROM:TO doubling (default 8B:16GiB) or a comma list; nccl-tests byte convention");
   cmd->add_option("--ranks", a->ranks, "ranks taking part (default: all GPUs of the nodes used)")->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--nodes", a->nodes, "nodes used (default: as few as hold the ranks)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--nodes", a->nodes, "nodes used, or a list like 1,2,4 for one table each (default: as few as hold the ranks)");
+  cmd->add_option("--set", a->overrides, "system what-if PATH=VALUE, e.g. system.nodes=2 (repeatable)");
   cmd->add_option("--json", a->json, "write results as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", a->csv, "write results as CSV (one row per node count and size) to FILE, or - for standard output");
   return [a]() {
-    JsonDocument doc = load_json_file(a->system);
-    if (a->nodes > 0) apply_override(doc, "nodes", std::to_string(a->nodes));
-    const SystemSpec s = parse_system(doc);
     const CollectiveKind kind = parse_kind(a->collective);
     const std::vector<double> sizes = parse_sizes(a->sizes);
-    const int n = a->ranks > 0 ? a->ranks : s.world_size();
-    if (n > s.world_size()) {
-      throw ConfigError("--ranks", "", fmt::format("{} has {} ranks{}", s.name, s.world_size(), a->nodes > 0 ? "" : " (use --nodes)"));
-    }
-    if (n < 2) throw ConfigError(a->system, "/gpus_per_node", "a collective needs at least 2 ranks (use --nodes)");
-    // Spread the ranks evenly over the nodes used, as a job launched with N ranks per node.
-    const int nodes_used = a->nodes > 0 ? a->nodes : (n + s.gpus_per_node - 1) / s.gpus_per_node;
-    if (n % nodes_used != 0) throw ConfigError("--ranks", "", fmt::format("{} ranks do not spread evenly over {} nodes", n, nodes_used));
-    RankGroup g;
-    for (int node = 0; node < nodes_used; ++node)
-      for (int i = 0; i < n / nodes_used; ++i) g.ranks.push_back(node * s.gpus_per_node + i);
-    const auto model = make_collective_model(s);
-    nlohmann::json rows = nlohmann::json::array();
-    std::string text = fmt::format("# {} on {}: {} ranks on {} node(s), model {}\n#{:>14} {:>12} {:>11} {:>11} {:>18} {:>7} {:>8}\n",
-                                   collective_name(kind), s.name, n, nodes_used, model->name(), "size (B)", "time (us)",
-                                   "algbw GB/s", "busbw GB/s", "algorithm", "proto", "bound");
-    for (double bytes : sizes) {
-      const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
-      const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
-      const double busbw = algbw * bus_factor(kind, n);
-      text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>18} {:>7} {:>8}\n", bytes, e.time * 1e6, algbw, busbw,
-                          e.algorithm, e.protocol, e.bottleneck);
-      rows.push_back({{"bytes", bytes}, {"time_s", e.time}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                      {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}});
+    std::string text, csv = "nodes,ranks,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol,bottleneck\n";
+    nlohmann::json tables = nlohmann::json::array();
+    std::string system_name, model_name;
+    for (int nodes : parse_node_list(a->nodes)) {
+      JsonDocument doc = load_json_file(a->system);
+      for (const auto& o : a->overrides) {
+        const bool prefixed = o.rfind("system.", 0) == 0;
+        const std::string rest = prefixed ? o.substr(7) : o;
+        const auto eq = rest.find('=');
+        if (eq == std::string::npos || eq == 0) throw ConfigError("--set", o, "expected PATH=VALUE, e.g. system.nic_bandwidth=50GB/s");
+        apply_override(doc, rest.substr(0, eq), rest.substr(eq + 1));
+      }
+      if (nodes > 0) apply_override(doc, "nodes", std::to_string(nodes));
+      const SystemSpec s = parse_system(doc);
+      const int n = a->ranks > 0 ? a->ranks : s.world_size();
+      if (n > s.world_size()) {
+        throw ConfigError("--ranks", "", fmt::format("{} has {} ranks{}", s.name, s.world_size(), nodes > 0 ? "" : " (use --nodes)"));
+      }
+      if (n < 2) throw ConfigError(a->system, "/gpus_per_node", "a collective needs at least 2 ranks (use --nodes)");
+      // Spread the ranks evenly over the nodes used, as a job launched with N ranks per node.
+      const int nodes_used = nodes > 0 ? nodes : (n + s.gpus_per_node - 1) / s.gpus_per_node;
+      if (n % nodes_used != 0) throw ConfigError("--ranks", "", fmt::format("{} ranks do not spread evenly over {} nodes", n, nodes_used));
+      RankGroup g;
+      for (int node = 0; node < nodes_used; ++node)
+        for (int i = 0; i < n / nodes_used; ++i) g.ranks.push_back(node * s.gpus_per_node + i);
+      const auto model = make_collective_model(s);
+      system_name = s.name;
+      model_name = std::string(model->name());
+      nlohmann::json rows = nlohmann::json::array();
+      if (!text.empty()) text += "\n";
+      text += fmt::format("# {} on {}: {} ranks on {} node(s), model {}\n#{:>14} {:>12} {:>11} {:>11} {:>18} {:>7} {:>8}\n",
+                          collective_name(kind), s.name, n, nodes_used, model->name(), "size (B)", "time (us)", "algbw GB/s",
+                          "busbw GB/s", "algorithm", "proto", "bound");
+      for (double bytes : sizes) {
+        const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
+        const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
+        const double busbw = algbw * bus_factor(kind, n);
+        text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>18} {:>7} {:>8}\n", bytes, e.time * 1e6, algbw, busbw,
+                            e.algorithm, e.protocol, e.bottleneck);
+        rows.push_back({{"bytes", bytes}, {"time_s", e.time}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
+                        {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}});
+        csv += fmt::format("{},{},{:.0f},{:.9g},{:.9g},{:.9g},{},{},{}\n", nodes_used, n, bytes, e.time, algbw, busbw,
+                           csv_field(e.algorithm), csv_field(e.protocol), csv_field(e.bottleneck));
+      }
+      tables.push_back({{"nodes", nodes_used}, {"ranks", n}, {"results", rows}});
     }
     std::vector<std::pair<std::string, std::string>> files;
     if (!a->json.empty()) {
-      nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                       {"system", s.name}, {"file", s.file}, {"collective", collective_name(kind)},
-                                       {"ranks", n}, {"nodes", nodes_used}, {"model", model->name()}}},
-                          {"results", rows}};
+      nlohmann::json context = {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
+                                {"date", utc_now_iso8601()}, {"system", system_name}, {"file", a->system},
+                                {"collective", collective_name(kind)}, {"overrides", a->overrides}, {"model", model_name}};
+      nlohmann::json j = {{"context", context}};
+      // One node count keeps the flat layout (ranks, nodes, results) scripts read.
+      if (tables.size() == 1) {
+        j["context"]["ranks"] = tables[0]["ranks"];
+        j["context"]["nodes"] = tables[0]["nodes"];
+        j["results"] = tables[0]["results"];
+      } else {
+        j["tables"] = tables;
+      }
       files.emplace_back(a->json, j.dump(2) + "\n");
     }
+    if (!a->csv.empty()) files.emplace_back(a->csv, csv);
     write_outputs(files);
-    if (a->json != "-") std::cout << text;
+    if (a->json != "-" && a->csv != "-") std::cout << text;
     return 0;
   };
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/traces/execution_trace.hpp"
 #include "model/traces/kineto_trace.hpp"
@@ -83,8 +84,8 @@ Action add_replay(CLI::App& app) {
         // Our own microbenchmarks record the CUDA device name, which may differ from the
         // system file's; a mismatch is worth a word, not a refusal.
         if (calibration->gpu != system->gpu.name)
-          std::cerr << fmt::format("warning: {} was measured on \"{}\"; the system's GPU is \"{}\" ({})\n",
-                                   *calibration_file, calibration->gpu, system->gpu.name, *system_file);
+          log().warn("{} was measured on \"{}\"; the system's GPU is \"{}\" ({})", *calibration_file, calibration->gpu,
+                     system->gpu.name, *system_file);
         opts.calibration = &*calibration;
         opts.calibration_file = *calibration_file;
       }
