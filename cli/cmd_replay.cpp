@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "cli/context.hpp"
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/traces/execution_trace.hpp"
@@ -24,6 +27,7 @@ Action add_replay(CLI::App& app) {
       "replay", "Simulate traced iterations with their measured kernel durations and compare with the measured times");
   auto files = std::make_shared<std::vector<std::string>>();
   auto json_out = std::make_shared<std::string>();
+  auto csv_out = std::make_shared<std::string>();
   auto options = std::make_shared<ReplayOptions>();
   auto et_files = std::make_shared<std::vector<std::string>>();
   auto system_file = std::make_shared<std::string>();
@@ -34,6 +38,7 @@ Action add_replay(CLI::App& app) {
   cmd->add_option("--kineto", *files, "Kineto traces, one per rank (.json, .json.gz, or a .tar.gz of several)")
       ->required();
   cmd->add_option("--json", *json_out, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", *csv_out, "write one CSV row per (rank, step): measured_s, simulated_s, error, to FILE or -");
   const std::map<std::string, ReplayHostModel> hosts = {{"measured", ReplayHostModel::kMeasured},
                                                         {"mean", ReplayHostModel::kMean}};
   cmd->add_option("--host", options->host,
@@ -65,7 +70,7 @@ Action add_replay(CLI::App& app) {
                   "per-family errors and the selected step error count");
   cmd->add_option("--steps", *steps_text,
                   "ProfilerStep#N numbers to select, e.g. 1009-1011 (default all); as --ranks");
-  return [files, json_out, options, et_files, system_file, calibration_file, measurements_out, ranks_text, steps_text]() {
+  return [files, json_out, csv_out, options, et_files, system_file, calibration_file, measurements_out, ranks_text, steps_text]() {
     if (*json_out == "-" && *measurements_out == "-")
       throw ConfigError("--measurements-out", "-", "--json and --measurements-out cannot both write to standard output");
     ReplayOptions opts = *options;
@@ -128,9 +133,17 @@ Action add_replay(CLI::App& app) {
     std::vector<std::pair<std::string, std::string>> outputs;
     if (!measurements_out->empty()) outputs.emplace_back(*measurements_out, measurement_lines);
     if (!json_out->empty()) outputs.emplace_back(*json_out, render_replay_json(r, inputs));
+    if (!csv_out->empty()) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& rr : r.ranks)
+        for (const auto& s : rr.steps)
+          rows.push_back({{"rank", rr.rank}, {"step", s.step}, {"measured_s", s.measured}, {"simulated_s", s.simulated},
+                          {"error", s.error()}});
+      outputs.emplace_back(*csv_out, json_rows_to_csv(rows, {"rank", "step", "measured_s", "simulated_s", "error"}));
+    }
     const std::string text = render_replay_text(r);
     write_outputs(outputs);
-    if (*json_out != "-" && *measurements_out != "-") std::cout << text;
+    if (*json_out != "-" && *measurements_out != "-" && *csv_out != "-") std::cout << text;
     return 0;
   };
 }

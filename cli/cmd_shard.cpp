@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/context.hpp"
 #include "cli/output_file.hpp"
 #include "model/sharding/plan_shapes.hpp"
 #include "model/predict/predict.hpp"
@@ -20,7 +21,7 @@ namespace perfcast::cli {
 namespace {
 
 struct ShardArgs {
-  std::string system, workload, out, json;
+  std::string system, workload, out, json, csv;
   std::vector<std::string> overrides;
   std::string budget = "10s";
   std::size_t evaluations = 0;
@@ -40,6 +41,7 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "random seed of the search and the random baseline");
   cmd->add_option("--out", a->out, "write the best plan (TorchRec ParameterSharding fields) to FILE");
   cmd->add_option("--json", a->json, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", a->csv, "write one CSV row per baseline plan and the best plan to FILE, or - for standard output");
   return [a]() {
     JsonDocument system_doc = load_json_file(a->system);
     JsonDocument workload_doc = load_json_file(a->workload);
@@ -123,8 +125,14 @@ Action add_shard(CLI::App& app) {
       };
       files.emplace_back(a->json, j.dump(2) + "\n");
     }
+    if (!a->csv.empty()) {
+      nlohmann::json rows = base_json;
+      rows.push_back({{"name", "best (search)"}, {"iteration_time_s", r.best_eval.iteration_time},
+                      {"feasible", r.best_eval.feasible}, {"reason", r.best_eval.reason}});
+      files.emplace_back(a->csv, json_rows_to_csv(rows, {"name", "iteration_time_s", "feasible", "reason"}));
+    }
     write_outputs(files);
-    if (a->json != "-") std::cout << text;
+    if (a->json != "-" && a->csv != "-") std::cout << text;
     return r.best_eval.feasible ? 0 : 1;
   };
 }

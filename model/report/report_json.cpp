@@ -7,6 +7,7 @@
 #include "model/report/report.hpp"
 #include "model/report/workload_metrics.hpp"
 #include "perfcast/build_info.hpp"
+#include "core/file_hash.hpp"
 #include "core/utc_time.hpp"
 
 namespace perfcast {
@@ -26,6 +27,15 @@ nlohmann::json workload_json(const Workload& any) {
           {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"pp", w.pp}, {"dp", w.dp}}}};
 }
 
+/// The files read, with their FNV-1a 64 content hashes (core/file_hash.hpp).
+nlohmann::json input_files(const Prediction& p) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const std::string& f : {p.system.file, workload_file(p.workload)}) {
+    if (!f.empty()) files.push_back({{"file", f}, {"fnv1a64", file_fnv1a64(f)}});
+  }
+  return files;
+}
+
 nlohmann::json context(const Prediction& p) {
   return {
       {"perfcast_version", build_info::kVersion},
@@ -35,8 +45,10 @@ nlohmann::json context(const Prediction& p) {
                   {"nodes", p.system.nodes}, {"gpus_per_node", p.system.gpus_per_node}}},
       {"workload", workload_json(p.workload)},
       {"plan", p.plan.source},
+      {"inputs", input_files(p)},
       {"overrides", p.overrides},
       {"calibration", p.kernel_calibration.empty() ? std::string("none: spec-derived predictors") : p.kernel_calibration},
+      {"kernel_predictors", p.kernel_calibration.empty() ? "spec-derived" : "calibrated where the calibration file covers a kernel, spec-derived otherwise"},
       {"collective_model", p.collective_model},
       {"iterations_simulated", p.timeline.iterations},
   };

@@ -77,5 +77,21 @@ check "comm --json: tables per node count with overrides in the context" \
 "$perfcast" comm --system "$sys/dgx_h100.json" --nodes 1,x > /dev/null 2> "$tmp/err"
 check "comm --nodes 1,x exits 2" test $? = 2
 
+# --csv on replay and shard; context blocks with input hashes on predict and index-stats.
+"$perfcast" replay --kineto "$src/tests/data/kineto_rank0.json" "$src/tests/data/kineto_rank1.json" --csv "$tmp/replay.csv" > /dev/null 2>&1
+check "replay --csv: header and rows per (rank, step)" \
+  bash -c "head -1 '$tmp/replay.csv' | grep -q '^rank,step,measured_s,simulated_s,error$' && test \$(wc -l < '$tmp/replay.csv') -ge 3"
+"$perfcast" shard --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --evaluations 20 --csv "$tmp/shard.csv" > /dev/null 2>&1
+check "shard --csv: baselines and the best plan" bash -c "grep -q '^best (search),' '$tmp/shard.csv' && head -1 '$tmp/shard.csv' | grep -q iteration_time_s"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --json "$tmp/p.json" > /dev/null 2>&1
+check "predict context: inputs with hashes" grep -q '"fnv1a64": "[0-9a-f]\{16\}"' "$tmp/p.json"
+check "predict JSON: GB/s in key names, no bytes/s keys" bash -c "grep -q '_GBps' '$tmp/p.json' && ! grep -q '_Bps\"' '$tmp/p.json'"
+printf '\x05\x00\x00\x00\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$tmp/idx.bin"
+printf '\x00\x00\x00\x00\x02\x00\x00\x00\x04\x00\x00\x00' > "$tmp/off.bin"
+"$perfcast" index-stats --indices "$tmp/idx.bin" --offsets "$tmp/off.bin" --tables 1 --batch 2 --dtype int32 --json "$tmp/ix.json" > /dev/null 2>&1
+check "index-stats --json has a context block" grep -q '"command": "index-stats"' "$tmp/ix.json"
+"$perfcast" index-stats --stats "$tmp/ix.json" > /dev/null 2>&1
+check "index-stats reads its own JSON back (context ignored)" test $? = 0
+
 if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all reports tests passed"
