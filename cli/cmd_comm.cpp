@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/context.hpp"
 #include "cli/output_file.hpp"
 #include "model/report/grid_report.hpp"
 #include "perfcast/build_info.hpp"
-#include "core/utc_time.hpp"
 #include "topology/collective_calibration.hpp"
 #include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
@@ -154,9 +154,11 @@ Action add_comm(CLI::App& app) {
     }
     std::vector<std::pair<std::string, std::string>> files;
     if (!a->json.empty()) {
-      nlohmann::json context = {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                {"date", utc_now_iso8601()}, {"system", system_name}, {"file", a->system},
-                                {"collective", collective_name(kind)}, {"overrides", a->overrides}, {"model", model_name}};
+      nlohmann::json context = command_context("comm", {a->system}, a->overrides);
+      context["system"] = system_name;
+      context["file"] = a->system;
+      context["collective"] = collective_name(kind);
+      context["model"] = model_name;
       nlohmann::json j = {{"context", context}};
       // One node count keeps the flat layout (ranks, nodes, results) scripts read.
       if (tables.size() == 1) {
