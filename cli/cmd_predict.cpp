@@ -18,6 +18,7 @@ namespace {
 struct PredictOptions {
   PredictRequest req;
   std::string json_out, trace_out, csv_out;
+  ChromeTraceOptions trace;
   int top = 8;
   std::vector<std::string> compare, sweep;
   unsigned threads = 0;
@@ -73,7 +74,11 @@ Action add_predict(CLI::App& app) {
   cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", o->csv_out,
                   "write CSV to FILE, or - for standard output: one row per rank, or per point with --compare / --sweep");
-  cmd->add_option("--trace", o->trace_out, "write the simulated timeline as a Chrome trace (Perfetto) to FILE");
+  cmd->add_option("--trace", o->trace_out,
+                  "write the simulated timeline as a Chrome trace (Perfetto) to FILE, streamed; gzip when FILE ends in .gz");
+  cmd->add_option("--trace-ranks", o->trace.ranks, "ranks the trace keeps, e.g. 0,8 (default all)")->delimiter(',');
+  cmd->add_option("--trace-iterations", o->trace.iterations, "simulated iterations the trace keeps, e.g. 2 (default all)")
+      ->delimiter(',');
   cmd->add_option("--iterations", req.iterations, "iterations to simulate; the last period is reported")
       ->check(CLI::Range(2, 100));
   cmd->add_option("--top", o->top, "critical-path op types to list")->check(CLI::Range(0, 1000));
@@ -86,8 +91,9 @@ Action add_predict(CLI::App& app) {
     std::vector<std::pair<std::string, std::string>> files;
     if (!o->json_out.empty()) files.emplace_back(o->json_out, render_json(*p));
     if (!o->csv_out.empty()) files.emplace_back(o->csv_out, render_ranks_csv(*p));
-    if (!o->trace_out.empty()) files.emplace_back(o->trace_out, render_chrome_trace(*p));
     const std::string text = render_text(*p, o->top);
+    // The trace first: its filters are checked before any file is written.
+    if (!o->trace_out.empty()) write_chrome_trace(*p, o->trace_out, o->trace);
     write_outputs(files);
     if (o->json_out != "-" && o->csv_out != "-") {
       std::cout << text;

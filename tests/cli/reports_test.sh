@@ -93,5 +93,21 @@ check "index-stats --json has a context block" grep -q '"command": "index-stats"
 "$perfcast" index-stats --stats "$tmp/ix.json" > /dev/null 2>&1
 check "index-stats reads its own JSON back (context ignored)" test $? = 0
 
+# Streamed trace: gzip by name, rank and iteration filters, collective arguments, bad filter.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/t.json.gz" \
+  --trace-ranks 0,3 --trace-iterations 2 > /dev/null 2>&1
+check "trace: gzip, only ranks 0 and 3 of iteration 2, collectives with bytes and algorithm" python3 -c "
+import gzip, json, sys
+ev = [e for e in json.load(gzip.open('$tmp/t.json.gz'))['traceEvents'] if e['ph'] == 'X']
+assert ev and {e['pid'] for e in ev} == {0, 3} and {e['args']['iteration'] for e in ev} == {2}
+c = [e for e in ev if 'collective' in e['args']]
+assert c and all('algorithm' in e['args'] and e['dur'] >= 0 for e in c)
+assert any('bytes' in e['args'] for e in c)"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/bad.json" --trace-ranks 8 \
+  --json "$tmp/bad_out.json" > /dev/null 2> "$tmp/err"
+code=$?
+check "trace: rank out of range exits 2, no file written" \
+  bash -c "test $code = 2 && grep -q 'trace-ranks' '$tmp/err' && ! ls '$tmp'/bad* > /dev/null 2>&1"
+
 if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all reports tests passed"
