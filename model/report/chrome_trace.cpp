@@ -98,7 +98,12 @@ void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& 
                      r, l, lane_name(static_cast<Lane>(l)));
     }
   }
-  for (const auto& e : p.timeline.events) {
+  const auto& critical = p.analysis.critical_events;  // ascending
+  auto next_critical = critical.begin();
+  for (std::size_t i = 0; i < p.timeline.events.size(); ++i) {
+    const TimelineEvent& e = p.timeline.events[i];
+    while (next_critical != critical.end() && static_cast<std::size_t>(*next_critical) < i) ++next_critical;
+    const bool on_critical_path = next_critical != critical.end() && static_cast<std::size_t>(*next_critical) == i;
     if (!selected(o.ranks, e.rank) || !selected(o.iterations, e.iteration)) continue;
     const Op& op = p.graph.ranks[static_cast<std::size_t>(e.rank)].ops[static_cast<std::size_t>(e.op)];
     sep();
@@ -125,6 +130,7 @@ void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& 
       b.append(std::string_view(",\"protocol\":"));
       append_json_string(b, est.protocol);
     }
+    if (on_critical_path) b.append(std::string_view(",\"critical_path\":true"));
     b.append(std::string_view("}}"));
     sink.flush();
   }

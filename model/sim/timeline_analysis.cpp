@@ -208,6 +208,7 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
       entry.count++;
       out.critical_path_total += held;
       out.ranks[static_cast<std::size_t>(e.rank)].critical_path += held;
+      out.critical_events.push_back(cur);
     }
     cursor = std::min(cursor, e.start);
     if (e.binding == Binding::kHost) {
@@ -216,6 +217,7 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
     }
     cur = e.cause;
   }
+  std::sort(out.critical_events.begin(), out.critical_events.end());
   for (auto& [_, entry] : by_label) out.critical_path.push_back(entry);
   std::stable_sort(out.critical_path.begin(), out.critical_path.end(),
                    [](const auto& a, const auto& b) { return a.time > b.time; });

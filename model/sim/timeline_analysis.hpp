@@ -55,6 +55,7 @@ struct TimelineAnalysis {
   std::vector<RankBreakdown> ranks;
   std::vector<CriticalPathEntry> critical_path;  ///< longest first
   Seconds critical_path_total = 0;               ///< sums to about the iteration time
+  std::vector<int> critical_events;              ///< Timeline::events indices on the path, ascending
 };
 
 /// "mb3.layer12.attention.tp_reduce" -> "mb#.layer#.attention.tp_reduce"; "batch_h2d" stays.

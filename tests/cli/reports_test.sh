@@ -103,6 +103,12 @@ assert ev and {e['pid'] for e in ev} == {0, 3} and {e['args']['iteration'] for e
 c = [e for e in ev if 'collective' in e['args']]
 assert c and all('algorithm' in e['args'] and e['dur'] >= 0 for e in c)
 assert any('bytes' in e['args'] for e in c)"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/t.json" --json "$tmp/t_result.json" > /dev/null 2>&1
+check "trace: critical-path events marked, covering the iteration time" python3 -c "
+import json
+ev = [e for e in json.load(open('$tmp/t.json'))['traceEvents'] if e['ph'] == 'X' and e['args'].get('critical_path')]
+t = json.load(open('$tmp/t_result.json'))['iteration_time_s'] * 1e6
+assert ev and sum(e['dur'] for e in ev) >= 0.9 * t, (len(ev), t)"
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/bad.json" --trace-ranks 8 \
   --json "$tmp/bad_out.json" > /dev/null 2> "$tmp/err"
 code=$?

@@ -1,5 +1,7 @@
 // Hand-worked per-rank analysis: each rank is measured over its own steady-state
 // iteration, with work issued early (a prefetched batch copy) folded in once.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "model/sim/simulator.hpp"
@@ -124,6 +126,14 @@ TEST_CASE("per-rank analysis: the fast rank of a straggler pair keeps its copy a
   CHECK(n.slowest == 1);
   CHECK(n.critical == 1);
   CHECK(a.ranks[1].critical_path >= 300 * us);
+  // The path's events, in timeline order, include rank 1's last "work" (710-1010 us).
+  REQUIRE(std::is_sorted(a.critical_events.begin(), a.critical_events.end()));
+  bool slow_work = false;
+  for (int i : a.critical_events) {
+    const TimelineEvent& e = t.events[static_cast<std::size_t>(i)];
+    if (e.rank == 1 && e.iteration == 2 && e.lane == Lane::kCompute && e.end - e.start > 299 * us) slow_work = true;
+  }
+  CHECK(slow_work);
 }
 
 TEST_CASE("per-rank analysis: a prefetched copy counts once and hides under compute", "[timeline_analysis]") {
