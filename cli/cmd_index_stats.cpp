@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "core/limits.hpp"
+#include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "predictors/index_data.hpp"
 #include "predictors/index_stats_file.hpp"
@@ -101,8 +102,16 @@ Action add_index_stats(CLI::App& app) {
 
     std::vector<std::pair<std::string, std::string>> outputs;
     if (!a->json.empty()) {
-      const nlohmann::json j = a->as_distribution ? distributions_to_json(tables, a->histogram)
-                                                  : index_stats_to_json(tables, per_batch, opt.l2_cache);
+      nlohmann::json j = a->as_distribution ? distributions_to_json(tables, a->histogram)
+                                            : index_stats_to_json(tables, per_batch, opt.l2_cache);
+      // The distributions are pasted into workload files as they are; the stats file gets
+      // its provenance.
+      if (!a->as_distribution && j.is_object()) {
+        std::vector<std::string> inputs;
+        for (const std::string* f : {&a->indices, &a->offsets, &a->lengths, &a->locality, &a->stats, &a->system})
+          if (!f->empty()) inputs.push_back(*f);
+        j["context"] = command_context("index-stats", inputs);
+      }
       outputs.emplace_back(a->json, j.dump(2) + "\n");
     }
     const std::string text = render_index_stats_text(tables, opt.l2_cache);

@@ -1,42 +1,105 @@
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/predict/predict.hpp"
+#include "model/predict/predict_grid.hpp"
+#include "model/report/grid_report.hpp"
 #include "model/report/report.hpp"
 
 namespace perfcast::cli {
+namespace {
+
+struct PredictOptions {
+  PredictRequest req;
+  std::string json_out, trace_out, csv_out;
+  ChromeTraceOptions trace;
+  int top = 8;
+  std::vector<std::string> compare, sweep;
+  unsigned threads = 0;
+};
+
+/// "[#####.....] 12/40" on standard error, redrawn in place; only on a terminal.
+void draw_progress(std::size_t done, std::size_t total) {
+  if (!progress_enabled() || total == 0) return;
+  const std::size_t width = 30, filled = done * width / total;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int run_grid_command(const PredictOptions& o) {
+  std::vector<GridAxis> axes;
+  for (const auto& c : o.compare) {
+    GridAxis a = parse_grid_axis(c, "--compare");
+    if (a.key != "system" && a.key != "workload" && a.key != "plan")
+      throw ConfigError("--compare", c, "expected system=, workload= or plan= followed by files (use --sweep for a value)");
+    axes.push_back(std::move(a));
+  }
+  for (const auto& s : o.sweep) axes.push_back(parse_grid_axis(s, "--sweep"));
+  const std::vector<GridPoint> points = expand_grid(o.req, axes);
+  const auto results = run_grid(points, o.threads, draw_progress);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!o.json_out.empty()) files.emplace_back(o.json_out, render_grid_json(points, results));
+  if (!o.csv_out.empty()) files.emplace_back(o.csv_out, render_grid_csv(points, results));
+  write_outputs(files);
+  if (o.json_out != "-" && o.csv_out != "-") std::cout << render_grid_text(points, results);
+  return 0;
+}
+
+}  // namespace
 
 Action add_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "Predict the per-iteration training time of a workload on a system");
-  auto req = std::make_shared<PredictRequest>();
-  auto json_out = std::make_shared<std::string>();
-  auto trace_out = std::make_shared<std::string>();
-  auto top = std::make_shared<int>(8);
-  std::string system, workload, plan;
-  cmd->add_option("--system", req->system, "system file (configs/systems/*.json)")->required();
-  cmd->add_option("--workload", req->workload, "workload file (configs/workloads/*.json)")->required();
-  cmd->add_option_function<std::string>("--plan", [req](const std::string& p) { req->plan = p; },
+  auto o = std::make_shared<PredictOptions>();
+  auto& req = o->req;
+  cmd->add_option("--system", req.system, "system file (configs/systems/*.json)")->required();
+  cmd->add_option("--workload", req.workload, "workload file (configs/workloads/*.json)")->required();
+  cmd->add_option_function<std::string>("--plan", [o](const std::string& p) { o->req.plan = p; },
                                         "sharding plan file (TorchRec ParameterSharding fields); default: table-wise round-robin");
-  cmd->add_option("--set", req->overrides,
+  cmd->add_option("--set", req.overrides,
                   "what-if override PATH=VALUE, e.g. workload.batch_size=4096, system.nodes=2, system.gpu=h200.json, "
                   "workload.embedding.tables[0].rows=2000000 (repeatable)");
-  cmd->add_option("--json", *json_out, "write the result as JSON to FILE, or - for standard output");
-  cmd->add_option("--trace", *trace_out, "write the simulated timeline as a Chrome trace (Perfetto) to FILE");
-  cmd->add_option("--iterations", req->iterations, "iterations to simulate; the last period is reported")
+  cmd->add_option("--compare", o->compare,
+                  "KEY=FILE1,FILE2,... with KEY system, workload or plan: one prediction per file, one table (repeatable: a grid)");
+  cmd->add_option("--sweep", o->sweep,
+                  "PATH=V1,V2,... a what-if override path (as --set) and its values: one prediction per value "
+                  "(repeatable: a grid, the last sweep varying fastest)");
+  cmd->add_option("--threads", o->threads, "threads for --compare / --sweep (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", o->csv_out,
+                  "write CSV to FILE, or - for standard output: one row per rank, or per point with --compare / --sweep");
+  cmd->add_option("--trace", o->trace_out,
+                  "write the simulated timeline as a Chrome trace (Perfetto) to FILE, streamed; gzip when FILE ends in .gz");
+  cmd->add_option("--trace-ranks", o->trace.ranks, "ranks the trace keeps, e.g. 0,8 (default all)")->delimiter(',');
+  cmd->add_option("--trace-iterations", o->trace.iterations, "simulated iterations the trace keeps, e.g. 2 (default all)")
+      ->delimiter(',');
+  cmd->add_option("--iterations", req.iterations, "iterations to simulate; the last period is reported")
       ->check(CLI::Range(2, 100));
-  cmd->add_option("--top", *top, "critical-path ops to list")->check(CLI::Range(0, 1000));
-  return [cmd, req, json_out, trace_out, top]() {
-    (void)cmd;
-    const auto p = predict(*req);
+  cmd->add_option("--top", o->top, "critical-path op types to list")->check(CLI::Range(0, 1000));
+  return [o]() {
+    if (!o->compare.empty() || !o->sweep.empty()) {
+      if (!o->trace_out.empty()) throw ConfigError("--trace", o->trace_out, "a trace is written for a single prediction, not with --compare / --sweep");
+      return run_grid_command(*o);
+    }
+    const auto p = predict(o->req);
     std::vector<std::pair<std::string, std::string>> files;
-    if (!json_out->empty()) files.emplace_back(*json_out, render_json(*p));
-    if (!trace_out->empty()) files.emplace_back(*trace_out, render_chrome_trace(*p));
-    const bool json_to_stdout = *json_out == "-";
-    const std::string text = render_text(*p, *top);
+    if (!o->json_out.empty()) files.emplace_back(o->json_out, render_json(*p));
+    if (!o->csv_out.empty()) files.emplace_back(o->csv_out, render_ranks_csv(*p));
+    const std::string text = render_text(*p, o->top);
+    // The trace first: its filters are checked before any file is written.
+    if (!o->trace_out.empty()) write_chrome_trace(*p, o->trace_out, o->trace);
     write_outputs(files);
-    if (!json_to_stdout) std::cout << text;
+    if (o->json_out != "-" && o->csv_out != "-") {
+      std::cout << text;
+    } else {
+      for (const auto& w : p->warnings) log().warn("{}", w);  // the text report, which lists them, is not shown
+    }
     return 0;
   };
 }

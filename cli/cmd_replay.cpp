@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "model/commands/command_context.hpp"
+#include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/commands/trace_commands.hpp"
 
@@ -14,6 +16,7 @@ Action add_replay(CLI::App& app) {
       "replay", "Simulate traced iterations with their measured kernel durations and compare with the measured times");
   auto files = std::make_shared<std::vector<std::string>>();
   auto json_out = std::make_shared<std::string>();
+  auto csv_out = std::make_shared<std::string>();
   auto options = std::make_shared<ReplayOptions>();
   auto et_files = std::make_shared<std::vector<std::string>>();
   auto system_file = std::make_shared<std::string>();
@@ -24,6 +27,7 @@ Action add_replay(CLI::App& app) {
   cmd->add_option("--kineto", *files, "Kineto traces, one per rank (.json, .json.gz, or a .tar.gz of several)")
       ->required();
   cmd->add_option("--json", *json_out, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", *csv_out, "write one CSV row per (rank, step): measured_s, simulated_s, error, to FILE or -");
   const std::map<std::string, ReplayHostModel> hosts = {{"measured", ReplayHostModel::kMeasured},
                                                         {"mean", ReplayHostModel::kMean}};
   cmd->add_option("--host", options->host,
@@ -55,7 +59,7 @@ Action add_replay(CLI::App& app) {
                   "per-family errors and the selected step error count");
   cmd->add_option("--steps", *steps_text,
                   "ProfilerStep#N numbers to select, e.g. 1009-1011 (default all); as --ranks");
-  return [files, json_out, options, et_files, system_file, calibration_file, measurements_out, ranks_text, steps_text]() {
+  return [files, json_out, csv_out, options, et_files, system_file, calibration_file, measurements_out, ranks_text, steps_text]() {
     if (*json_out == "-" && *measurements_out == "-")
       throw ConfigError("--measurements-out", "-", "--json and --measurements-out cannot both write to standard output");
     ReplayRequest req;
@@ -68,12 +72,13 @@ Action add_replay(CLI::App& app) {
     req.steps = *steps_text;
     req.measurements_out = *measurements_out;
     const ReplayOutcome r = run_replay(std::move(req));
-    for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : r.warnings) log().warn("{}", w);
     std::vector<std::pair<std::string, std::string>> outputs;
     if (!measurements_out->empty()) outputs.emplace_back(*measurements_out, r.measurements);
     if (!json_out->empty()) outputs.emplace_back(*json_out, r.json);
+    if (!csv_out->empty()) outputs.emplace_back(*csv_out, r.csv);
     write_outputs(outputs);
-    if (*json_out != "-" && *measurements_out != "-") std::cout << r.text;
+    if (*json_out != "-" && *measurements_out != "-" && *csv_out != "-") std::cout << r.text;
     return 0;
   };
 }

@@ -4,7 +4,10 @@
 #include <iostream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "model/commands/shard_command.hpp"
 
@@ -12,7 +15,7 @@ namespace perfcast::cli {
 namespace {
 
 struct ShardArgs {
-  std::string system, workload, out, json;
+  std::string system, workload, out, json, csv;
   std::vector<std::string> overrides;
   std::string budget = "10s";
   std::size_t evaluations = 0;
@@ -40,6 +43,7 @@ Action add_shard(CLI::App& app) {
                   "shape of the --out plan (and of best.plan in --json): perfcast (flat, schema perfcast.plan; default) "
                   "or torchrec (module path, then table: TorchRec's ShardingPlan)");
   cmd->add_option("--json", a->json, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", a->csv, "write one CSV row per baseline plan and the best plan to FILE, or - for standard output");
   return [a]() {
     ShardRequest req;
     req.plan_format = plan_format_from_name(a->plan_format);
@@ -62,8 +66,15 @@ Action add_shard(CLI::App& app) {
     std::vector<std::pair<std::string, std::string>> files;
     if (!a->out.empty()) files.emplace_back(a->out, r.plan);
     if (!a->json.empty()) files.emplace_back(a->json, r.json);
+    if (!a->csv.empty()) {
+      const nlohmann::json result = nlohmann::json::parse(r.json);
+      nlohmann::json rows = result["baselines"];
+      rows.push_back({{"name", "best (search)"}, {"iteration_time_s", result["best"]["iteration_time_s"]},
+                      {"feasible", result["best"]["feasible"]}, {"reason", result["best"]["reason"]}});
+      files.emplace_back(a->csv, json_rows_to_csv(rows, {"name", "iteration_time_s", "feasible", "reason"}));
+    }
     write_outputs(files);
-    if (a->json != "-") std::cout << r.text;
+    if (a->json != "-" && a->csv != "-") std::cout << r.text;
     return r.feasible ? 0 : 1;
   };
 }

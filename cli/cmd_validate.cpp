@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "perfcast/build_info.hpp"
 #include "profiler/device_info.hpp"
@@ -30,7 +31,7 @@ namespace perfcast::cli {
 namespace {
 
 struct ValidateArgs {
-  std::string system, name, out_dir = "validation/results", json, interaction = "cat", mlp_dtype = "fp32";
+  std::string system, name, out_dir = "validation/results", json, csv, interaction = "cat", mlp_dtype = "fp32";
   std::vector<std::string> summarize, compare;
   int configs = 10;
   int first = 0;
@@ -52,18 +53,25 @@ nlohmann::json summary_json(const ErrorSummary& s) {
 int run_summarize(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.summarize.begin(), a.summarize.end());
   const auto summaries = validation::summarize_result_files(files);
-  if (!a.json.empty()) {
-    nlohmann::json j = {{"files", nlohmann::json::array()}};
+  std::vector<std::pair<std::string, std::string>> outputs;
+  nlohmann::json rows = nlohmann::json::array();
+  if (!a.json.empty() || !a.csv.empty()) {
+    nlohmann::json j = {{"context", command_context("validate --summarize", a.summarize)}, {"files", nlohmann::json::array()}};
     std::vector<double> all;
     for (const auto& f : summaries) {
       j["files"].push_back({{"file", f.file}, {"lines", f.lines}, {"failed", f.failed}, {"gpus", f.gpus},
                             {"systems", f.systems}, {"summary", summary_json(f.summary)}});
+      nlohmann::json row = {{"file", f.file}, {"lines", f.lines}, {"failed", f.failed}};
+      row.update(summary_json(f.summary));
+      rows.push_back(row);
       all.insert(all.end(), f.errors.begin(), f.errors.end());
     }
     j["summary"] = summary_json(summarize_errors(all));
-    write_outputs({{a.json, j.dump(2) + "\n"}});
+    if (!a.json.empty()) outputs.emplace_back(a.json, j.dump(2) + "\n");
+    if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(rows));
   }
-  if (a.json != "-") std::cout << validation::render_file_summaries(summaries);
+  write_outputs(outputs);
+  if (a.json != "-" && a.csv != "-") std::cout << validation::render_file_summaries(summaries);
   return 0;
 }
 
@@ -87,10 +95,17 @@ int run_compare(const ValidateArgs& a) {
   }
   const auto s = summarize_errors(errors);
   text += validation::format_summary(s) + "\n";
+  std::vector<std::pair<std::string, std::string>> outputs;
   if (!a.json.empty()) {
-    write_outputs({{a.json, nlohmann::json{{"system", a.system}, {"results", results}, {"summary", summary_json(s)}}.dump(2) + "\n"}});
+    std::vector<std::string> inputs{a.system};
+    inputs.insert(inputs.end(), a.compare.begin(), a.compare.end());
+    const nlohmann::json j = {{"context", command_context("validate --compare", inputs)}, {"system", a.system},
+                              {"results", results}, {"summary", summary_json(s)}};
+    outputs.emplace_back(a.json, j.dump(2) + "\n");
   }
-  if (a.json != "-") std::cout << text;
+  if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(results, {"source", "model", "workload", "measured_s", "predicted_s", "error"}));
+  write_outputs(outputs);
+  if (a.json != "-" && a.csv != "-") std::cout << text;
   return 0;
 }
 
@@ -172,7 +187,7 @@ int run_validate(const ValidateArgs& a) {
     };
   }
 
-  const bool to_stdout = a.json != "-";
+  const bool to_stdout = a.json != "-" && a.csv != "-";
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   if (to_stdout) {
     std::cout << fmt::format("perfcast validate: random DLRM configs #{}-#{} on {} ({} GPU{}), seed {}{}\n", a.first,
@@ -192,13 +207,16 @@ int run_validate(const ValidateArgs& a) {
         if (tty && done < a.configs) progress_bar(done, a.configs, start);
       });
 
-  if (!a.json.empty()) {
-    nlohmann::json j = {{"seed", a.seed},       {"system", a.system},   {"configs", a.configs}, {"first", a.first}, {"dry_run", a.dry_run},
+  if (!a.json.empty() || !a.csv.empty()) {
+    nlohmann::json j = {{"context", command_context("validate", {a.system})}, {"seed", a.seed},       {"system", a.system},   {"configs", a.configs}, {"first", a.first}, {"dry_run", a.dry_run},
                         {"date", prov.date},    {"commit", prov.commit}, {"version", prov.version},
                         {"results", nlohmann::json::array()}, {"summary", summary_json(result.summary)},
                         {"failed", result.failed}};
     for (const auto& r : result.results) j["results"].push_back(validation::result_line(r, system, options, prov));
-    write_outputs({{a.json, j.dump(2) + "\n"}});
+    std::vector<std::pair<std::string, std::string>> outputs;
+    if (!a.json.empty()) outputs.emplace_back(a.json, j.dump(2) + "\n");
+    if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(j["results"]));
+    write_outputs(outputs);
   }
   if (to_stdout) {
     if (!a.dry_run) {
@@ -235,6 +253,7 @@ Action add_validate(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_option("--max-rows", a->max_rows, "largest table drawn, rows (default 4000000)")->check(CLI::Range(100, 1 << 30));
   cmd->add_option("--json", a->json, "also write all results and the summary as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", a->csv, "also write one CSV row per result (per file with --summarize) to FILE");
   cmd->add_flag("--dry-run", a->dry_run, "generate and predict only (no executor, no GPU, no result file)");
   cmd->add_option("--summarize", a->summarize, "re-summarize existing result files (JSON lines) and exit")->expected(1, -1);
   cmd->add_option("--compare", a->compare,

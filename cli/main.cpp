@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "model/sim/simulator.hpp"
 #include "perfcast/build_info.hpp"
 #include "core/json_reader.hpp"
@@ -16,6 +17,14 @@ int main(int argc, char** argv) {
   CLI::App app{"perfcast: predict multi-GPU ML training iteration time and pick embedding sharding plans"};
   app.set_version_flag("--version", std::string(perfcast::build_info::kVersion) + " (" + perfcast::build_info::kGitCommit + ")");
   app.require_subcommand(1);
+  // One logger for warnings, notes and progress, on standard error (cli/log.hpp).
+  std::string log_level = "info";
+  auto* verbose = app.add_flag("-v,--verbose")->description("show debug messages on standard error");
+  auto* quiet = app.add_flag("-q,--quiet")->description("show only errors on standard error");
+  auto* level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)")
+                        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  verbose->excludes(quiet);
+  level_opt->excludes(verbose)->excludes(quiet);
   std::map<std::string, perfcast::cli::Action> actions;
   actions["predict"] = perfcast::cli::add_predict(app);
   actions["comm"] = perfcast::cli::add_comm(app);
@@ -37,16 +46,18 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  perfcast::cli::init_logging(verbose->count() > 0 ? "debug" : quiet->count() > 0 ? "error" : log_level);
+  auto& log = perfcast::cli::log();
   try {
     for (const auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();
   } catch (const perfcast::ConfigError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log.error("{}", e.what());
     return 2;
   } catch (const perfcast::SimulationError& e) {
-    std::cerr << "error: simulation failed: " << e.what() << "\n";
+    log.error("simulation failed: {}", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log.error("{}", e.what());
     return 1;
   }
   return 0;

@@ -78,6 +78,7 @@ std::vector<TableIndexSummary> read_stats_json(const std::filesystem::path& path
   const JsonObject root(doc);
   root.require_schema("perfcast.index_stats", 1);
   (void)root.find("gpu_l2");
+  (void)root.find("context");  // provenance written by perfcast index-stats --json; not read back
   std::vector<TableIndexSummary> out;
   const JsonArray tables = root.array("tables");
   tables.require_size(1, 1u << 20);

@@ -49,7 +49,7 @@ std::string predict_json(const std::string& system, const std::optional<std::str
 }
 
 std::string comm_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& collective,
-                      const std::string& sizes, int ranks, int nodes, bool text) {
+                      const std::string& sizes, int ranks, const std::string& nodes, bool text) {
   py::gil_scoped_release release;
   CommRequest req;
   req.system = load_document(system, system_text);

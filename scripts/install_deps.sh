@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev catch2
-          libarchive-dev zlib1g-dev pybind11-dev python3-pybind11 python3-dev python3-pytest)
+          libarchive-dev zlib1g-dev pybind11-dev python3-pybind11 python3-dev python3-pytest python3-jsonschema)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

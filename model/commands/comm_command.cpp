@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/limits.hpp"
+#include "model/commands/command_context.hpp"
+#include "model/report/grid_report.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/system_spec.hpp"
@@ -52,46 +54,96 @@ CollectiveKind parse_kind(const std::string& s) {
   throw ConfigError("--collective", "", msg);
 }
 
+/// "1,2,4" -> {1, 2, 4}; "" -> {0} (0: as few nodes as hold the ranks).
+std::vector<int> parse_node_list(const std::string& spec) {
+  if (spec.empty()) return {0};
+  std::vector<int> out;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 1 || v > limits::kMaxGpus)
+      throw ConfigError("--nodes", "", fmt::format("expected node counts from 1 to {} like 1,2,4, got \"{}\"", limits::kMaxGpus, spec));
+    out.push_back(v);
+  }
+  if (out.empty()) throw ConfigError("--nodes", "", "no node counts");
+  return out;
+}
+
 }  // namespace
 
 CommOutcome run_comm(CommRequest req) {
   const std::string system_file = req.system.file;
-  if (req.nodes < 0) throw ConfigError("--nodes", std::to_string(req.nodes), "expected at least 1 node");
   if (req.ranks < 0) throw ConfigError("--ranks", std::to_string(req.ranks), "expected at least 2 ranks");
-  if (req.nodes > 0) apply_override(req.system, "nodes", std::to_string(req.nodes));
-  const SystemSpec s = parse_system(req.system);
   const CollectiveKind kind = parse_kind(req.collective);
   const std::vector<double> sizes = parse_sizes(req.sizes);
-  const int n = req.ranks > 0 ? req.ranks : s.world_size();
-  if (n > s.world_size()) {
-    throw ConfigError("--ranks", "", fmt::format("{} has {} ranks{}", s.name, s.world_size(), req.nodes > 0 ? "" : " (use --nodes)"));
-  }
-  if (n < 2) throw ConfigError(system_file, "/gpus_per_node", "a collective needs at least 2 ranks (use --nodes)");
-  // Spread the ranks evenly over the nodes used, as a job launched with N ranks per node.
-  const int nodes_used = req.nodes > 0 ? req.nodes : (n + s.gpus_per_node - 1) / s.gpus_per_node;
-  if (n % nodes_used != 0) throw ConfigError("--ranks", "", fmt::format("{} ranks do not spread evenly over {} nodes", n, nodes_used));
-  RankGroup g;
-  for (int node = 0; node < nodes_used; ++node)
-    for (int i = 0; i < n / nodes_used; ++i) g.ranks.push_back(node * s.gpus_per_node + i);
-  const auto model = make_collective_model(s);
-  nlohmann::json rows = nlohmann::json::array();
   CommOutcome out;
-  out.text = fmt::format("# {} on {}: {} ranks on {} node(s), model {}\n#{:>14} {:>12} {:>11} {:>11} {:>18} {:>7} {:>8}\n",
-                         collective_name(kind), s.name, n, nodes_used, model->name(), "size (B)", "time (us)", "algbw GB/s",
-                         "busbw GB/s", "algorithm", "proto", "bound");
-  for (double bytes : sizes) {
-    const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
-    const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
-    const double busbw = algbw * bus_factor(kind, n);
-    out.text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>18} {:>7} {:>8}\n", bytes, e.time * 1e6, algbw, busbw,
-                            e.algorithm, e.protocol, e.bottleneck);
-    rows.push_back({{"bytes", bytes}, {"time_s", e.time}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                    {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}});
+  out.csv = "nodes,ranks,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol,bottleneck\n";
+  nlohmann::json tables = nlohmann::json::array();
+  std::string system_name, model_name;
+  for (int nodes : parse_node_list(req.nodes)) {
+    JsonDocument doc = req.system;
+    for (const auto& o : req.overrides) {
+      const bool prefixed = o.rfind("system.", 0) == 0;
+      const std::string rest = prefixed ? o.substr(7) : o;
+      const auto eq = rest.find('=');
+      if (eq == std::string::npos || eq == 0) throw ConfigError("--set", o, "expected PATH=VALUE, e.g. system.nic_bandwidth=50GB/s");
+      apply_override(doc, rest.substr(0, eq), rest.substr(eq + 1));
+    }
+    if (nodes > 0) apply_override(doc, "nodes", std::to_string(nodes));
+    const SystemSpec s = parse_system(doc);
+    const int n = req.ranks > 0 ? req.ranks : s.world_size();
+    if (n > s.world_size()) {
+      throw ConfigError("--ranks", "", fmt::format("{} has {} ranks{}", s.name, s.world_size(), nodes > 0 ? "" : " (use --nodes)"));
+    }
+    if (n < 2) throw ConfigError(system_file, "/gpus_per_node", "a collective needs at least 2 ranks (use --nodes)");
+    // Spread the ranks evenly over the nodes used, as a job launched with N ranks per node.
+    const int nodes_used = nodes > 0 ? nodes : (n + s.gpus_per_node - 1) / s.gpus_per_node;
+    if (n % nodes_used != 0) throw ConfigError("--ranks", "", fmt::format("{} ranks do not spread evenly over {} nodes", n, nodes_used));
+    RankGroup g;
+    for (int node = 0; node < nodes_used; ++node)
+      for (int i = 0; i < n / nodes_used; ++i) g.ranks.push_back(node * s.gpus_per_node + i);
+    const auto model = make_collective_model(s);
+    system_name = s.name;
+    model_name = std::string(model->name());
+    nlohmann::json rows = nlohmann::json::array();
+    if (!out.text.empty()) out.text += "\n";
+    out.text += fmt::format("# {} on {}: {} ranks on {} node(s), model {}\n#{:>14} {:>12} {:>11} {:>11} {:>18} {:>7} {:>8}\n",
+                            collective_name(kind), s.name, n, nodes_used, model->name(), "size (B)", "time (us)",
+                            "algbw GB/s", "busbw GB/s", "algorithm", "proto", "bound");
+    for (double bytes : sizes) {
+      const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
+      const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
+      const double busbw = algbw * bus_factor(kind, n);
+      out.text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>18} {:>7} {:>8}\n", bytes, e.time * 1e6, algbw, busbw,
+                              e.algorithm, e.protocol, e.bottleneck);
+      rows.push_back({{"bytes", bytes}, {"time_s", e.time}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
+                      {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}});
+      out.csv += fmt::format("{},{},{:.0f},{:.9g},{:.9g},{:.9g},{},{},{}\n", nodes_used, n, bytes, e.time, algbw, busbw,
+                             csv_field(e.algorithm), csv_field(e.protocol), csv_field(e.bottleneck));
+    }
+    tables.push_back({{"nodes", nodes_used}, {"ranks", n}, {"results", rows}});
   }
-  const nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                         {"system", s.name}, {"file", s.file}, {"collective", collective_name(kind)},
-                                         {"ranks", n}, {"nodes", nodes_used}, {"model", model->name()}}},
-                            {"results", rows}};
+  nlohmann::json context = command_context("comm", {system_file}, req.overrides);
+  context["system"] = system_name;
+  context["file"] = system_file;
+  context["collective"] = collective_name(kind);
+  context["model"] = model_name;
+  nlohmann::json j = {{"context", context}};
+  // One node count keeps the flat layout (ranks, nodes, results) scripts read.
+  if (tables.size() == 1) {
+    j["context"]["ranks"] = tables[0]["ranks"];
+    j["context"]["nodes"] = tables[0]["nodes"];
+    j["results"] = tables[0]["results"];
+  } else {
+    j["tables"] = tables;
+  }
   out.json = j.dump(2) + "\n";
   return out;
 }

@@ -4,6 +4,7 @@
 /// range of message sizes on a system (nccl-tests' byte and bus-bandwidth conventions).
 
 #include <string>
+#include <vector>
 
 #include "core/json_reader.hpp"
 
@@ -14,12 +15,14 @@ struct CommRequest {
   std::string collective = "all_reduce";  ///< all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce
   std::string sizes = "8B:16GiB";         ///< FROM:TO doubling, or a comma list of sizes
   int ranks = 0;                          ///< ranks taking part (0: all GPUs of the nodes used)
-  int nodes = 0;                          ///< nodes used (0: as few as hold the ranks); overrides the system's
+  std::string nodes;                      ///< "" (as few nodes as hold the ranks) or a list "1,2,4": one table each
+  std::vector<std::string> overrides;     ///< system what-ifs "PATH=VALUE" (optionally "system.PATH=VALUE")
 };
 
 struct CommOutcome {
   std::string text;  ///< nccl-tests-like table
-  std::string json;  ///< {"context": ..., "results": [...]}, as `--json` writes it
+  std::string json;  ///< {"context": ..., "results": [...]} (several node counts: "tables"), as `--json` writes it
+  std::string csv;   ///< one row per node count and size, as `--csv` writes it
 };
 
 /// Throws ConfigError (naming "--sizes", "--collective", "--ranks" for bad arguments).

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/units.hpp"
+#include "model/commands/command_context.hpp"
 #include "model/traces/execution_trace.hpp"
 #include "model/traces/kineto_trace.hpp"
 #include "model/traces/trace_measurements.hpp"
@@ -130,6 +131,12 @@ ReplayOutcome run_replay(ReplayRequest req) {
   if (calibration) inputs.push_back(req.calibration);
   out.json = render_replay_json(r, inputs);
   out.text = render_replay_text(r);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& rr : r.ranks)
+    for (const auto& s : rr.steps)
+      rows.push_back({{"rank", rr.rank}, {"step", s.step}, {"measured_s", s.measured}, {"simulated_s", s.simulated},
+                      {"error", s.error()}});
+  out.csv = json_rows_to_csv(rows, {"rank", "step", "measured_s", "simulated_s", "error"});
   return out;
 }
 

@@ -42,6 +42,7 @@ struct ReplayOutcome {
   std::string text;
   std::string json;          ///< as `--json` writes it
   std::string measurements;  ///< JSON lines (when requested)
+  std::string csv;           ///< one row per (rank, step): measured_s, simulated_s, error
   std::vector<std::string> warnings;
 };
 

@@ -5,6 +5,7 @@
 /// host thread and stream) that Perfetto and chrome://tracing open.
 
 #include <string>
+#include <vector>
 
 #include "model/predict/predict.hpp"
 
@@ -12,7 +13,21 @@ namespace perfcast {
 
 [[nodiscard]] std::string render_text(const Prediction& p, int top_ops = 8);
 [[nodiscard]] std::string render_json(const Prediction& p);
+/// The whole trace as a string (small predictions and tests; write_chrome_trace streams).
 [[nodiscard]] std::string render_chrome_trace(const Prediction& p);
+
+/// Which events a trace keeps (empty: all).
+struct ChromeTraceOptions {
+  std::vector<int> ranks;       ///< ranks (pid) to write
+  std::vector<int> iterations;  ///< simulated iterations to write (0-based)
+};
+
+/// Streams the Chrome trace to `path`, gzip-compressed when it ends in ".gz": events are
+/// formatted one at a time into a 1 MiB buffer (no JSON document in memory), into a
+/// temporary file renamed over `path` at the end. Collective events carry bytes,
+/// algorithm and protocol. Throws ConfigError for a rank or iteration out of range,
+/// std::runtime_error when the file cannot be written.
+void write_chrome_trace(const Prediction& p, const std::string& path, const ChromeTraceOptions& options = {});
 
 /// The `context` block of every JSON result: version, commit, date, inputs.
 [[nodiscard]] std::string context_json(const Prediction& p);

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "model/report/report.hpp"
+#include "model/report/workload_metrics.hpp"
 #include "perfcast/build_info.hpp"
+#include "core/file_hash.hpp"
 #include "core/utc_time.hpp"
 
 namespace perfcast {
@@ -40,6 +42,15 @@ nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
   return out;
 }
 
+/// The files read, with their FNV-1a 64 content hashes (core/file_hash.hpp).
+nlohmann::json input_files(const Prediction& p) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const std::string& f : {p.system.file, workload_file(p.workload)}) {
+    if (!f.empty()) files.push_back({{"file", f}, {"fnv1a64", file_fnv1a64(f)}});
+  }
+  return files;
+}
+
 nlohmann::json context(const Prediction& p) {
   return {
       {"perfcast_version", build_info::kVersion},
@@ -49,12 +60,20 @@ nlohmann::json context(const Prediction& p) {
                   {"nodes", p.system.nodes}, {"gpus_per_node", p.system.gpus_per_node}}},
       {"workload", workload_json(p.workload)},
       {"plan", p.plan.source},
+      {"inputs", input_files(p)},
       {"overrides", p.overrides},
       {"calibration", p.kernel_calibration.empty() ? std::string("none: spec-derived predictors") : p.kernel_calibration},
+      {"kernel_predictors", p.kernel_calibration.empty() ? "spec-derived" : "calibrated where the calibration file covers a kernel, spec-derived otherwise"},
       {"collective_model", p.collective_model},
       {"iterations_simulated", p.timeline.iterations},
       {"provenance", provenance_json(p.provenance)},
   };
+}
+
+nlohmann::json exposed_by_group(const RankBreakdown& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < kCommGroupCount; ++k) j[std::string(comm_group_name(static_cast<CommGroup>(k)))] = b.exposed_by_group[static_cast<std::size_t>(k)];
+  return j;
 }
 
 }  // namespace
@@ -65,16 +84,40 @@ std::string render_json(const Prediction& p) {
   nlohmann::json j;
   j["context"] = context(p);
   j["iteration_time_s"] = p.timeline.iteration_time;
-  j["samples_per_s"] = p.timeline.iteration_time > 0 ? workload_batch(p.workload) / p.timeline.iteration_time : 0.0;
+  const WorkloadMetrics m = workload_metrics(p);
+  j["samples_per_s"] = m.samples_per_s;
+  if (std::holds_alternative<TransformerSpec>(p.workload)) {
+    j["tokens_per_s"] = m.tokens_per_s;
+    j["mfu"] = {{"value", m.mfu}, {"model_flops_per_iteration", m.model_flops_per_iteration},
+                {"peak_flops_per_s_per_gpu", m.peak_flops_per_gpu}, {"gpus", p.system.world_size()},
+                {"formula", std::string(kModelFlopsFormula) + "; MFU = model FLOPs / (iteration time x GPUs x dense peak)"}};
+  }
+  if (!m.tables.empty()) {
+    nlohmann::json tables = nlohmann::json::array();
+    for (const auto& t : m.tables)
+      tables.push_back({{"table", t.name}, {"bytes_per_iteration", t.bytes_per_iteration}, {"bandwidth_GBps", t.bandwidth_GBps}});
+    j["embedding_lookups"] = tables;
+  }
+  {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& part : m.breakdown) parts.push_back({{"part", part.name}, {"time_s", part.time}});
+    j["iteration_split"] = {{"rank", m.breakdown_rank}, {"parts", parts}};
+    const NotableRanks n = notable_ranks(p.analysis);
+    j["notable_ranks"] = {{"slowest", n.slowest}, {"critical_path", n.critical}};
+  }
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& b : p.analysis.ranks) {
     const auto& m = p.memory[static_cast<std::size_t>(b.rank)];
     ranks.push_back({
         {"rank", b.rank},
+        {"period_s", b.period},
         {"compute_busy_s", b.compute_busy},
         {"communication_busy_s", b.communication_busy},
         {"exposed_communication_s", b.exposed_communication},
+        {"exposed_communication_by_group_s", exposed_by_group(b)},
         {"copy_busy_s", b.copy_busy},
+        {"exposed_copy_s", b.exposed_copy},
+        {"critical_path_s", b.critical_path},
         {"host_busy_s", b.host_busy},
         {"host_bound_idle_s", b.host_bound_idle},
         {"gpu_idle_s", b.gpu_idle},
@@ -85,7 +128,7 @@ std::string render_json(const Prediction& p) {
   }
   j["ranks"] = ranks;
   nlohmann::json cp = nlohmann::json::array();
-  for (const auto& e : p.analysis.critical_path) cp.push_back({{"op", e.label}, {"time_s", e.time}, {"events", e.count}});
+  for (const auto& e : p.analysis.critical_path) cp.push_back({{"op_type", e.label}, {"time_s", e.time}, {"events", e.count}});
   j["critical_path"] = cp;
   // Per-op predictions of rank 0 (one iteration), for inspection.
   nlohmann::json ops = nlohmann::json::array();
@@ -97,7 +140,7 @@ std::string render_json(const Prediction& p) {
       const auto& c = p.graph.collectives[static_cast<std::size_t>(*op.collective)];
       const auto& e = p.timed.collectives[static_cast<std::size_t>(*op.collective)];
       o["collective"] = {{"kind", collective_name(c.desc.kind)}, {"time_s", e.time}, {"algorithm", e.algorithm},
-                         {"protocol", e.protocol}, {"bus_bandwidth_Bps", e.bus_bandwidth}, {"bottleneck", e.bottleneck}};
+                         {"protocol", e.protocol}, {"bus_bandwidth_GBps", e.bus_bandwidth / 1e9}, {"bottleneck", e.bottleneck}};
       if (c.desc.kind != CollectiveKind::kAllToAllV) o["collective"]["bytes"] = c.desc.bytes;
     } else {
       nlohmann::json ks = nlohmann::json::array();

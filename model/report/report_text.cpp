@@ -3,14 +3,17 @@
 #include <fmt/format.h>
 
 #include "model/report/report.hpp"
+#include "model/report/workload_metrics.hpp"
 
 namespace perfcast {
+namespace {
 
-std::string render_text(const Prediction& p, int top_ops) {
-  std::string out;
-  const auto& t = p.timeline;
-  out += fmt::format("perfcast predict: {} on {} ({} x {}, {} rank{})\n", workload_name(p.workload), p.system.name,
-                     p.system.nodes, p.system.gpus_per_node, p.system.world_size(), p.system.world_size() > 1 ? "s" : "");
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string header(const Prediction& p) {
+  std::string out = fmt::format("perfcast predict: {} on {} ({} x {}, {} rank{})\n", workload_name(p.workload), p.system.name,
+                                p.system.nodes, p.system.gpus_per_node, p.system.world_size(),
+                                p.system.world_size() > 1 ? "s" : "");
   if (const auto* d = std::get_if<DlrmSpec>(&p.workload)) {
     out += fmt::format("  global batch {}, {} embedding tables, plan: {}\n", d->batch_size, d->tables.size(), p.plan.source);
   } else if (const auto* tw = std::get_if<TraceWorkload>(&p.workload)) {
@@ -24,34 +27,138 @@ std::string render_text(const Prediction& p, int top_ops) {
                        w.seq_len, w.tp, w.pp, w.dp, w.micro_batches(), w.micro_batch);
   }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
-  out += fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n", format_time(t.iteration_time),
-                     t.iteration_time > 0 ? workload_batch(p.workload) / t.iteration_time : 0.0);
+  return out;
+}
+
+std::string throughput(const Prediction& p, const WorkloadMetrics& m) {
+  std::string out = fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n", format_time(p.timeline.iteration_time),
+                                m.samples_per_s);
   if (!p.provenance.empty()) out += "  " + provenance_headline(p.provenance) + "\n";
-  out += "\n";
-
-  out += fmt::format("{:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10}\n", "rank", "compute", "comm", "exposed",
-                     "copy", "host-bound", "gpu idle", "memory");
-  auto row = [&](const RankBreakdown& b) {
-    const auto& m = p.memory[static_cast<std::size_t>(b.rank)];
-    out += fmt::format("{:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9.1f}G{}\n", b.rank, format_time(b.compute_busy),
-                       format_time(b.communication_busy), format_time(b.exposed_communication), format_time(b.copy_busy),
-                       format_time(b.host_bound_idle), format_time(b.gpu_idle), m.total() / (1024.0 * 1024 * 1024),
-                       m.fits() ? "" : "!");
-  };
-  const auto& ranks = p.analysis.ranks;
-  if (ranks.size() <= 16) {
-    for (const auto& b : ranks) row(b);
-  } else {
-    for (std::size_t i = 0; i < 4; ++i) row(ranks[i]);
-    out += fmt::format("  ... {} more ranks (--json lists all)\n", ranks.size() - 8);
-    for (std::size_t i = ranks.size() - 4; i < ranks.size(); ++i) row(ranks[i]);
+  if (std::holds_alternative<TransformerSpec>(p.workload)) {
+    out += fmt::format("  {:.0f} tokens/s; MFU {:.1f}% of {:.0f} TFLOP/s dense per GPU ({:.3g} model FLOPs per iteration: {})\n",
+                       m.tokens_per_s, m.mfu * 100, m.peak_flops_per_gpu / 1e12, m.model_flops_per_iteration,
+                       kModelFlopsFormula);
   }
+  if (!m.tables.empty()) {
+    double total = 0;
+    const TableLookupRate* top = &m.tables.front();
+    for (const auto& t : m.tables) {
+      total += t.bandwidth_GBps;
+      if (t.bandwidth_GBps > top->bandwidth_GBps) top = &t;
+    }
+    out += fmt::format("  embedding lookups: {:.1f} GB/s over {} tables (rows gathered per iteration / iteration time); "
+                       "largest {} {:.1f} GB/s (--json lists every table)\n",
+                       total, m.tables.size(), top->name, top->bandwidth_GBps);
+  }
+  return out;
+}
 
-  out += "\nlongest ops on the critical path:\n";
+struct RankRow {
+  std::string label;
+  RankBreakdown b;
+  double memory_GiB = 0;
+  bool fits = true;
+};
+
+std::string rank_row(const RankRow& r) {
+  const auto& b = r.b;
+  return fmt::format("{:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8.1f}G{}\n", r.label,
+                     format_time(b.period), format_time(b.compute_busy), format_time(b.communication_busy),
+                     format_time(b.exposed_communication), format_time(b.copy_busy), format_time(b.host_busy),
+                     format_time(b.host_bound_idle), format_time(b.gpu_idle), r.memory_GiB, r.fits ? "" : "!");
+}
+
+/// Column-wise min, median (lower middle) or max over ranks: q in {0, 0.5, 1}.
+RankRow column_statistic(const std::vector<RankRow>& rows, double q, const std::string& label) {
+  RankRow out;
+  out.label = label;
+  auto pick = [&](auto field) {
+    std::vector<double> v;
+    for (const auto& r : rows) v.push_back(field(r));
+    std::sort(v.begin(), v.end());
+    return v[static_cast<std::size_t>(q * double(v.size() - 1))];
+  };
+  out.b.period = pick([](const RankRow& r) { return r.b.period; });
+  out.b.compute_busy = pick([](const RankRow& r) { return r.b.compute_busy; });
+  out.b.communication_busy = pick([](const RankRow& r) { return r.b.communication_busy; });
+  out.b.exposed_communication = pick([](const RankRow& r) { return r.b.exposed_communication; });
+  out.b.copy_busy = pick([](const RankRow& r) { return r.b.copy_busy; });
+  out.b.host_busy = pick([](const RankRow& r) { return r.b.host_busy; });
+  out.b.host_bound_idle = pick([](const RankRow& r) { return r.b.host_bound_idle; });
+  out.b.gpu_idle = pick([](const RankRow& r) { return r.b.gpu_idle; });
+  out.memory_GiB = pick([](const RankRow& r) { return r.memory_GiB; });
+  return out;
+}
+
+std::string rank_table(const Prediction& p) {
+  const auto& ranks = p.analysis.ranks;
+  if (ranks.empty()) return "";
+  const NotableRanks n = notable_ranks(p.analysis);
+  int max_mem = 0;
+  std::vector<RankRow> rows;
+  for (const auto& b : ranks) {
+    const auto& m = p.memory[static_cast<std::size_t>(b.rank)];
+    rows.push_back({std::to_string(b.rank), b, m.total() / kGiB, m.fits()});
+    if (m.total() > p.memory[static_cast<std::size_t>(max_mem)].total()) max_mem = b.rank;
+  }
+  std::string out = "\nper rank, each over its own steady-state iteration:\n";
+  out += fmt::format("{:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n", "rank", "iteration", "compute",
+                     "comm", "exposed", "copy", "host", "host-bound", "gpu idle", "memory");
+  auto tag = [&](int r) {
+    std::string t;
+    if (r == n.slowest) t += " slowest";
+    if (r == n.critical) t += " critical";
+    if (r == max_mem) t += " max-mem";
+    return t;
+  };
+  if (ranks.size() <= 16) {
+    for (const auto& r : rows) {
+      std::string line = rank_row(r);
+      if (const std::string t = tag(r.b.rank); !t.empty()) line.insert(line.size() - 1, " <-" + t);
+      out += line;
+    }
+  } else {
+    std::vector<int> shown;
+    for (int r : {n.slowest, n.critical, max_mem}) {
+      if (std::find(shown.begin(), shown.end(), r) != shown.end()) continue;
+      shown.push_back(r);
+      std::string line = rank_row(rows[static_cast<std::size_t>(r)]);
+      line.insert(line.size() - 1, " <-" + tag(r));
+      out += line;
+    }
+    out += fmt::format("{:>12} ({} more ranks: --json lists all)\n", "...", ranks.size() - shown.size());
+  }
+  out += rank_row(column_statistic(rows, 0, "min"));
+  out += rank_row(column_statistic(rows, 0.5, "median"));
+  out += rank_row(column_statistic(rows, 1, "max"));
+  return out;
+}
+
+std::string iteration_split(const Prediction& p, const WorkloadMetrics& m) {
+  if (m.breakdown.empty()) return "";
+  const Seconds period = p.analysis.ranks[static_cast<std::size_t>(m.breakdown_rank)].period;
+  std::string out = fmt::format("\niteration split of rank {} (critical path), {}:\n", m.breakdown_rank, format_time(period));
+  for (const auto& part : m.breakdown) {
+    out += fmt::format("  {:>11} {:>5.1f}%  {}\n", format_time(part.time), period > 0 ? part.time / period * 100 : 0.0, part.name);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_text(const Prediction& p, int top_ops) {
+  const WorkloadMetrics m = workload_metrics(p);
+  std::string out = header(p);
+  out += throughput(p, m);
+  out += rank_table(p);
+  out += iteration_split(p, m);
+  out += "\ncritical path by op type (indices in op names shown as #):\n";
   const auto& cp = p.analysis.critical_path;
+  const Seconds t = p.timeline.iteration_time;
   for (std::size_t i = 0; i < cp.size() && static_cast<int>(i) < top_ops; ++i) {
-    const double share = t.iteration_time > 0 ? cp[i].time / t.iteration_time * 100 : 0;
-    out += fmt::format("  {:>11} {:>5.1f}%  {}\n", format_time(cp[i].time), share, cp[i].label);
+    const double share = t > 0 ? cp[i].time / t * 100 : 0;
+    out += fmt::format("  {:>11} {:>5.1f}%  {} ({} event{})\n", format_time(cp[i].time), share, cp[i].label, cp[i].count,
+                       cp[i].count > 1 ? "s" : "");
   }
   if (!p.warnings.empty()) {
     out += "\n";

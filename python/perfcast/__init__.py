@@ -96,7 +96,11 @@ def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, co
     s, st = _document(system, "system", config_dir)
     if not isinstance(sizes, str):
         sizes = ",".join(str(v) if isinstance(v, str) else "%dB" % int(v) for v in sizes)
-    return _json.loads(_perfcast.comm(s, st, collective, sizes, int(ranks), int(nodes), False))
+    if isinstance(nodes, (list, tuple)):
+        nodes = ",".join(str(int(n)) for n in nodes)
+    else:
+        nodes = str(int(nodes)) if int(nodes) != 0 else ""
+    return _json.loads(_perfcast.comm(s, st, collective, sizes, int(ranks), nodes, False))
 
 
 def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None):

@@ -61,6 +61,14 @@ TEST_CASE("predict matches the golden files on every shipped pair", "[golden]") 
         // Rule: never faster than the sum of one rank's compute kernels on the critical path.
         CHECK(p->timeline.iteration_time > 0);
         for (const auto& b : p->analysis.ranks) CHECK(b.compute_busy <= p->timeline.iteration_time * (1 + 1e-9));
+        // Rule: each rank's split (compute, exposed communication per group, exposed
+        // copies, idle) sums to its own iteration, and every rank has one.
+        for (const auto& b : p->analysis.ranks) {
+          double sum = b.compute_busy + b.exposed_copy + b.gpu_idle;
+          for (double x : b.exposed_by_group) sum += x;
+          CHECK(b.period > 0);
+          CHECK(sum == Approx(b.period).epsilon(1e-9));
+        }
       }
     }
   }

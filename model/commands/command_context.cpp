@@ -1,0 +1,56 @@
+#include "model/commands/command_context.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/file_hash.hpp"
+#include "core/utc_time.hpp"
+#include "model/report/grid_report.hpp"
+#include "perfcast/build_info.hpp"
+
+namespace perfcast {
+
+nlohmann::json command_context(const std::string& command, const std::vector<std::string>& inputs,
+                               const std::vector<std::string>& overrides) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : inputs) {
+    std::ifstream in(f, std::ios::binary | std::ios::ate);
+    files.push_back({{"file", f}, {"bytes", in ? static_cast<long long>(in.tellg()) : -1}, {"fnv1a64", file_fnv1a64(f)}});
+  }
+  return {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit}, {"date", utc_now_iso8601()},
+          {"command", command}, {"inputs", files}, {"overrides", overrides}};
+}
+
+std::string json_rows_to_csv(const nlohmann::json& rows, std::vector<std::string> columns) {
+  std::vector<std::string> cols = std::move(columns);
+  if (cols.empty()) {
+    for (const auto& r : rows) {
+      if (!r.is_object()) continue;
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        if (it.value().is_structured()) continue;
+        if (std::find(cols.begin(), cols.end(), it.key()) == cols.end()) cols.push_back(it.key());
+      }
+    }
+  }
+  std::string out;
+  for (std::size_t c = 0; c < cols.size(); ++c) out += (c ? "," : "") + csv_field(cols[c]);
+  out += "\n";
+  for (const auto& r : rows) {
+    if (!r.is_object()) continue;
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      if (c) out += ",";
+      if (!r.contains(cols[c]) || r[cols[c]].is_null()) continue;
+      const auto& v = r[cols[c]];
+      if (v.is_string()) out += csv_field(v.get<std::string>());
+      else if (v.is_number_float()) out += fmt::format("{:.9g}", v.get<double>());
+      else out += v.dump();
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,100 @@
+#include "model/predict/predict_grid.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace perfcast {
+
+GridAxis parse_grid_axis(const std::string& text, const std::string& option) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw ConfigError(option, text, "expected KEY=v1,v2,... e.g. system=a.json,b.json or workload.batch_size=1024,2048");
+  }
+  GridAxis a;
+  a.key = text.substr(0, eq);
+  std::size_t from = eq + 1;
+  while (true) {
+    const auto comma = text.find(',', from);
+    const std::string v = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (v.empty()) throw ConfigError(option, text, "empty value in the comma-separated list");
+    a.values.push_back(v);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return a;
+}
+
+namespace {
+
+void apply_setting(PredictRequest& r, const std::string& key, const std::string& value) {
+  if (key == "system") r.system = value;
+  else if (key == "workload") r.workload = value;
+  else if (key == "plan") r.plan = value;
+  else r.overrides.push_back(key + "=" + value);
+}
+
+}  // namespace
+
+std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector<GridAxis>& axes) {
+  std::vector<GridPoint> points{GridPoint{{}, base}};
+  for (const auto& axis : axes) {
+    std::vector<GridPoint> next;
+    for (const auto& p : points) {
+      for (const auto& v : axis.values) {
+        GridPoint q = p;
+        q.settings.emplace_back(axis.key, v);
+        apply_setting(q.request, axis.key, v);
+        next.push_back(std::move(q));
+      }
+    }
+    points = std::move(next);
+  }
+  return points;
+}
+
+std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads,
+                                                  const std::function<void(std::size_t, std::size_t)>& progress) {
+  const std::size_t n = points.size();
+  std::vector<std::unique_ptr<Prediction>> out(n);
+  std::vector<std::exception_ptr> errors(n);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(n, 1)));
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> failed{false};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n && !failed; i = next++) {
+      try {
+        out[i] = predict(points[i].request);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+      ++done;
+    }
+  };
+  std::vector<std::thread> pool;
+  if (threads > 1)
+    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  if (threads <= 1) {
+    worker();
+  } else {
+    // The calling thread reports progress while the pool works.
+    while (done < n && !failed) {
+      if (progress) progress(done, n);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  for (auto& t : pool) t.join();
+  if (progress) progress(done, n);
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
+}
+
+}  // namespace perfcast

@@ -1,0 +1,40 @@
+#pragma once
+/// \file predict_grid.hpp
+/// Compare and sweep: one prediction per point of a grid of input files and what-if
+/// overrides, run on a thread pool, results in input order (identical to serial runs:
+/// every point is an independent, deterministic prediction).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/predict/predict.hpp"
+
+namespace perfcast {
+
+/// One axis: `key` is "system", "workload" or "plan" (a list of files) or an override path
+/// such as "workload.batch_size" (a list of values).
+struct GridAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+/// Parses "KEY=v1,v2,..." (ConfigError for a missing '=' or an empty value).
+[[nodiscard]] GridAxis parse_grid_axis(const std::string& text, const std::string& option);
+
+struct GridPoint {
+  std::vector<std::pair<std::string, std::string>> settings;  ///< (axis key, value), in axis order
+  PredictRequest request;
+};
+
+/// The cartesian product of the axes over `base`; the last axis varies fastest.
+[[nodiscard]] std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector<GridAxis>& axes);
+
+/// Runs every point on up to `threads` threads (0: the hardware's), results in point
+/// order. `progress(done, total)` is called from the calling thread only. The first
+/// failing point's exception (in point order) is rethrown after all threads stop.
+[[nodiscard]] std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads = 0,
+                                                                const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace perfcast

@@ -1,0 +1,45 @@
+#pragma once
+/// \file workload_metrics.hpp
+/// Throughput figures derived from a prediction: samples/s for every workload, tokens/s
+/// and model FLOPs utilisation (MFU) for Transformers, per-table embedding lookup bandwidth
+/// for DLRM, and the split of the critical rank's iteration into compute, exposed
+/// communication per group, exposed copies, host-bound idle and the remaining idle time
+/// (pipeline bubble for pipelined Transformers, waiting for other ranks otherwise).
+
+#include <string>
+#include <vector>
+
+#include "model/predict/predict.hpp"
+
+namespace perfcast {
+
+struct TableLookupRate {
+  std::string name;
+  double bytes_per_iteration = 0;  ///< batch x pooling x dim x embedding dtype bytes
+  double bandwidth_GBps = 0;       ///< bytes_per_iteration / iteration time / 1e9
+};
+
+struct BreakdownPart {
+  std::string name;   ///< "compute", "exposed tp communication", ..., "pipeline bubble"
+  Seconds time = 0;
+};
+
+struct WorkloadMetrics {
+  double samples_per_s = 0;
+  double tokens_per_s = 0;           ///< Transformers: global_batch x seq_len / iteration time
+  double model_flops_per_iteration = 0;  ///< Transformers: see model_flops_formula
+  double peak_flops_per_gpu = 0;     ///< dense tensor-core peak of the GPU for the workload dtype
+  double mfu = 0;                    ///< model FLOPs / (iteration time x GPUs x peak), 0..1
+  std::vector<TableLookupRate> tables;  ///< DLRM
+  int breakdown_rank = 0;            ///< the rank on the critical path
+  std::vector<BreakdownPart> breakdown;  ///< sums to that rank's period
+};
+
+/// Model FLOPs per token of a Transformer, stated as used (PaLM, Chowdhery et al. 2022,
+/// appendix B): 6 N + 12 L h s, N = parameters, L = layers, h = hidden, s = sequence length.
+/// Recomputation is not counted (model FLOPs, not hardware FLOPs).
+inline constexpr const char* kModelFlopsFormula = "6 N + 12 L h s FLOPs per token (PaLM appendix B), no recomputation";
+
+[[nodiscard]] WorkloadMetrics workload_metrics(const Prediction& p);
+
+}  // namespace perfcast

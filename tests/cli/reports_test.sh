@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Reports: per-rank table roles and statistics rows, workload metrics, compare / sweep
+# tables with CSV and JSON, per-rank CSV, logging levels and a clean standard output.
+# Usage: reports_test.sh PERFCAST_BINARY SOURCE_DIR
+set -u
+perfcast=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+sys=$src/configs/systems
+wl=$src/configs/workloads
+
+check() {  # check NAME COMMAND...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+# Per-rank table: every rank of the DGX H100 keeps its batch copy and host time.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_mlperf.json" --csv "$tmp/ranks.csv" > "$tmp/text" 2> "$tmp/err"
+check "predict --csv: one row per rank" test "$(wc -l < "$tmp/ranks.csv")" = 9
+check "every rank has a non-zero copy and host time" \
+  awk -F, 'NR > 1 && ($6 <= 0 || $8 <= 0) { bad = 1 } END { exit bad }' "$tmp/ranks.csv"
+check "text marks the slowest and critical ranks" grep -q "slowest" "$tmp/text"
+check "text has min / median / max rows" bash -c "grep -q '^ *min ' '$tmp/text' && grep -q '^ *median ' '$tmp/text' && grep -q '^ *max ' '$tmp/text'"
+check "embedding lookup bandwidth" grep -q "embedding lookups:" "$tmp/text"
+
+# 32 ranks: the notable ranks are listed, not hidden behind an ellipsis.
+"$perfcast" predict --system "$sys/cluster_4x_dgx_h100.json" --workload "$wl/dlrm_mlperf.json" > "$tmp/text32" 2> /dev/null
+check "32 ranks: slowest rank shown" grep -q "<-.*slowest" "$tmp/text32"
+check "32 ranks: statistics rows" grep -q "^ *median " "$tmp/text32"
+
+# Transformers: tokens/s and MFU with the formula; the split names the parallelism groups.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --json "$tmp/gpt.json" > "$tmp/gpt.txt" 2> /dev/null
+check "tokens/s and MFU in the text" grep -q "tokens/s; MFU" "$tmp/gpt.txt"
+check "MFU formula in the JSON" grep -q '"formula"' "$tmp/gpt.json"
+check "iteration split in the text" grep -q "iteration split of rank" "$tmp/gpt.txt"
+
+# Compare and sweep: one row per point in input order, CSV and JSON, serial == parallel.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" \
+  --compare "system=$sys/dgx_h100.json,$sys/dgx_a100.json" --sweep workload.batch_size=1024,4096 \
+  --csv "$tmp/grid.csv" --json "$tmp/grid.json" > "$tmp/grid.txt" 2> /dev/null
+check "grid: 4 CSV rows + header" test "$(wc -l < "$tmp/grid.csv")" = 5
+check "grid: input order (a100 rows after h100 rows)" \
+  bash -c "sed -n 2p '$tmp/grid.csv' | grep -q 'dgx_h100.json,1024,' && sed -n 5p '$tmp/grid.csv' | grep -q 'dgx_a100.json,4096,'"
+check "grid: JSON has 4 points" bash -c "test \$(grep -c '\"settings\"' '$tmp/grid.json') = 4"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" \
+  --compare "system=$sys/dgx_h100.json,$sys/dgx_a100.json" --sweep workload.batch_size=1024,4096 \
+  --threads 1 --csv "$tmp/grid1.csv" > /dev/null 2>&1
+check "grid: one thread gives the same table" cmp -s "$tmp/grid.csv" "$tmp/grid1.csv"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --sweep workload.batch_size=1024,x \
+  --csv "$tmp/bad.csv" > /dev/null 2> "$tmp/err"
+code=$?
+check "grid: a bad point exits 2 and writes nothing" bash -c "test $code = 2 && ! test -e '$tmp/bad.csv'"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --sweep workload.batch_size= > /dev/null 2> "$tmp/err"
+check "grid: empty value list exits 2" test $? = 2
+
+# Machine output on standard output stays clean; -q silences warnings, -v is accepted.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --csv - > "$tmp/stdout.csv" 2> /dev/null
+check "--csv - writes only CSV" bash -c "head -1 '$tmp/stdout.csv' | grep -q '^rank,period_s,' && ! grep -q 'predicted' '$tmp/stdout.csv'"
+"$perfcast" predict --system "$sys/pcie_8gpu.json" --workload "$wl/dlrm_default.json" --json - > "$tmp/stdout.json" 2> "$tmp/err"
+check "--json -: warnings go to standard error" bash -c "python3 -m json.tool '$tmp/stdout.json' > /dev/null"
+"$perfcast" -q predict --system "$sys/dgx_h100.json" --workload "$wl/missing.json" > /dev/null 2> "$tmp/err"
+check "-q still reports errors" grep -q "^error: " "$tmp/err"
+"$perfcast" --log-level nonsense predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" > /dev/null 2>&1
+check "unknown --log-level exits 2" test $? = 2
+
+# comm: --nodes list, --set, CSV rows per node count and size.
+"$perfcast" comm --system "$sys/dgx_h100.json" --sizes 1MB,1GB --nodes 1,2 --set system.network.nic_bandwidth=200Gb/s \
+  --csv "$tmp/comm.csv" --json "$tmp/comm.json" > "$tmp/comm.txt" 2> "$tmp/err"
+check "comm --nodes 1,2: two tables" test "$(grep -c '^# all_reduce' "$tmp/comm.txt")" = 2
+check "comm --csv: 4 rows + header" test "$(wc -l < "$tmp/comm.csv")" = 5
+check "comm --csv: 16 ranks on 2 nodes" grep -q "^2,16,1000000," "$tmp/comm.csv"
+check "comm --json: tables per node count with overrides in the context" \
+  bash -c "grep -q '\"tables\"' '$tmp/comm.json' && grep -q 'nic_bandwidth' '$tmp/comm.json'"
+"$perfcast" comm --system "$sys/dgx_h100.json" --nodes 1,x > /dev/null 2> "$tmp/err"
+check "comm --nodes 1,x exits 2" test $? = 2
+
+# --csv on replay and shard; context blocks with input hashes on predict and index-stats.
+"$perfcast" replay --kineto "$src/tests/data/kineto_rank0.json" "$src/tests/data/kineto_rank1.json" --csv "$tmp/replay.csv" > /dev/null 2>&1
+check "replay --csv: header and rows per (rank, step)" \
+  bash -c "head -1 '$tmp/replay.csv' | grep -q '^rank,step,measured_s,simulated_s,error$' && test \$(wc -l < '$tmp/replay.csv') -ge 3"
+"$perfcast" shard --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --evaluations 20 --csv "$tmp/shard.csv" > /dev/null 2>&1
+check "shard --csv: baselines and the best plan" bash -c "grep -q '^best (search),' '$tmp/shard.csv' && head -1 '$tmp/shard.csv' | grep -q iteration_time_s"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --json "$tmp/p.json" > /dev/null 2>&1
+check "predict context: inputs with hashes" grep -q '"fnv1a64": "[0-9a-f]\{16\}"' "$tmp/p.json"
+check "predict JSON: GB/s in key names, no bytes/s keys" bash -c "grep -q '_GBps' '$tmp/p.json' && ! grep -q '_Bps\"' '$tmp/p.json'"
+printf '\x05\x00\x00\x00\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$tmp/idx.bin"
+printf '\x00\x00\x00\x00\x02\x00\x00\x00\x04\x00\x00\x00' > "$tmp/off.bin"
+"$perfcast" index-stats --indices "$tmp/idx.bin" --offsets "$tmp/off.bin" --tables 1 --batch 2 --dtype int32 --json "$tmp/ix.json" > /dev/null 2>&1
+check "index-stats --json has a context block" grep -q '"command": "index-stats"' "$tmp/ix.json"
+"$perfcast" index-stats --stats "$tmp/ix.json" > /dev/null 2>&1
+check "index-stats reads its own JSON back (context ignored)" test $? = 0
+
+# Streamed trace: gzip by name, rank and iteration filters, collective arguments, bad filter.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/t.json.gz" \
+  --trace-ranks 0,3 --trace-iterations 2 > /dev/null 2>&1
+check "trace: gzip, only ranks 0 and 3 of iteration 2, collectives with bytes and algorithm" python3 -c "
+import gzip, json, sys
+ev = [e for e in json.load(gzip.open('$tmp/t.json.gz'))['traceEvents'] if e['ph'] == 'X']
+assert ev and {e['pid'] for e in ev} == {0, 3} and {e['args']['iteration'] for e in ev} == {2}
+c = [e for e in ev if 'collective' in e['args']]
+assert c and all('algorithm' in e['args'] and e['dur'] >= 0 for e in c)
+assert any('bytes' in e['args'] for e in c)"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/t.json" --json "$tmp/t_result.json" > /dev/null 2>&1
+check "trace: critical-path events marked, covering the iteration time" python3 -c "
+import json
+ev = [e for e in json.load(open('$tmp/t.json'))['traceEvents'] if e['ph'] == 'X' and e['args'].get('critical_path')]
+t = json.load(open('$tmp/t_result.json'))['iteration_time_s'] * 1e6
+assert ev and sum(e['dur'] for e in ev) >= 0.9 * t, (len(ev), t)"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/bad.json" --trace-ranks 8 \
+  --json "$tmp/bad_out.json" > /dev/null 2> "$tmp/err"
+code=$?
+check "trace: rank out of range exits 2, no file written" \
+  bash -c "test $code = 2 && grep -q 'trace-ranks' '$tmp/err' && ! ls '$tmp'/bad* > /dev/null 2>&1"
+
+if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "all reports tests passed"

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Checks docs/schemas/*.schema.json: each is a valid JSON Schema (draft 2020-12), every
+shipped config validates against its schema, every golden predict output and fresh
+predict outputs (a Transformer, a DLRM with --json) validate against predict_result.
+
+Usage: check_schemas.py SOURCE_DIR [PERFCAST_BINARY]. Exit 0 all valid, 1 a violation,
+77 (skipped) when the jsonschema module is missing (Debian: python3-jsonschema)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonschema
+except ImportError:
+    print("skipped: python3-jsonschema is not installed (scripts/install_deps.sh installs it)")
+    sys.exit(77)
+
+src = sys.argv[1]
+perfcast = sys.argv[2] if len(sys.argv) > 2 else None
+schemas = {}
+for path in sorted(glob.glob(os.path.join(src, "docs", "schemas", "*.schema.json"))):
+    with open(path) as f:
+        s = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(s)
+    schemas[s["$id"]] = jsonschema.Draft202012Validator(s)
+
+failures = 0
+checked = 0
+
+
+def check(doc_path, doc, schema_id):
+    global failures, checked
+    checked += 1
+    errors = sorted(schemas[schema_id].iter_errors(doc), key=lambda e: list(e.absolute_path))
+    for e in errors[:5]:
+        print(f"FAIL {doc_path}: /{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:200]}")
+    failures += bool(errors)
+
+
+for path in sorted(glob.glob(os.path.join(src, "configs", "systems", "*.json")) +
+                   glob.glob(os.path.join(src, "configs", "workloads", "*.json"))):
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("schema") not in schemas:
+        print(f"FAIL {path}: no schema for \"{doc.get('schema')}\"")
+        failures += 1
+        continue
+    check(path, doc, doc["schema"])
+
+for path in sorted(glob.glob(os.path.join(src, "tests", "golden", "*.json"))):
+    with open(path) as f:
+        check(path, json.load(f), "perfcast.predict_result")
+
+if perfcast:
+    with tempfile.TemporaryDirectory() as tmp:
+        for system, workload in [("dgx_h100", "gpt3_1.3b"), ("dgx_h100", "dlrm_mlperf")]:
+            out = os.path.join(tmp, f"{system}__{workload}.json")
+            subprocess.run([perfcast, "-q", "predict", "--system", os.path.join(src, "configs", "systems", system + ".json"),
+                            "--workload", os.path.join(src, "configs", "workloads", workload + ".json"), "--json", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                check(out, json.load(f), "perfcast.predict_result")
+
+print(f"{checked} documents checked against {len(schemas)} schemas, {failures} failing")
+sys.exit(1 if failures else 0)
