@@ -48,9 +48,9 @@ std::vector<double> max_min_speeds(const std::vector<const ContentionFlow*>& act
       }
       if (!has_unfrozen) continue;
       const double left = std::max(0.0, 1.0 - used);
-      auto demand = [&](double b) {
+      auto demand = [&, &flows = list](double b) {  // (clang 14 cannot capture a structured binding)
         double d = 0;
-        for (const auto& [i, share] : list)
+        for (const auto& [i, share] : flows)
           if (!frozen[i]) d += share * speed_at(i, b);
         return d;
       };
