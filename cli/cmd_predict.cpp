@@ -92,8 +92,13 @@ Action add_predict(CLI::App& app) {
     if (!o->json_out.empty()) files.emplace_back(o->json_out, render_json(*p));
     if (!o->csv_out.empty()) files.emplace_back(o->csv_out, render_ranks_csv(*p));
     const std::string text = render_text(*p, o->top);
-    // The trace first: its filters are checked before any file is written.
-    if (!o->trace_out.empty()) write_chrome_trace(*p, o->trace_out, o->trace);
+    // The trace first: its filters and every output target are checked before any file is written.
+    if (!o->trace_out.empty()) {
+      std::vector<std::string> targets{o->trace_out};
+      for (const auto& f : files) targets.push_back(f.first);
+      check_output_targets(targets);
+      write_chrome_trace(*p, o->trace_out, o->trace);
+    }
     write_outputs(files);
     if (o->json_out != "-" && o->csv_out != "-") {
       std::cout << text;

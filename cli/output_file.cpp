@@ -40,6 +40,12 @@ void check_targets(const std::vector<std::pair<std::string, std::string>>& files
 
 }  // namespace
 
+void check_output_targets(const std::vector<std::string>& paths) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& p : paths) files.emplace_back(p, std::string());
+  check_targets(files);
+}
+
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files) {
   check_targets(files);
   std::vector<std::pair<std::filesystem::path, std::filesystem::path>> staged;

@@ -13,4 +13,9 @@ namespace perfcast::cli {
 /// bad input never leaves a partial file. Throws std::runtime_error on I/O failure.
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files);
 
+/// The checks write_outputs makes before writing anything, for outputs that are streamed
+/// instead of passed as text (the Chrome trace): ConfigError for two outputs on standard
+/// output, a directory or other non-regular file, or one file named twice.
+void check_output_targets(const std::vector<std::string>& paths);
+
 }  // namespace perfcast::cli

@@ -69,7 +69,7 @@ std::vector<int> parse_node_list(const std::string& spec) {
       used = 0;
     }
     if (used != item.size() || item.empty() || v < 1 || v > limits::kMaxGpus)
-      throw ConfigError("--nodes", "", fmt::format("expected node counts from 1 to {} like 1,2,4, got \"{}\"", limits::kMaxGpus, spec));
+      throw ConfigError("--nodes", "", fmt::format("expected node counts like 1,2,4, each at least 1 and at most {}, got \"{}\"", limits::kMaxGpus, spec));
     out.push_back(v);
   }
   if (out.empty()) throw ConfigError("--nodes", "", "no node counts");
