@@ -191,7 +191,8 @@ nlohmann::json leave_one_source_out(const SystemSpec& s, const std::map<FitKey, 
       // As calibrate would write it: only a fit that passes the held-out check.
       const auto init = nccl_initial_protocols(s, std::get<1>(key) ? 2 : 1);
       CollectiveFit fit = fit_collective(others, init);
-      check_held_out(fit.quality, others, init, [&](const CollectiveSample& smp) { return prior_time(s, smp, std::get<2>(key)); });
+      const std::string& algorithm = std::get<2>(key);  // a named reference: lambdas may not capture structured bindings before C++20 in clang 14
+      check_held_out(fit.quality, others, init, [&](const CollectiveSample& smp) { return prior_time(s, smp, algorithm); });
       if (fit.quality.held_out == 0 || fit.quality.heldout_geomean_abs_error > fit.quality.heldout_prior_geomean_abs_error) continue;
       fit.algorithm = std::get<2>(key);
       cal.fits.push_back(std::move(fit));

@@ -25,8 +25,12 @@ nlohmann::json shard(std::int64_t row, std::int64_t col, std::int64_t rows, std:
           {"placement", "rank:" + std::to_string(rank) + "/cuda:" + std::to_string(local)}};
 }
 
-nlohmann::json sharded(const std::string& type, std::vector<int> ranks, nlohmann::json shards) {
-  return {{"sharding_type", type}, {"compute_kernel", "fused"}, {"ranks", ranks}, {"sharding_spec", {{"shards", shards}}}};
+/// `shards` as a vector: a braced list of one json would otherwise be taken as that json itself
+/// by some compilers (clang), not as an array of one.
+nlohmann::json sharded(const std::string& type, std::vector<int> ranks, const std::vector<nlohmann::json>& shards) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : shards) list.push_back(s);
+  return {{"sharding_type", type}, {"compute_kernel", "fused"}, {"ranks", ranks}, {"sharding_spec", {{"shards", list}}}};
 }
 
 /// Hand-written, 4 ranks on 2 nodes of 2 GPUs, every TorchRec sharding type.
