@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages perfcast builds with, if any are missing. Runs apt as
+# Installs the Debian packages perfcast builds with, if any are missing (or, given package
+# names as arguments, those: scripts/install_fuzz_deps.sh uses it so). Runs apt as
 # root (or through passwordless sudo); otherwise says what to install and fails.
 # The CUDA toolkit is not installed here: the build uses it when /usr/local/cuda exists.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev catch2
+default_packages=(cmake ninja-build g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev catch2
           libarchive-dev zlib1g-dev pybind11-dev python3-pybind11 python3-dev python3-pytest python3-jsonschema)
+if [ $# -gt 0 ]; then packages=("$@"); else packages=("${default_packages[@]}"); fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,5 +1,7 @@
 #include "model/sim/timeline_analysis.hpp"
 
+#include "core/intervals.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,39 +10,11 @@
 namespace perfcast {
 namespace {
 
-using Intervals = std::vector<std::pair<Seconds, Seconds>>;
+using Intervals = TimeIntervals;
 
-/// Sorts and merges overlapping intervals.
-Intervals merged(Intervals v) {
-  std::sort(v.begin(), v.end());
-  Intervals out;
-  for (const auto& iv : v) {
-    if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
-    else out.push_back(iv);
-  }
-  return out;
-}
-
-Seconds length(const Intervals& v) {
-  Seconds s = 0;
-  for (const auto& iv : v) s += iv.second - iv.first;
-  return s;
-}
-
-/// Length of the intersection of two merged interval lists.
-Seconds overlap(const Intervals& a, const Intervals& b) {
-  Seconds s = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const Seconds lo = std::max(a[i].first, b[j].first);
-    const Seconds hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) s += hi - lo;
-    if (a[i].second < b[j].second) ++i;
-    else ++j;
-  }
-  return s;
-}
+Intervals merged(Intervals v) { return merge_intervals(std::move(v)); }
+Seconds length(const Intervals& v) { return total_length(v); }
+Seconds overlap(const Intervals& a, const Intervals& b) { return overlap_length(a, b); }
 
 }  // namespace
 

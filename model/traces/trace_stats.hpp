@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/intervals.hpp"
 #include "model/traces/kineto_trace.hpp"
 
 namespace perfcast {
@@ -85,12 +86,5 @@ struct RankAlignment {
 /// Statistics of every trace (one per rank); clock offsets when there are several.
 [[nodiscard]] std::vector<TraceStats> compute_trace_stats(const std::vector<KinetoTrace>& traces);
 
-/// Interval helpers shared by the trace views: [start, end) pairs in seconds.
-using TimeIntervals = std::vector<std::pair<Seconds, Seconds>>;
-/// Sorted, merged, empty intervals dropped.
-[[nodiscard]] TimeIntervals merge_intervals(TimeIntervals v);
-[[nodiscard]] Seconds total_length(const TimeIntervals& merged);
-/// Length of the intersection of two merged lists.
-[[nodiscard]] Seconds overlap_length(const TimeIntervals& a, const TimeIntervals& b);
 
 }  // namespace perfcast
