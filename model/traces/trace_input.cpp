@@ -35,13 +35,19 @@ struct ArchiveCloser {
   void operator()(archive* a) const { archive_read_free(a); }
 };
 
+/// libarchive's message for the last error; it may have none (a null pointer).
+std::string archive_message(archive* a) {
+  const char* m = archive_error_string(a);
+  return m ? m : "no detail given";
+}
+
 /// Reads the current member's data, streaming, refusing more than `budget` bytes in all.
 std::string read_member(archive* a, const std::string& name, std::uint64_t& budget) {
   std::string bytes;
   char buf[1 << 16];
   for (;;) {
     const la_ssize_t r = archive_read_data(a, buf, sizeof buf);
-    if (r < 0) throw ConfigError(name, "", fmt::format("damaged archive member: {}", archive_error_string(a)));
+    if (r < 0) throw ConfigError(name, "", fmt::format("damaged archive member: {}", archive_message(a)));
     if (r == 0) break;
     if (static_cast<std::uint64_t>(r) > budget) throw ConfigError(name, "", too_large_message());
     budget -= static_cast<std::uint64_t>(r);
@@ -61,7 +67,7 @@ void read_archive(const std::string& path, std::vector<TraceText>& out) {
   archive_read_support_format_tar(a.get());
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
-    throw ConfigError(path, "", fmt::format("not a tar archive: {}", archive_error_string(a.get())));
+    throw ConfigError(path, "", fmt::format("not a tar archive: {}", archive_message(a.get())));
   std::vector<TraceText> members;
   std::uint64_t budget = limits::kMaxInputFileBytes;
   for (;;) {
@@ -69,7 +75,7 @@ void read_archive(const std::string& path, std::vector<TraceText>& out) {
     const int rc = archive_read_next_header(a.get(), &entry);
     if (rc == ARCHIVE_EOF) break;
     if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-      throw ConfigError(path, "", fmt::format("damaged tar archive: {}", archive_error_string(a.get())));
+      throw ConfigError(path, "", fmt::format("damaged tar archive: {}", archive_message(a.get())));
     const char* raw_name = archive_entry_pathname(entry);
     const std::string member = raw_name ? raw_name : "";
     if (archive_entry_filetype(entry) != AE_IFREG || !is_trace_member(member)) continue;

@@ -60,6 +60,7 @@ else
 fi
 printf '\x1f\x8b\x08\x00garbage' > "$tmp/broken.tar.gz"
 expect "damaged archive" 2 "broken.tar.gz" -- "$perfcast" trace-stats "$tmp/broken.tar.gz"
+expect "truncated gzip tar without an error message (found by fuzz_kineto)" 2 "fuzz_kineto_truncated_gzip_tar.tar.gz: /: not a tar archive" -- "$perfcast" trace-stats "$data/fuzz_kineto_truncated_gzip_tar.tar.gz"
 
 # 2. Deep nesting: refused before parsing, naming line and column.
 python3 -c "print('[' * 300000 + ']' * 300000)" > "$tmp/deep.json"
