@@ -114,6 +114,21 @@ std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec
   return parse_kernel_calibration(load_json_file(path));
 }
 
+namespace {
+/// The pipeline after the graph is built: the system's collective model and kernel
+/// calibration, annotation, `iterations` simulated iterations, the timeline analysis.
+void annotate_and_simulate(Prediction& p, int iterations) {
+  const PredictionModels models = load_prediction_models(p);
+  Annotator annotator(p.system, *models.comm);
+  if (models.calibration) annotator.set_calibration(&*models.calibration);
+  p.timed = annotator.annotate(p.graph);
+  SimulationOptions opts;
+  opts.iterations = iterations;
+  p.timeline = simulate(p.timed, p.system.host, opts);
+  p.analysis = analyze_timeline(p.timeline, p.graph);
+}
+}  // namespace
+
 std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
                                            std::vector<std::string> overrides, int iterations) {
   auto p = std::make_unique<Prediction>();
@@ -123,14 +138,7 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->plan = std::move(plan);
   const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
   p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node);
-  const PredictionModels models = load_prediction_models(*p);
-  Annotator annotator(p->system, *models.comm);
-  if (models.calibration) annotator.set_calibration(&*models.calibration);
-  p->timed = annotator.annotate(p->graph);
-  SimulationOptions opts;
-  opts.iterations = iterations;
-  p->timeline = simulate(p->timed, p->system.host, opts);
-  p->analysis = analyze_timeline(p->timeline, p->graph);
+  annotate_and_simulate(*p, iterations);
   p->memory = estimate_memory(w, p->plan, p->system);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the plan does not fit in device memory: " + verdict);
@@ -152,14 +160,7 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   p->graph = build_transformer_graph(workload, p->system.world_size());
   p->memory = estimate_transformer_memory(workload, p->system);
   p->workload = std::move(workload);
-  const PredictionModels models = load_prediction_models(*p);
-  Annotator annotator(p->system, *models.comm);
-  if (models.calibration) annotator.set_calibration(&*models.calibration);
-  p->timed = annotator.annotate(p->graph);
-  SimulationOptions opts;
-  opts.iterations = iterations;
-  p->timeline = simulate(p->timed, p->system.host, opts);
-  p->analysis = analyze_timeline(p->timeline, p->graph);
+  annotate_and_simulate(*p, iterations);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the model does not fit in device memory: " + verdict);
   }
