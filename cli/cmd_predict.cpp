@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -7,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
+#include "model/commands/command_context.hpp"
 #include "model/predict/predict.hpp"
 #include "model/predict/predict_grid.hpp"
 #include "model/report/grid_report.hpp"
@@ -22,6 +24,7 @@ struct PredictOptions {
   int top = 8;
   std::vector<std::string> compare, sweep;
   unsigned threads = 0;
+  std::string timeout;  ///< --timeout, a duration ("30s"); empty: none
 };
 
 /// "[#####.....] 12/40" on standard error, redrawn in place; only on a terminal.
@@ -43,7 +46,12 @@ int run_grid_command(const PredictOptions& o) {
   }
   for (const auto& s : o.sweep) axes.push_back(parse_grid_axis(s, "--sweep"));
   const std::vector<GridPoint> points = expand_grid(o.req, axes);
-  const auto results = run_grid(points, o.threads, draw_progress);
+  const double timeout_s = o.timeout.empty() ? 0.0 : parse_duration_option("--timeout", o.timeout);
+  const auto results = run_grid(points, o.threads, draw_progress, timeout_s);
+  const auto not_run = static_cast<std::size_t>(std::count(results.begin(), results.end(), nullptr));
+  if (not_run > 0)
+    log().warn("stopped by --timeout {}: {} of {} points predicted, {} not run", o.timeout, points.size() - not_run,
+               points.size(), not_run);
   std::vector<std::pair<std::string, std::string>> files;
   if (!o.json_out.empty()) files.emplace_back(o.json_out, render_grid_json(points, results));
   if (!o.csv_out.empty()) files.emplace_back(o.csv_out, render_grid_csv(points, results));
@@ -70,6 +78,9 @@ Action add_predict(CLI::App& app) {
   cmd->add_option("--sweep", o->sweep,
                   "PATH=V1,V2,... a what-if override path (as --set) and its values: one prediction per value "
                   "(repeatable: a grid, the last sweep varying fastest)");
+  cmd->add_option("--timeout", o->timeout,
+                  "with --compare / --sweep: start no new point after this wall-clock time (e.g. 30s); points not run are "
+                  "reported as such");
   cmd->add_option("--threads", o->threads, "threads for --compare / --sweep (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", o->csv_out,
@@ -87,6 +98,7 @@ Action add_predict(CLI::App& app) {
       if (!o->trace_out.empty()) throw ConfigError("--trace", o->trace_out, "a trace is written for a single prediction, not with --compare / --sweep");
       return run_grid_command(*o);
     }
+    if (!o->timeout.empty()) throw ConfigError("--timeout", o->timeout, "a timeout applies to --compare / --sweep, not to a single prediction");
     const auto p = predict(o->req);
     std::vector<std::pair<std::string, std::string>> files;
     if (!o->json_out.empty()) files.emplace_back(o->json_out, render_json(*p));

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/file_hash.hpp"
+#include "core/json_reader.hpp"
+#include "core/units.hpp"
 #include "core/utc_time.hpp"
 #include "model/report/grid_report.hpp"
 #include "perfcast/build_info.hpp"
@@ -51,6 +53,17 @@ std::string json_rows_to_csv(const nlohmann::json& rows, std::vector<std::string
     out += "\n";
   }
   return out;
+}
+
+double parse_duration_option(const char* option, const std::string& text) {
+  double v = 0;
+  try {
+    v = parse_quantity(text, Dimension::kTime);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(option, "", e.what());
+  }
+  if (v <= 0) throw ConfigError(option, "", fmt::format("expected a duration > 0 such as \"10s\", got \"{}\"", text));
+  return v;
 }
 
 }  // namespace perfcast

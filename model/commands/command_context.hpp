@@ -21,4 +21,8 @@ namespace perfcast {
 /// nlohmann::json); nested objects and arrays are left out.
 [[nodiscard]] std::string json_rows_to_csv(const nlohmann::json& rows, std::vector<std::string> columns = {});
 
+/// A positive wall-clock duration given to `option` ("10s", "500ms"), in seconds;
+/// ConfigError naming the option otherwise.
+[[nodiscard]] double parse_duration_option(const char* option, const std::string& text);
+
 }  // namespace perfcast

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/commands/command_context.hpp"
 #include "model/graph/torchrec_plan.hpp"
 #include "model/predict/predict.hpp"
 #include "model/report/report.hpp"
@@ -12,21 +13,6 @@
 
 namespace perfcast {
 
-namespace {
-
-/// A positive wall-clock duration option ("10s", "500ms").
-double parse_duration_option(const char* option, const std::string& text) {
-  double v = 0;
-  try {
-    v = parse_quantity(text, Dimension::kTime);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(option, "", e.what());
-  }
-  if (v <= 0) throw ConfigError(option, "", fmt::format("expected a duration > 0 such as \"10s\", got \"{}\"", text));
-  return v;
-}
-
-}  // namespace
 
 PlanFormat plan_format_from_name(const std::string& name) {
   if (name == "perfcast") return PlanFormat::kPerfcast;

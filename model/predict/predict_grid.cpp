@@ -58,16 +58,26 @@ std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector
 }
 
 std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads,
-                                                  const std::function<void(std::size_t, std::size_t)>& progress) {
+                                                  const std::function<void(std::size_t, std::size_t)>& progress,
+                                                  double timeout_s) {
   const std::size_t n = points.size();
+  const auto start = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s;
+  };
   std::vector<std::unique_ptr<Prediction>> out(n);
   std::vector<std::exception_ptr> errors(n);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(n, 1)));
   std::atomic<std::size_t> next{0}, done{0};
-  std::atomic<bool> failed{false};
+  std::atomic<bool> failed{false}, stopped{false};
   auto worker = [&] {
     for (std::size_t i = next++; i < n && !failed; i = next++) {
+      if (stopped || out_of_time()) {
+        stopped = true;
+        ++done;  // not run: counted so that the progress loop ends
+        continue;
+      }
       try {
         out[i] = predict(points[i].request);
       } catch (...) {

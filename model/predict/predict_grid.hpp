@@ -34,7 +34,10 @@ struct GridPoint {
 /// Runs every point on up to `threads` threads (0: the hardware's), results in point
 /// order. `progress(done, total)` is called from the calling thread only. The first
 /// failing point's exception (in point order) is rethrown after all threads stop.
+/// With `timeout_s` > 0 (wall-clock seconds), no point starts after that time: points
+/// already running finish, the others stay null ("not run").
 [[nodiscard]] std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads = 0,
-                                                                const std::function<void(std::size_t, std::size_t)>& progress = {});
+                                                                const std::function<void(std::size_t, std::size_t)>& progress = {},
+                                                                double timeout_s = 0);
 
 }  // namespace perfcast

@@ -68,6 +68,10 @@ std::string render_grid_text(const std::vector<GridPoint>& points, const std::ve
   out += fmt::format("{:>11} {:>12} {:>12} {:>6} {:>11} {:>10}\n", "iteration", "samples/s", "tokens/s", "MFU", "exposed", "max mem");
   for (std::size_t i = 0; i < points.size(); ++i) {
     for (std::size_t k = 0; k < keys.size(); ++k) out += fmt::format("{:<{}}  ", points[i].settings[k].second, width[k]);
+    if (!results[i]) {
+      out += "not run (stopped by --timeout)\n";
+      continue;
+    }
     const GridRow r = grid_row(*results[i]);
     out += fmt::format("{:>11} {:>12.0f} {:>12} {:>6} {:>11} {:>9.1f}G{}\n", format_time(r.iteration_time), r.samples_per_s,
                        r.tokens_per_s > 0 ? fmt::format("{:.0f}", r.tokens_per_s) : "-",
@@ -83,6 +87,7 @@ std::string render_grid_csv(const std::vector<GridPoint>& points, const std::vec
   for (const auto& k : axis_keys(points)) out += csv_field(k) + ",";
   out += "iteration_time_s,samples_per_s,tokens_per_s,mfu,exposed_communication_s,max_memory_bytes,fits\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
+    if (!results[i]) continue;  // not run (--timeout): no row
     for (const auto& [_, v] : points[i].settings) out += csv_field(v) + ",";
     const GridRow r = grid_row(*results[i]);
     out += fmt::format("{:.9g},{:.9g},{:.9g},{:.6g},{:.9g},{:.0f},{}\n", r.iteration_time, r.samples_per_s, r.tokens_per_s, r.mfu,
@@ -96,9 +101,16 @@ std::string render_grid_json(const std::vector<GridPoint>& points, const std::ve
   for (std::size_t i = 0; i < points.size(); ++i) {
     nlohmann::json settings = nlohmann::json::object();
     for (const auto& [k, v] : points[i].settings) settings[k] = v;
+    if (!results[i]) {
+      arr.push_back({{"settings", settings}, {"result", nullptr}, {"not_run", "stopped by --timeout"}});
+      continue;
+    }
     arr.push_back({{"settings", settings}, {"result", nlohmann::json::parse(render_json(*results[i]))}});
   }
-  return nlohmann::json{{"points", arr}}.dump(2) + "\n";
+  const auto not_run = static_cast<std::size_t>(std::count(results.begin(), results.end(), nullptr));
+  nlohmann::json doc{{"points", arr}};
+  if (not_run > 0) doc["timed_out"] = true;
+  return doc.dump(2) + "\n";
 }
 
 std::string render_ranks_csv(const Prediction& p) {

@@ -15,7 +15,9 @@ namespace perfcast {
                                            const std::vector<std::unique_ptr<Prediction>>& results);
 [[nodiscard]] std::string render_grid_csv(const std::vector<GridPoint>& points,
                                           const std::vector<std::unique_ptr<Prediction>>& results);
-/// {"points": [{"settings": {...}, "result": <render_json of the point>}]}
+/// {"points": [{"settings": {...}, "result": <render_json of the point>}]}. A null result
+/// (a point not run: --timeout) is a text row "not run", no CSV row, and in JSON
+/// `"result": null, "not_run": "..."` with `"timed_out": true` at the top.
 [[nodiscard]] std::string render_grid_json(const std::vector<GridPoint>& points,
                                            const std::vector<std::unique_ptr<Prediction>>& results);
 

@@ -56,6 +56,17 @@ check "grid: a bad point exits 2 and writes nothing" bash -c "test $code = 2 && 
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --sweep workload.batch_size= > /dev/null 2> "$tmp/err"
 check "grid: empty value list exits 2" test $? = 2
 
+# --timeout: no point starts after the limit; those run are reported, the rest marked.
+sizes=$(seq -s, 1024 8 2616)  # 200 points, far more than 1 ms of work
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --sweep "workload.batch_size=$sizes" \
+  --threads 1 --timeout 1ms --csv "$tmp/to.csv" --json "$tmp/to.json" > /dev/null 2> "$tmp/err"
+code=$?
+check "grid --timeout: exit 0 and a warning" bash -c "test $code = 0 && grep -q 'stopped by --timeout' '$tmp/err'"
+check "grid --timeout: fewer CSV rows than points" test "$(wc -l < "$tmp/to.csv")" -lt 201
+check "grid --timeout: JSON marks it" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['timed_out'] and len(d['points']) == 200 and any(p['result'] is None for p in d['points'])" "$tmp/to.json"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --timeout 1s > /dev/null 2>&1
+check "--timeout without a grid exits 2" test $? = 2
+
 # Machine output on standard output stays clean; -q silences warnings, -v is accepted.
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --csv - > "$tmp/stdout.csv" 2> /dev/null
 check "--csv - writes only CSV" bash -c "head -1 '$tmp/stdout.csv' | grep -q '^rank,period_s,' && ! grep -q 'predicted' '$tmp/stdout.csv'"
