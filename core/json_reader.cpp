@@ -32,7 +32,8 @@ std::string type_name(const nlohmann::json& j) { return j.type_name(); }
 ConfigError::ConfigError(std::string file, std::string pointer, const std::string& message)
     : std::runtime_error(fmt::format("{}: {}: {}", file, pointer.empty() ? "/" : pointer, message)),
       file_(std::move(file)),
-      pointer_(std::move(pointer)) {}
+      pointer_(std::move(pointer)),
+      message_(message) {}
 
 namespace {
 

@@ -31,10 +31,12 @@ class ConfigError : public std::runtime_error {
   ConfigError(std::string file, std::string pointer, const std::string& message);
   [[nodiscard]] const std::string& file() const { return file_; }
   [[nodiscard]] const std::string& pointer() const { return pointer_; }
+  [[nodiscard]] const std::string& message() const { return message_; }  ///< without file and pointer
 
  private:
   std::string file_;
   std::string pointer_;
+  std::string message_;
 };
 
 /// A parsed JSON document with the name of the file it came from.

@@ -182,17 +182,7 @@ SystemSpec parse_system(const JsonDocument& doc) {
     root.fail("network", fmt::format("missing required key (needed when nodes is {})", s.nodes));
   }
 
-  if (auto host = root.find("host")) {
-    const JsonObject o = host->as_object();
-    s.host.op_overhead = o.quantity_or("op_overhead", Dimension::kTime, s.host.op_overhead);
-    if (o.find("backward_op_overhead")) {
-      s.host.backward_op_overhead = o.quantity("backward_op_overhead", Dimension::kTime);  // refuses negatives
-    }
-    s.host.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, s.host.launch_overhead);
-    s.host.collective_launch_overhead =
-        o.quantity_or("collective_launch_overhead", Dimension::kTime, s.host.collective_launch_overhead);
-    o.finish();
-  }
+  if (auto host = root.find("host")) s.host = parse_host_spec(host->as_object(), s.host);
   if (auto cal = root.find("collective_calibration")) {
     s.comms_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();
     if (!std::filesystem::exists(s.comms_calibration)) {
@@ -204,5 +194,16 @@ SystemSpec parse_system(const JsonDocument& doc) {
 }
 
 SystemSpec load_system(const std::filesystem::path& path) { return parse_system(load_json_file(path)); }
+
+HostSpec parse_host_spec(const JsonObject& o, HostSpec h) {
+  h.op_overhead = o.quantity_or("op_overhead", Dimension::kTime, h.op_overhead);
+  if (o.find("backward_op_overhead")) {
+    h.backward_op_overhead = o.quantity("backward_op_overhead", Dimension::kTime);  // refuses negatives
+  }
+  h.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, h.launch_overhead);
+  h.collective_launch_overhead = o.quantity_or("collective_launch_overhead", Dimension::kTime, h.collective_launch_overhead);
+  o.finish();
+  return h;
+}
 
 }  // namespace perfcast

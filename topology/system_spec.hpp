@@ -98,6 +98,10 @@ struct SystemSpec {
 /// A "gpu" given as a string names another system file (relative to this one's folder)
 /// whose inline "gpu" block is used. Throws ConfigError.
 [[nodiscard]] SystemSpec parse_system(const JsonDocument& doc);
+
+/// Reads a `host` object (op_overhead, backward_op_overhead, launch_overhead,
+/// collective_launch_overhead; times) over `base`: keys present replace base's values.
+[[nodiscard]] HostSpec parse_host_spec(const JsonObject& host, HostSpec base);
 [[nodiscard]] SystemSpec load_system(const std::filesystem::path& path);
 
 [[nodiscard]] std::string_view fabric_name(IntraFabric f);

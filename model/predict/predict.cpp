@@ -11,7 +11,34 @@
 
 namespace perfcast {
 
-void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan) {
+namespace {
+
+/// "host.op_overhead" -> "op_overhead" for a host-cost path, else "".
+std::string host_key(const std::string& rest) {
+  const std::string prefix = "host.";
+  return rest.compare(0, prefix.size(), prefix) == 0 ? rest.substr(prefix.size()) : "";
+}
+
+void set_host_value(JsonDocument& doc, const std::string& key, const std::string& path, const std::string& value) {
+  if (key.empty() || key.find_first_of(".[/") != std::string::npos)
+    throw ConfigError("--set", path, "expected host.KEY with KEY one of op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead");
+  if (!doc.root.is_object()) doc.root = nlohmann::json::object();
+  if (!doc.root.contains("host")) doc.root["host"] = nlohmann::json::object();
+  apply_override(doc, "host." + key, value);
+}
+
+/// Appends "[--set KEY=VALUE]" to the system's name for overrides that change what the
+/// name describes (its size or GPU).
+void mark_resized_system(JsonDocument& system, const std::string& key, const std::string& value) {
+  if (key != "nodes" && key != "gpus_per_node" && key != "gpu") return;
+  if (!system.root.is_object() || !system.root.contains("name") || !system.root["name"].is_string()) return;
+  system.root["name"] = system.root["name"].get<std::string>() + fmt::format(" [--set {}={}]", key, value);
+}
+
+}  // namespace
+
+void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan,
+                         JsonDocument* host) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError("--set", text, "expected PATH=VALUE, e.g. workload.batch_size=4096");
@@ -26,16 +53,48 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
     return;
   }
   if (rest.empty()) throw ConfigError("--set", path, "expected a key after the file name, e.g. system.nodes");
-  if (head == "system") return apply_override(system, rest, value);
+  if (head == "runtime" || (head == "system" && (rest == "host" || !host_key(rest).empty()))) {
+    if (head == "runtime" && host_key(rest).empty())
+      throw ConfigError("--set", path, "a runtime profile holds host costs only: expected runtime.host.KEY, e.g. runtime.host.op_overhead=20us");
+    return set_host_value(host ? *host : system, host_key(rest), path, value);
+  }
+  if (head == "system") {
+    apply_override(system, rest, value);
+    return mark_resized_system(system, rest, value);
+  }
   if (head == "workload") return apply_override(workload, rest, value);
   if (head == "plan") {
     if (!plan) throw ConfigError("--set", path, "no --plan was given");
     return apply_override(*plan, rest, value);
   }
-  std::string msg = fmt::format("unknown file \"{}\"; a path starts with system., workload. or plan.", head);
-  const std::string guess = closest_match(head, {"system", "workload", "plan"});
+  std::string msg = fmt::format("unknown file \"{}\"; a path starts with system., workload., runtime. or plan.", head);
+  const std::string guess = closest_match(head, {"system", "workload", "plan", "runtime"});
   if (!guess.empty()) msg += fmt::format(" (did you mean \"{}\"?)", guess);
   throw ConfigError("--set", path, msg);
+}
+
+void apply_host_overrides(SystemSpec& system, const JsonDocument& host) {
+  if (!host.root.is_object() || !host.root.contains("host")) return;
+  const JsonObject root(host);
+  system.host = parse_host_spec(root.object("host"), system.host);
+}
+
+void rethrow_blaming_overrides(const ConfigError& e, const std::vector<std::string>& overrides, const std::string& doc_prefix,
+                               const std::string& doc_file) {
+  if (e.file() != doc_file) throw e;
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || o.compare(0, doc_prefix.size() + 1, doc_prefix + ".") != 0) continue;
+    const std::string ptr = to_json_pointer(o.substr(doc_prefix.size() + 1, eq - doc_prefix.size() - 1));
+    const std::string& at = e.pointer();
+    const bool related = at == ptr || at.compare(0, ptr.size() + 1, ptr + "/") == 0 || ptr.compare(0, at.size() + 1, at + "/") == 0;
+    if (related) throw ConfigError("--set " + o, at, fmt::format("{} (in {} after the override)", e.message(), doc_file));
+  }
+  // Not the overridden value itself, but maybe a consequence of one (a GPU count that
+  // no longer divides the batch): say which overrides were in force.
+  if (!overrides.empty())
+    throw ConfigError(e.file(), e.pointer(), fmt::format("{} (with --set {})", e.message(), fmt::join(overrides, ", --set ")));
+  throw e;
 }
 
 namespace {
@@ -62,24 +121,29 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   return predict_documents(std::move(system_doc), std::move(workload_doc), std::move(plan_doc), req.overrides, req.iterations);
 }
 
-std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
-                                              std::optional<JsonDocument> plan_doc, std::vector<std::string> overrides,
-                                              int iterations) {
-  for (const auto& o : overrides) apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr);
+namespace {
+
+/// predict_documents after the overrides are applied; ConfigErrors name the files.
+std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_doc, JsonDocument& workload_doc,
+                                                         std::optional<JsonDocument>& plan_doc, const JsonDocument& host_overrides,
+                                                         std::vector<std::string> overrides, int iterations) {
   const std::string system_file = system_doc.file, workload_file = workload_doc.file;
   SystemSpec system = parse_system(system_doc);
   const std::optional<std::string> named_runtime = take_runtime_name(workload_doc);
   Workload any = parse_any_workload(workload_doc);
-  // The software stack's host costs (runtime_profile.hpp): named, or the default per kind.
+  // The software stack's host costs (runtime_profile.hpp): named, or the default per kind;
+  // host costs given with --set win over both files.
   const bool transformer = std::holds_alternative<TransformerSpec>(any);
   const std::optional<RuntimeProfile> runtime =
       load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), workload_file, named_runtime.has_value());
   if (runtime) apply_runtime(system, *runtime);
+  apply_host_overrides(system, host_overrides);
   auto finish = [&](std::unique_ptr<Prediction> p) {
     if (runtime) {
       p->runtime = runtime;
       p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
     }
+    if (host_overrides.root.contains("host")) mark_host_set_by_override(p->provenance, host_overrides.root.at("host").dump());
     return require_finite_time(std::move(p), system_file, workload_file);
   };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
@@ -94,6 +158,24 @@ std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocum
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
   return finish(predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations));
+}
+
+}  // namespace
+
+std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
+                                              std::optional<JsonDocument> plan_doc, std::vector<std::string> overrides,
+                                              int iterations) {
+  JsonDocument host_overrides{nlohmann::json::object(), "--set"};
+  for (const auto& o : overrides)
+    apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr, &host_overrides);
+  const std::string system_file = system_doc.file, workload_file = workload_doc.file;
+  try {
+    return predict_overridden_documents(system_doc, workload_doc, plan_doc, host_overrides, overrides, iterations);
+  } catch (const ConfigError& e) {
+    if (e.file() == system_file) rethrow_blaming_overrides(e, overrides, "system", system_file);
+    if (e.file() == workload_file) rethrow_blaming_overrides(e, overrides, "workload", workload_file);
+    throw;
+  }
 }
 
 PredictionModels load_prediction_models(Prediction& p) {

@@ -95,7 +95,26 @@ struct PredictionModels {
 [[nodiscard]] std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system,
                                                                              std::string* path = nullptr);
 
-/// Splits "PATH=VALUE" and applies it to the matching document. Throws ConfigError.
-void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan);
+/// Splits "PATH=VALUE" and applies it to the matching document. Host costs
+/// (`system.host.KEY` or `runtime.host.KEY`) go to `host` when given: a document
+/// {"host": {...}} that apply_host_overrides lays over the runtime profile's values, so
+/// that a --set value wins over both files; without `host` they go to the system
+/// document's `host` object (created when absent). Changing the system's size or GPU
+/// (`system.nodes`, `system.gpus_per_node`, `system.gpu`) appends "[--set KEY=VALUE]" to the
+/// system's name, so reports never show a name that describes another machine. Throws ConfigError.
+void apply_override_text(const std::string& text, JsonDocument& system, JsonDocument& workload, JsonDocument* plan,
+                         JsonDocument* host = nullptr);
+
+/// Applies the host costs collected by apply_override_text to `system.host` (no-op for an
+/// empty document).
+void apply_host_overrides(SystemSpec& system, const JsonDocument& host);
+
+/// Rethrows `e` as an error of the --set option when it is about a value that an override
+/// in `overrides` put into `doc_file` (same JSON pointer, or one inside the other), so that
+/// the message names the --set and not only the file the value never came from; other
+/// errors of `doc_file` are rethrown with the overrides in force appended (one may be the
+/// cause), or unchanged when there are none. `doc_prefix` is "system" or "workload".
+[[noreturn]] void rethrow_blaming_overrides(const ConfigError& e, const std::vector<std::string>& overrides,
+                                            const std::string& doc_prefix, const std::string& doc_file);
 
 }  // namespace perfcast

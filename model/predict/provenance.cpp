@@ -79,9 +79,23 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
   return out;
 }
 
+void mark_host_set_by_override(std::vector<ProvenanceEntry>& entries, const std::string& values) {
+  for (auto& e : entries) {
+    if (e.what != "host") continue;
+    e.set_by_user = true;
+    e.calibrated = false;
+    e.basis = fmt::format("--set {} over {}", values, e.basis);
+    e.heldout_error = -1;
+  }
+}
+
 std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
-  std::vector<std::string> calibrated, spec;
+  std::vector<std::string> calibrated, spec, user;
   for (const auto& e : entries) {
+    if (e.set_by_user) {
+      user.push_back(e.what);
+      continue;
+    }
     if (!e.calibrated) {
       spec.push_back(e.what);
       continue;
@@ -93,6 +107,7 @@ std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
   std::string out;
   if (!calibrated.empty()) out += fmt::format("calibrated: {}", fmt::join(calibrated, ", "));
   if (!spec.empty()) out += fmt::format("{}spec-derived: {}", out.empty() ? "" : "; ", fmt::join(spec, ", "));
+  if (!user.empty()) out += fmt::format("{}set by --set: {}", out.empty() ? "" : "; ", fmt::join(user, ", "));
   return out;
 }
 

@@ -23,6 +23,7 @@ struct ProvenanceEntry {
   std::string basis;       ///< "nccl-tests", "profiler trace", or the spec constants used
   /// Worst held-out geomean |error| of the fits behind it; < 0 when none was measured.
   double heldout_error = -1;
+  bool set_by_user = false;  ///< values given on the command line (--set), neither fitted nor spec-derived
 };
 
 /// Entries for a prediction on `system` with the kernel calibration `kernels` (read from
@@ -34,7 +35,11 @@ struct ProvenanceEntry {
                                                                  const std::string& kernel_file,
                                                                  const RuntimeProfile* runtime = nullptr);
 
-/// "calibrated: one-node collectives (nccl-tests, 3.1% held-out), ...; spec-derived: GEMM, ..."
+/// Marks the "host" entry as set with --set (`values`: the host values given, as JSON).
+void mark_host_set_by_override(std::vector<ProvenanceEntry>& entries, const std::string& values);
+
+/// "calibrated: one-node collectives (nccl-tests, 3.1% held-out), ...; spec-derived: GEMM, ...;
+/// set by --set: host"
 [[nodiscard]] std::string provenance_headline(const std::vector<ProvenanceEntry>& entries);
 
 }  // namespace perfcast

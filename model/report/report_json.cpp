@@ -32,6 +32,7 @@ nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
     nlohmann::json j = {{"what", e.what}, {"calibrated", e.calibrated}, {"basis", e.basis}};
+    if (e.set_by_user) j["set_by_user"] = true;
     if (e.calibrated) {
       j["file"] = e.source;
       j["measured_on"] = e.measured_on;

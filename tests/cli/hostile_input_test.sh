@@ -82,7 +82,7 @@ expect "system /dev/zero" 2 "is a device" -- "$perfcast" predict --system /dev/z
 # (h100_sxm.json holds its GPU inline; "5e-324GB/s" printed "-nan ns", "1e-300TB/s" a 300-digit time.)
 for field in memory_bandwidth l2_bandwidth pcie_bandwidth; do
   for bw in 5e-324GB/s 1e-300TB/s 1e400GB/s 0GB/s; do
-    expect "$field $bw" 2 "h100_sxm.json: /gpu/$field: expected a bandwidth" -- "$perfcast" predict --system "$one" --workload "$wl" --set "system.gpu.$field=\"$bw\""
+    expect "$field $bw" 2 "--set system.gpu.$field=\"$bw\": /gpu/$field: expected a bandwidth" -- "$perfcast" predict --system "$one" --workload "$wl" --set "system.gpu.$field=\"$bw\""
   done
 done
 expect "comm --sizes 1e308TiB" 2 "outside the supported range" -- "$perfcast" comm --system "$sys" --sizes 1e308TiB --json "$tmp/out/c.json"

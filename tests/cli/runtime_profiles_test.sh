@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runtime profiles: Transformers default to megatron_deepspeed (fitted host costs, named in
 # the headline), --set runtime=NAME overrides, an unknown runtime exits 2 naming the folder,
-# a workload naming its runtime is honoured. Usage: runtime_profiles_test.sh PERFCAST SOURCE_DIR
+# a workload naming its runtime is honoured, host costs given with --set win, --set errors
+# name the override, a resized system's name says so. Usage: runtime_profiles_test.sh PERFCAST SOURCE_DIR
 set -u
 perfcast=$1
 src=$2
@@ -39,5 +40,32 @@ sed 's/^{/{\n  "runtime": "pytorch_eager",/' "$wl" > "$tmp/configs/workloads/gpt
   || { echo "FAIL named runtime"; fails=$((fails + 1)); }
 [ "$(time_of "$tmp/named.json")" = "$(time_of "$tmp/eager.json")" ] && echo "ok   workload-named runtime honoured" \
   || { echo "FAIL named runtime differs from --set"; fails=$((fails + 1)); }
+
+# Host costs from the command line win over the runtime profile and the system file.
+"$perfcast" predict --system "$sys" --workload "$wl" --set runtime.host.op_overhead=140us --json "$tmp/same.json" > "$tmp/same.txt" 2>&1 \
+  || { echo "FAIL runtime.host override"; cat "$tmp/same.txt"; fails=$((fails + 1)); }
+[ "$(time_of "$tmp/same.json")" = "$(time_of "$tmp/default.json")" ] && echo "ok   runtime.host.op_overhead = the profile's value: same time" \
+  || { echo "FAIL the profile's own value changed the time"; fails=$((fails + 1)); }
+grep -q "set by --set: host" "$tmp/same.txt" && echo "ok   headline says the host costs were set by --set" \
+  || { echo "FAIL headline of a host override"; cat "$tmp/same.txt"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$sys" --workload "$wl" --set system.host.op_overhead=400us --json "$tmp/slow.json" > /dev/null 2>&1 \
+  || { echo "FAIL system.host override"; fails=$((fails + 1)); }
+awk -v a="$(time_of "$tmp/slow.json")" -v b="$(time_of "$tmp/default.json")" 'BEGIN { exit !(a > b) }' \
+  && echo "ok   system.host.op_overhead=400us (over the profile's 140 us) is slower" || { echo "FAIL system.host override had no effect"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$sys" --workload "$wl" --set runtime.host.op_overhed=1us > /dev/null 2> "$tmp/err"
+code=$?
+[ "$code" = 2 ] && grep -q 'did you mean "op_overhead"' "$tmp/err" && echo "ok   misspelt host key exits 2 with a suggestion" \
+  || { echo "FAIL misspelt host key: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
+
+# --set errors name the override; a resized system says so in its name.
+"$perfcast" predict --system "$sys" --workload "$wl" --set workload.hiden=10 > /dev/null 2> "$tmp/err"
+grep -q "^error: --set workload.hiden=10: /hiden: unknown key" "$tmp/err" && echo "ok   an unknown key given by --set names the --set" \
+  || { echo "FAIL --set blame"; cat "$tmp/err"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$sys" --workload "$wl" --set system.nodes=3 > /dev/null 2> "$tmp/err"
+grep -q "(with --set system.nodes=3)" "$tmp/err" && echo "ok   a consequence of overrides lists them" \
+  || { echo "FAIL overrides not listed"; cat "$tmp/err"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$src/configs/systems/cluster_4x_dgx_h100.json" --workload "$wl" --set system.nodes=2 > "$tmp/resized.txt" 2>&1
+head -1 "$tmp/resized.txt" | grep -q "\[--set nodes=2\] (2 x 8, 16 ranks)" && echo "ok   a resized system's name says so" \
+  || { echo "FAIL resized name"; head -1 "$tmp/resized.txt"; fails=$((fails + 1)); }
 
 [ "$fails" = 0 ] && echo "all runtime profile tests passed" || { echo "$fails failed"; exit 1; }

@@ -44,7 +44,8 @@ TEST_CASE("workload errors name the file and path", "[workload]") {
   CHECK_THAT(error_of("configs/workloads/dlrm_default.json", {"workload.embedding.tables[0].dim=32"}),
              Catch::Contains("/embedding/tables") && Catch::Contains("dot interaction"));
   CHECK_THAT(error_of("configs/workloads/dlrm_default.json", {"workload.batch_sise=4096"}),
-             Catch::Contains("dlrm_default.json: /batch_sise: unknown key (did you mean \"batch_size\"?)"));
+             Catch::Contains("--set workload.batch_sise=4096: /batch_sise: unknown key (did you mean \"batch_size\"?) (in ") &&
+                 Catch::Contains("dlrm_default.json after the override)"));
   CHECK_THAT(error_of("configs/workloads/dlrm_default.json", {"workload.embedding.tables[0].rows=-5"}),
              Catch::Contains("/embedding/tables/0/rows: expected an integer in [1,"));
   CHECK_THAT(error_of("configs/workloads/dlrm_default.json", {"workload.gradient_bucket=\"25MB/s\""}),
