@@ -27,15 +27,6 @@ struct PredictOptions {
   std::string timeout;  ///< --timeout, a duration ("30s"); empty: none
 };
 
-/// "[#####.....] 12/40" on standard error, redrawn in place; only on a terminal.
-void draw_progress(std::size_t done, std::size_t total) {
-  if (!progress_enabled() || total == 0) return;
-  const std::size_t width = 30, filled = done * width / total;
-  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done, total);
-  if (done == total) std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-}
-
 int run_grid_command(const PredictOptions& o) {
   std::vector<GridAxis> axes;
   for (const auto& c : o.compare) {

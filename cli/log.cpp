@@ -1,5 +1,7 @@
 #include "cli/log.hpp"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <stdexcept>
@@ -58,5 +60,13 @@ spdlog::logger& log() {
 }
 
 bool progress_enabled() { return isatty(STDERR_FILENO) != 0 && log().should_log(spdlog::level::info); }
+
+void draw_progress(std::size_t done, std::size_t total) {
+  if (!progress_enabled() || total == 0) return;
+  const std::size_t width = 30, filled = done * width / total;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
 
 }  // namespace perfcast::cli

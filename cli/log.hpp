@@ -5,6 +5,7 @@
 /// Levels: -q -> errors only; default -> warnings and notes (info); -v -> debug;
 /// --log-level NAME (trace, debug, info, warn, error, off) sets it directly.
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -21,5 +22,8 @@ void init_logging(const std::string& level);
 
 /// Whether progress bars may be drawn: standard error is a terminal and notes are shown.
 [[nodiscard]] bool progress_enabled();
+
+/// "[#####.....] 12/40" on standard error, redrawn in place; only when progress_enabled().
+void draw_progress(std::size_t done, std::size_t total);
 
 }  // namespace perfcast::cli

@@ -60,12 +60,21 @@ std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector
 std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads,
                                                   const std::function<void(std::size_t, std::size_t)>& progress,
                                                   double timeout_s) {
+  std::vector<std::unique_ptr<Prediction>> out(points.size());
+  (void)run_grid_each(
+      points, threads, [&](std::size_t i, std::unique_ptr<Prediction> p) { out[i] = std::move(p); }, progress, timeout_s);
+  return out;
+}
+
+std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned threads,
+                                const std::function<void(std::size_t, std::unique_ptr<Prediction>)>& consume,
+                                const std::function<void(std::size_t, std::size_t)>& progress, double timeout_s) {
   const std::size_t n = points.size();
   const auto start = std::chrono::steady_clock::now();
   auto out_of_time = [&] {
     return timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s;
   };
-  std::vector<std::unique_ptr<Prediction>> out(n);
+  std::vector<char> ran(n, 0);
   std::vector<std::exception_ptr> errors(n);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(n, 1)));
@@ -79,7 +88,8 @@ std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& 
         continue;
       }
       try {
-        out[i] = predict(points[i].request);
+        consume(i, predict(points[i].request));
+        ran[i] = 1;
       } catch (...) {
         errors[i] = std::current_exception();
         failed = true;
@@ -104,7 +114,7 @@ std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& 
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-  return out;
+  return {ran.begin(), ran.end()};
 }
 
 }  // namespace perfcast

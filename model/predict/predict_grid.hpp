@@ -36,6 +36,15 @@ struct GridPoint {
 /// failing point's exception (in point order) is rethrown after all threads stop.
 /// With `timeout_s` > 0 (wall-clock seconds), no point starts after that time: points
 /// already running finish, the others stay null ("not run").
+/// As run_grid, but hands each prediction to `consume(point index, prediction)` on the
+/// worker thread that made it, instead of keeping it (for searches that keep a summary
+/// per point: memory stays that of one prediction per thread). `consume` must be safe to
+/// call from several threads for distinct indices. Returns, per point, whether it ran.
+[[nodiscard]] std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned threads,
+                                              const std::function<void(std::size_t, std::unique_ptr<Prediction>)>& consume,
+                                              const std::function<void(std::size_t, std::size_t)>& progress = {},
+                                              double timeout_s = 0);
+
 [[nodiscard]] std::vector<std::unique_ptr<Prediction>> run_grid(const std::vector<GridPoint>& points, unsigned threads = 0,
                                                                 const std::function<void(std::size_t, std::size_t)>& progress = {},
                                                                 double timeout_s = 0);

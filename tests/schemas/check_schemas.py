@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks docs/schemas/*.schema.json: each is a valid JSON Schema (draft 2020-12), every
 shipped config validates against its schema, every golden predict output and fresh
-predict outputs (a Transformer, a DLRM with --json) validate against predict_result.
+predict outputs (a Transformer, a DLRM with --json) validate against predict_result, and a
+plan --json output against plan_result.
 
 Usage: check_schemas.py SOURCE_DIR [PERFCAST_BINARY]. Exit 0 all valid, 1 a violation,
 77 (skipped) when the jsonschema module is missing (Debian: python3-jsonschema)."""
@@ -64,5 +65,12 @@ if perfcast:
             with open(out) as f:
                 check(out, json.load(f), "perfcast.predict_result")
 
+        out = os.path.join(tmp, "plan.json")
+        subprocess.run([perfcast, "-q", "plan", "--system", os.path.join(src, "configs", "systems", "dgx_h100.json"),
+                        "--workload", os.path.join(src, "configs", "workloads", "gpt2.json"), "--gpus", "4",
+                        "--set", "workload.global_batch=16", "--micro-batches", "1,2", "--json", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            check(out, json.load(f), "perfcast.plan_result")
 print(f"{checked} documents checked against {len(schemas)} schemas, {failures} failing")
 sys.exit(1 if failures else 0)

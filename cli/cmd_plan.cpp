@@ -1,0 +1,56 @@
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/log.hpp"
+#include "cli/output_file.hpp"
+#include "model/commands/command_context.hpp"
+#include "model/commands/plan_command.hpp"
+
+namespace perfcast::cli {
+namespace {
+
+struct PlanOptions {
+  PlanSearchRequest req;
+  std::string budget;  ///< --budget, a duration; empty: none
+  std::string json_out, csv_out;
+  int top = 10;
+};
+
+}  // namespace
+
+Action add_plan(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Find the fastest Transformer parallelism (TP x PP x DP, micro-batch, recompute, "
+                                         "distributed optimizer) that fits, on a number of GPUs");
+  auto o = std::make_shared<PlanOptions>();
+  auto& req = o->req;
+  cmd->add_option("--system", req.base.system, "system file (configs/systems/*.json)")->required();
+  cmd->add_option("--workload", req.base.workload, "Transformer workload file (configs/workloads/*.json)")->required();
+  cmd->add_option("--gpus", req.gpus,
+                  "GPUs to plan for (default: the system's); whole nodes, or fewer GPUs than one node")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--set", req.base.overrides, "what-if override PATH=VALUE applied to every candidate (as for predict)");
+  cmd->add_option("--micro-batches", req.space.micro_batches, "micro-batch sizes to try (default 1,2,4,8)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--budget", o->budget,
+                  "wall-clock limit (e.g. 60s): no new candidate is predicted after it; the ranking covers those predicted");
+  cmd->add_option("--threads", req.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--top", o->top, "plans to list in the text report (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
+  cmd->add_option("--csv", o->csv_out, "write one CSV row per predicted plan to FILE, or - for standard output");
+  return [o]() {
+    if (!o->budget.empty()) o->req.timeout_s = parse_duration_option("--budget", o->budget);
+    const PlanSearchResult r = search_parallel_plans(o->req, draw_progress);
+    if (!r.not_run.empty())
+      log().warn("stopped by --budget {}: {} candidates not predicted", o->budget, r.not_run.size());
+    std::vector<std::pair<std::string, std::string>> files;
+    if (!o->json_out.empty()) files.emplace_back(o->json_out, render_plan_json(r, o->req));
+    if (!o->csv_out.empty()) files.emplace_back(o->csv_out, render_plan_csv(r));
+    write_outputs(files);
+    if (o->json_out != "-" && o->csv_out != "-") std::cout << render_plan_text(r, o->top);
+    return r.ranked.empty() ? 1 : 0;
+  };
+}
+
+}  // namespace perfcast::cli

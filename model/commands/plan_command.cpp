@@ -1,0 +1,168 @@
+#include "model/commands/plan_command.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/commands/command_context.hpp"
+#include "model/report/grid_report.hpp"
+#include "model/report/workload_metrics.hpp"
+
+namespace perfcast {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+/// The kind of a rejection: "does not fit", "dominated" or "does not divide".
+std::string rejection_kind(const std::string& why) { return why.substr(0, why.find(':')); }
+
+/// "91 do not fit in memory" for `n` choices of one kind.
+std::string rejection_count(const std::string& kind, int n) {
+  if (kind == "does not fit") return fmt::format("{} do not fit in memory", n);
+  if (kind == "does not divide") return fmt::format("{} do not divide the model or batch", n);
+  if (kind == "dominated") return fmt::format("{} dominated (a lighter recompute fits)", n);
+  return fmt::format("{} {}", n, kind);
+}
+
+const ScreenedChoice* find_rejected(const PlanSearchResult& r, const ParallelismChoice& c) {
+  for (const auto& sc : r.rejected) {
+    const auto& x = sc.choice;
+    if (x.tp == c.tp && x.pp == c.pp && x.dp == c.dp && x.micro_batch == c.micro_batch && x.recompute == c.recompute &&
+        x.distributed_optimizer == c.distributed_optimizer)
+      return &sc;
+  }
+  return nullptr;
+}
+
+std::string asked_line(const PlanSearchResult& r) {
+  const std::string label = r.asked.label();
+  if (r.asked_rank >= 0) {
+    const auto& p = r.ranked[static_cast<std::size_t>(r.asked_rank)];
+    return fmt::format("the workload file's own parallelism ({}): rank {} of {}, {}{}\n", label, r.asked_rank + 1, r.ranked.size(),
+                       format_time(p.iteration_time), p.why_slower.empty() ? "" : " (" + p.why_slower + ")");
+  }
+  if (const auto* sc = find_rejected(r, r.asked)) return fmt::format("the workload file's own parallelism ({}): {}\n", label, sc->rejected);
+  if (r.asked.tp == 0) return "";
+  return fmt::format("the workload file's own parallelism ({}) is outside the searched space or was not run\n", label);
+}
+
+}  // namespace
+
+std::string render_plan_text(const PlanSearchResult& r, int top) {
+  std::map<std::string, int> rejected_by_kind;
+  for (const auto& sc : r.rejected) ++rejected_by_kind[rejection_kind(sc.rejected)];
+  std::string out = fmt::format("perfcast plan: {} on {} ({} GPUs)\n", r.workload_name, r.system_name, r.gpus);
+  out += "  space: tp (powers of 2 up to one node) x pp (divisors of the layers) x dp x micro-batch x recompute x "
+         "distributed optimizer; sequence parallel when tp > 1\n";
+  std::string screened;
+  for (const auto& [kind, n] : rejected_by_kind) screened += ", " + rejection_count(kind, n);
+  out += fmt::format("  {} choices: {} predicted{}{}; {:.1f} s\n", r.ranked.size() + r.rejected.size() + r.not_run.size(),
+                     r.ranked.size(), screened, r.not_run.empty() ? "" : fmt::format(", {} not run (--timeout)", r.not_run.size()),
+                     r.seconds);
+  if (r.ranked.empty()) {
+    out += "no configuration fits in device memory and divides the model and the batch";
+    if (!r.rejected.empty()) out += fmt::format("; e.g. {}: {}", r.rejected.front().choice.label(), r.rejected.front().rejected);
+    return out + "\n";
+  }
+  out += fmt::format("\n{:>4} {:>3} {:>3} {:>4} {:>3} {:>10} {:>8} {:>11} {:>10} {:>6} {:>8}  {}\n", "rank", "tp", "pp", "dp", "mb",
+                     "recompute", "dist-opt", "iteration", "tokens/s", "MFU", "mem/GPU", "vs the fastest");
+  const std::size_t shown = std::min<std::size_t>(r.ranked.size(), static_cast<std::size_t>(std::max(top, 1)));
+  for (std::size_t k = 0; k < shown; ++k) {
+    const auto& p = r.ranked[k];
+    const WorkloadMetrics& m = p.metrics;
+    out += fmt::format("{:>4} {:>3} {:>3} {:>4} {:>3} {:>10} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1, p.choice.tp,
+                       p.choice.pp, p.choice.dp, p.choice.micro_batch, recompute_name(p.choice.recompute),
+                       p.choice.distributed_optimizer ? "on" : "off", format_time(p.iteration_time),
+                       m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB, k == 0 ? "fastest" : p.why_slower);
+  }
+  if (shown < r.ranked.size()) out += fmt::format("  ... {} slower plans (--top N shows more; --csv lists all)\n", r.ranked.size() - shown);
+  out += "(vs the fastest: the part of the critical rank's iteration that grew most; mem/GPU: the memory model's largest rank)\n";
+  out += asked_line(r);
+  for (const auto& [kind, n] : rejected_by_kind) {
+    for (const auto& sc : r.rejected) {
+      if (rejection_kind(sc.rejected) != kind) continue;
+      out += fmt::format("{}; e.g. {}: {}\n", rejection_count(kind, n), sc.choice.label(), sc.rejected.substr(sc.rejected.find(':') + 2));
+      break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json choice_json(const ParallelismChoice& c) {
+  return {{"tp", c.tp},
+          {"pp", c.pp},
+          {"dp", c.dp},
+          {"micro_batch", c.micro_batch},
+          {"recompute", recompute_name(c.recompute)},
+          {"distributed_optimizer", c.distributed_optimizer},
+          {"sequence_parallel", c.sequence_parallel()}};
+}
+
+}  // namespace
+
+std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest& req) {
+  std::vector<std::string> overrides = req.base.overrides;
+  overrides.insert(overrides.end(), r.resize.begin(), r.resize.end());
+  nlohmann::json plans = nlohmann::json::array();
+  for (std::size_t k = 0; k < r.ranked.size(); ++k) {
+    const auto& p = r.ranked[k];
+    const WorkloadMetrics& m = p.metrics;
+    nlohmann::json j = choice_json(p.choice);
+    j["rank"] = k + 1;
+    j["iteration_time_s"] = p.iteration_time;
+    j["tokens_per_s"] = m.tokens_per_s;
+    j["mfu"] = m.mfu;
+    j["max_memory_bytes"] = p.max_memory_bytes;
+    j["why_slower"] = p.why_slower;
+    nlohmann::json parts = nlohmann::json::object();
+    for (const auto& part : m.breakdown) parts[part.name] = part.time;
+    j["critical_rank_breakdown_s"] = parts;
+    plans.push_back(std::move(j));
+  }
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& sc : r.rejected) {
+    nlohmann::json j = choice_json(sc.choice);
+    j["reason"] = sc.rejected;
+    if (sc.max_memory_bytes > 0) j["max_memory_bytes"] = sc.max_memory_bytes;
+    rejected.push_back(std::move(j));
+  }
+  nlohmann::json not_run = nlohmann::json::array();
+  for (const auto& c : r.not_run) not_run.push_back(choice_json(c));
+  nlohmann::json doc = {{"context", command_context("plan", {req.base.system, req.base.workload}, overrides)},
+                        {"search",
+                         {{"system", r.system_name},
+                          {"workload", r.workload_name},
+                          {"gpus", r.gpus},
+                          {"seconds", r.seconds},
+                          {"timed_out", !r.not_run.empty()}}},
+                        {"plans", plans},
+                        {"rejected", rejected},
+                        {"not_run", not_run}};
+  if (r.asked.tp > 0) {
+    doc["asked"] = choice_json(r.asked);
+    doc["asked"]["rank"] = r.asked_rank >= 0 ? nlohmann::json(r.asked_rank + 1) : nlohmann::json(nullptr);
+  }
+  return doc.dump(2) + "\n";
+}
+
+std::string render_plan_csv(const PlanSearchResult& r) {
+  std::string out = "rank,tp,pp,dp,micro_batch,recompute,distributed_optimizer,sequence_parallel,iteration_time_s,tokens_per_s,mfu,"
+                    "max_memory_bytes,why_slower\n";
+  for (std::size_t k = 0; k < r.ranked.size(); ++k) {
+    const auto& p = r.ranked[k];
+    const auto& c = p.choice;
+    const WorkloadMetrics& m = p.metrics;
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{}\n", k + 1, c.tp, c.pp, c.dp, c.micro_batch,
+                       recompute_name(c.recompute), c.distributed_optimizer ? "true" : "false",
+                       c.sequence_parallel() ? "true" : "false", p.iteration_time, m.tokens_per_s, m.mfu,
+                       p.max_memory_bytes, csv_field(p.why_slower));
+  }
+  return out;
+}
+
+}  // namespace perfcast

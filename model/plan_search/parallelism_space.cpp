@@ -1,0 +1,127 @@
+#include "model/plan_search/parallelism_space.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "model/graph/memory_estimate.hpp"
+#include "model/graph/transformer_builder.hpp"
+
+namespace perfcast {
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+std::vector<std::string> ParallelismChoice::overrides() const {
+  return {fmt::format("workload.parallelism.tp={}", tp),
+          fmt::format("workload.parallelism.pp={}", pp),
+          fmt::format("workload.parallelism.dp={}", dp),
+          fmt::format("workload.micro_batch={}", micro_batch),
+          fmt::format("workload.recompute=\"{}\"", recompute_name(recompute)),
+          fmt::format("workload.distributed_optimizer={}", distributed_optimizer ? "true" : "false"),
+          fmt::format("workload.sequence_parallel={}", sequence_parallel() ? "true" : "false")};
+}
+
+std::string ParallelismChoice::label() const {
+  return fmt::format("tp {} pp {} dp {}, micro-batch {}, recompute {}{}", tp, pp, dp, micro_batch, recompute_name(recompute),
+                     distributed_optimizer ? ", distributed optimizer" : "");
+}
+
+namespace {
+
+std::vector<int> powers_of_two_up_to(int n) {
+  std::vector<int> out;
+  for (int v = 1; v <= n; v *= 2) out.push_back(v);
+  return out;
+}
+
+std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> out;
+  for (std::int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+/// The workload with `c` applied, checked by resolve_parallelism; the ConfigError's
+/// message when the shape does not divide.
+std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int world) {
+  w.tp = c.tp;
+  w.pp = c.pp;
+  w.dp = c.dp;
+  w.micro_batch = c.micro_batch;
+  w.recompute = c.recompute;
+  w.distributed_optimizer = c.distributed_optimizer;
+  w.sequence_parallel = c.sequence_parallel();
+  try {
+    resolve_parallelism(w, world);
+  } catch (const ConfigError& e) {
+    return e.message();
+  }
+  return "";
+}
+
+/// Screens the recompute settings of one shape: rejects those that do not fit and keeps
+/// only the lightest that does.
+void screen_recompute_settings(const TransformerSpec& base, const SystemSpec& s, ParallelismChoice shape,
+                               const std::vector<Recompute>& recomputes, std::vector<ScreenedChoice>& out) {
+  bool kept = false;
+  std::string lighter;
+  for (const Recompute rc : recomputes) {
+    shape.recompute = rc;
+    ScreenedChoice sc{shape, 0, s.gpu.memory, ""};
+    TransformerSpec w = base;
+    sc.rejected = apply_choice(w, shape, s.world_size());
+    if (!sc.rejected.empty()) {
+      sc.rejected = "does not divide: " + sc.rejected;
+    } else if (kept) {
+      sc.rejected = fmt::format("dominated: recompute {} fits and recomputes less", lighter);
+    } else {
+      const auto memory = estimate_transformer_memory(w, s);
+      for (const auto& m : memory) sc.max_memory_bytes = std::max(sc.max_memory_bytes, double(m.total()));
+      const std::string verdict = memory_verdict(memory);
+      if (!verdict.empty()) {
+        sc.rejected = "does not fit: " + verdict;
+      } else {
+        kept = true;
+        lighter = recompute_name(rc);
+      }
+    }
+    out.push_back(std::move(sc));
+  }
+}
+
+}  // namespace
+
+std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o) {
+  const int world = s.world_size();
+  const int max_tp = o.max_tp > 0 ? o.max_tp : s.gpus_per_node;
+  std::vector<ScreenedChoice> out;
+  for (const int tp : powers_of_two_up_to(std::min(max_tp, world))) {
+    for (const int pp : divisors(w.layers)) {
+      if (world % (tp * pp) != 0) continue;
+      const int dp = world / (tp * pp);
+      for (const std::int64_t mb : o.micro_batches) {
+        if (w.global_batch % (mb * dp) != 0) continue;  // not a shape of this batch: not listed
+        for (const bool dist : o.distributed_optimizer) {
+          if (dist && dp == 1) continue;  // nothing to shard
+          ParallelismChoice c;
+          c.tp = tp;
+          c.pp = pp;
+          c.dp = dp;
+          c.micro_batch = mb;
+          c.distributed_optimizer = dist;
+          screen_recompute_settings(w, s, c, o.recomputes, out);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace perfcast

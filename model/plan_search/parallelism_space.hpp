@@ -1,0 +1,62 @@
+#pragma once
+/// \file parallelism_space.hpp
+/// The space `perfcast plan` searches for a Transformer on a given number of GPUs:
+/// tensor (TP) x pipeline (PP) x data (DP) parallel sizes, micro-batch size, activation
+/// recomputation and the distributed optimizer, screened before any simulation with the
+/// shape rules of the workload (heads, layers and batch must divide) and the memory model
+/// (model/graph/transformer_builder.hpp, estimate_transformer_memory).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/graph/transformer_spec.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast {
+
+/// One point of the space. Sequence parallelism is on exactly when tp > 1 (as in
+/// Megatron-LM's recipes: it only replaces the TP all-reduce by reduce-scatter/all-gather
+/// and splits norm/dropout activations).
+struct ParallelismChoice {
+  int tp = 1, pp = 1, dp = 1;
+  std::int64_t micro_batch = 1;
+  Recompute recompute = Recompute::kNone;
+  bool distributed_optimizer = false;
+
+  [[nodiscard]] bool sequence_parallel() const { return tp > 1; }
+  /// The `--set` lines that give a workload this choice ("workload.parallelism.tp=4", ...).
+  [[nodiscard]] std::vector<std::string> overrides() const;
+  /// "tp 4 pp 2 dp 2, micro-batch 1, recompute none, distributed optimizer"
+  [[nodiscard]] std::string label() const;
+};
+
+[[nodiscard]] const char* recompute_name(Recompute r);
+
+struct SpaceOptions {
+  std::vector<std::int64_t> micro_batches{1, 2, 4, 8};
+  std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<bool> distributed_optimizer{false, true};  ///< `true` only where dp > 1
+  /// Largest TP size. 0: the GPUs of one node (TP across nodes is not searched: its
+  /// all-reduces per layer would cross the network).
+  int max_tp = 0;
+};
+
+/// A choice after screening: `rejected` is empty for a candidate to simulate, else why
+/// it was not ("does not fit: ...", "does not divide: ...", "dominated: ...").
+struct ScreenedChoice {
+  ParallelismChoice choice;
+  double max_memory_bytes = 0;  ///< largest per-rank estimate (0 when the shape does not divide)
+  double capacity_bytes = 0;
+  std::string rejected;
+};
+
+/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, pp,
+/// micro-batch, distributed optimizer, recompute ascending). Shapes that do not divide and
+/// choices whose memory estimate exceeds the GPU's memory are rejected; of the recompute
+/// settings that fit for one shape, only the lightest is kept (heavier ones recompute the
+/// same forward work again and change nothing else, so they cannot be faster).
+[[nodiscard]] std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, const SystemSpec& s,
+                                                                   const SpaceOptions& options = {});
+
+}  // namespace perfcast

@@ -1,0 +1,156 @@
+#include "model/plan_search/plan_search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "model/predict/predict_grid.hpp"
+#include "model/predict/runtime_profile.hpp"
+#include "model/predict/workload.hpp"
+
+namespace perfcast {
+
+std::vector<std::string> resize_overrides(const SystemSpec& system, int gpus) {
+  if (gpus < 1) throw ConfigError("--gpus", std::to_string(gpus), "expected a number of GPUs >= 1");
+  if (gpus == system.world_size()) return {};
+  if (gpus % system.gpus_per_node == 0) return {fmt::format("system.nodes={}", gpus / system.gpus_per_node)};
+  if (gpus < system.gpus_per_node) return {"system.nodes=1", fmt::format("system.gpus_per_node={}", gpus)};
+  throw ConfigError("--gpus", std::to_string(gpus),
+                    fmt::format("expected whole nodes of {} GPUs, or fewer GPUs than one node", system.gpus_per_node));
+}
+
+namespace {
+
+struct ParsedInputs {
+  SystemSpec system;
+  TransformerSpec workload;
+};
+
+/// The system and Transformer workload with `overrides` applied.
+ParsedInputs parse_inputs(const PredictRequest& base, const std::vector<std::string>& overrides) {
+  JsonDocument system_doc = load_json_file(base.system);
+  JsonDocument workload_doc = load_json_file(base.workload);
+  JsonDocument host{nlohmann::json::object(), "--set"};
+  for (const auto& o : overrides) apply_override_text(o, system_doc, workload_doc, nullptr, &host);
+  ParsedInputs in{parse_system(system_doc), {}};
+  (void)take_runtime_name(workload_doc);
+  Workload any = parse_any_workload(workload_doc);
+  auto* tf = std::get_if<TransformerSpec>(&any);
+  if (!tf) {
+    throw ConfigError(base.workload, "/model",
+                      "perfcast plan searches Transformer parallelism; for a DLRM's embedding sharding use perfcast shard");
+  }
+  in.workload = std::move(*tf);
+  return in;
+}
+
+/// The workload file's own parallelism on `world` GPUs, when it resolves.
+std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
+  try {
+    resolve_parallelism(w, world);
+  } catch (const ConfigError&) {
+    return std::nullopt;
+  }
+  ParallelismChoice c;
+  c.tp = w.tp;
+  c.pp = w.pp;
+  c.dp = w.dp;
+  c.micro_batch = w.micro_batch;
+  c.recompute = w.recompute;
+  c.distributed_optimizer = w.distributed_optimizer;
+  return c;
+}
+
+bool same_choice(const ParallelismChoice& a, const ParallelismChoice& b) {
+  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
+         a.distributed_optimizer == b.distributed_optimizer;
+}
+
+/// "+12.3%: pipeline bubble +80.1 ms": the part of the critical rank's iteration that grew
+/// most against the fastest plan.
+std::string why_slower(const RankedPlan& p, const RankedPlan& best) {
+  const double t = p.iteration_time, t0 = best.iteration_time;
+  std::map<std::string, Seconds> parts0;
+  for (const auto& part : best.metrics.breakdown) parts0[part.name] += part.time;
+  std::map<std::string, Seconds> parts;
+  for (const auto& part : p.metrics.breakdown) parts[part.name] += part.time;
+  for (const auto& [name, _] : parts0) parts.try_emplace(name, 0.0);
+  std::string worst;
+  Seconds grew = 0;
+  for (const auto& [name, time] : parts) {
+    const Seconds d = time - (parts0.count(name) ? parts0.at(name) : 0.0);
+    if (d > grew) {
+      grew = d;
+      worst = name;
+    }
+  }
+  const std::string pct = fmt::format("{:+.1f}%", t0 > 0 ? (t / t0 - 1) * 100 : 0.0);
+  return worst.empty() ? pct : fmt::format("{}: {} +{}", pct, worst, format_time(grew));
+}
+
+}  // namespace
+
+PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::function<void(std::size_t, std::size_t)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  PlanSearchResult r;
+  const ParsedInputs user = parse_inputs(req.base, req.base.overrides);
+  r.resize = req.gpus > 0 ? resize_overrides(user.system, req.gpus) : std::vector<std::string>{};
+  std::vector<std::string> base_overrides = req.base.overrides;
+  base_overrides.insert(base_overrides.end(), r.resize.begin(), r.resize.end());
+  const ParsedInputs in = r.resize.empty() ? user : parse_inputs(req.base, base_overrides);
+  r.system_name = in.system.name;
+  r.workload_name = in.workload.name;
+  r.gpus = in.system.world_size();
+
+  const std::vector<ScreenedChoice> screened = screen_parallelism_space(in.workload, in.system, req.space);
+  const std::optional<ParallelismChoice> asked = asked_choice(in.workload, r.gpus);
+  std::vector<GridPoint> points;
+  std::vector<const ScreenedChoice*> candidates;
+  for (const auto& sc : screened) {
+    // The workload file's own choice is predicted even when dominated, to say how far it is from the best.
+    const bool asked_and_fits = asked && same_choice(sc.choice, *asked) && sc.rejected.rfind("dominated", 0) == 0;
+    if (!sc.rejected.empty() && !asked_and_fits) {
+      r.rejected.push_back(sc);
+      continue;
+    }
+    PredictRequest q = req.base;
+    q.overrides = base_overrides;
+    for (auto& o : sc.choice.overrides()) q.overrides.push_back(std::move(o));
+    points.push_back(GridPoint{{}, std::move(q)});
+    candidates.push_back(&sc);
+  }
+  // Each prediction is reduced to its summary on the thread that made it.
+  std::vector<RankedPlan> plans(points.size());
+  const std::vector<bool> ran = run_grid_each(
+      points, req.threads,
+      [&](std::size_t i, std::unique_ptr<Prediction> p) {
+        plans[i].choice = candidates[i]->choice;
+        plans[i].max_memory_bytes = candidates[i]->max_memory_bytes;
+        plans[i].iteration_time = p->timeline.iteration_time;
+        plans[i].metrics = workload_metrics(*p);
+      },
+      progress, req.timeout_s);
+
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (ran[i]) order.push_back(i);
+    else r.not_run.push_back(candidates[i]->choice);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return plans[a].iteration_time < plans[b].iteration_time; });
+  for (const std::size_t i : order) r.ranked.push_back(std::move(plans[i]));
+  for (std::size_t k = 1; k < r.ranked.size(); ++k) r.ranked[k].why_slower = why_slower(r.ranked[k], r.ranked[0]);
+
+  if (asked) {
+    r.asked = *asked;
+    for (std::size_t k = 0; k < r.ranked.size(); ++k)
+      if (same_choice(r.ranked[k].choice, *asked)) r.asked_rank = static_cast<int>(k);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace perfcast

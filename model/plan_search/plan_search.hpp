@@ -1,0 +1,59 @@
+#pragma once
+/// \file plan_search.hpp
+/// `perfcast plan`: the fastest Transformer parallelism on a number of GPUs. Screens the
+/// space of parallelism_space.hpp, predicts every candidate (one full prediction each, on
+/// a thread pool, as `predict --sweep` does), ranks them by iteration time and says for
+/// each loser which part of the critical rank's iteration grew most against the best
+/// (compute, exposed communication of a group, pipeline bubble, host-bound idle).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/plan_search/parallelism_space.hpp"
+#include "model/predict/predict.hpp"
+#include "model/report/workload_metrics.hpp"
+
+namespace perfcast {
+
+struct PlanSearchRequest {
+  PredictRequest base;  ///< system, workload and the user's --set overrides
+  int gpus = 0;         ///< 0: the system's GPUs; else resized (nodes, or GPUs of one node)
+  SpaceOptions space;
+  unsigned threads = 0;   ///< 0: all cores
+  double timeout_s = 0;   ///< > 0: no new candidate after this wall-clock time
+};
+
+struct RankedPlan {
+  ParallelismChoice choice;
+  Seconds iteration_time = 0;
+  WorkloadMetrics metrics;  ///< tokens/s, MFU, the critical rank's breakdown (the prediction itself is not kept)
+  double max_memory_bytes = 0;
+  std::string why_slower;  ///< "" for the fastest; else "+12.3%: pipeline bubble +80 ms"
+};
+
+struct PlanSearchResult {
+  std::string system_name, workload_name;
+  int gpus = 0;
+  std::vector<std::string> resize;  ///< the overrides that set the GPU count
+  std::vector<RankedPlan> ranked;   ///< fastest first; ties in enumeration order
+  std::vector<ScreenedChoice> rejected;  ///< screened out before simulation
+  std::vector<ParallelismChoice> not_run;  ///< candidates left when the timeout hit
+  /// The workload file's own parallelism, when it is in the space (index into ranked; -1: not ranked).
+  int asked_rank = -1;
+  ParallelismChoice asked;
+  double seconds = 0;  ///< wall-clock time of the search
+};
+
+/// The `--set` lines that resize `system` to `gpus` GPUs: whole nodes (system.nodes) when
+/// `gpus` is a multiple of the GPUs per node, else one node with that many GPUs
+/// (system.nodes=1, system.gpus_per_node). Throws ConfigError when gpus < 1.
+[[nodiscard]] std::vector<std::string> resize_overrides(const SystemSpec& system, int gpus);
+
+/// Runs the search. Throws ConfigError for bad input, and when the workload is not a
+/// Transformer. `progress(done, total)` as run_grid.
+[[nodiscard]] PlanSearchResult search_parallel_plans(const PlanSearchRequest& request,
+                                                     const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace perfcast

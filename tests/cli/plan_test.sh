@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# perfcast plan: the text report, CSV rows per predicted plan, JSON, --budget, and bad
+# input (a DLRM workload, a GPU count that is not whole nodes) exiting 2 without output.
+# Usage: plan_test.sh PERFCAST_BINARY SOURCE_DIR
+set -u
+perfcast=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+sys=$src/configs/systems/dgx_h100.json
+small=(--system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 4 --set workload.global_batch=16 --micro-batches 1,2)
+
+check() {  # check NAME COMMAND...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+"$perfcast" plan "${small[@]}" --csv "$tmp/plans.csv" --json "$tmp/plans.json" > "$tmp/text" 2> "$tmp/err"
+check "plan exits 0" test $? = 0
+# 18 plans: see tests/model/plan_search_test.cpp for the hand count.
+check "CSV: 18 plans + header" test "$(wc -l < "$tmp/plans.csv")" = 19
+check "CSV: ranked by iteration time" bash -c "tail -n +2 '$tmp/plans.csv' | cut -d, -f9 | sort -g -c"
+check "text: the fastest is marked" grep -q "fastest" "$tmp/text"
+check "text: dominated choices are counted" grep -q "36 dominated" "$tmp/text"
+check "text: where the file's own parallelism stands" grep -q "the workload file's own parallelism" "$tmp/text"
+check "JSON: 18 plans, 36 rejected" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['plans']) == 18 and len(d['rejected']) == 36 and d['plans'][0]['why_slower'] == ''" "$tmp/plans.json"
+
+"$perfcast" plan "${small[@]}" --threads 1 --csv "$tmp/plans1.csv" > /dev/null 2>&1
+check "one thread gives the same table" cmp -s "$tmp/plans.csv" "$tmp/plans1.csv"
+
+"$perfcast" plan "${small[@]}" --threads 1 --budget 1ms --json "$tmp/budget.json" > /dev/null 2> "$tmp/err"
+check "--budget 1ms: a warning" grep -q "stopped by --budget" "$tmp/err"
+check "--budget 1ms: not_run listed" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['search']['timed_out'] and len(d['not_run']) > 0" "$tmp/budget.json"
+
+"$perfcast" plan --system "$sys" --workload "$src/configs/workloads/dlrm_default.json" --json "$tmp/dlrm.json" > /dev/null 2> "$tmp/err"
+code=$?
+check "DLRM: exit 2, names perfcast shard, nothing written" bash -c "test $code = 2 && grep -q 'perfcast shard' '$tmp/err' && ! test -e '$tmp/dlrm.json'"
+"$perfcast" plan --system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 12 > /dev/null 2> "$tmp/err"
+code=$?
+check "--gpus 12 on 8-GPU nodes: exit 2" bash -c "test $code = 2 && grep -q 'whole nodes of 8 GPUs' '$tmp/err'"
+
+[ "$fails" = 0 ] && echo "all plan tests passed" || { echo "$fails failed"; exit 1; }
