@@ -102,8 +102,9 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
 std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, const SystemSpec& s, const MemoryOptions& o) {
   std::vector<RankMemory> out;
   const int world = s.world_size();
-  const double e = dtype_bytes(w.precision);
+  const double e = dtype_bytes(w.activation_dtype());  // bf16 under FP8: weights and activations stay bf16
   const bool mixed = e < 4;
+  const double fp8_weights = w.fp8_linear_layers() ? 2.0 : 0.0;  // FP8 weight copy and its transpose, 1 B each
   const double sbh = double(w.seq_len) * w.micro_batch * w.hidden;
   const double t = w.tp;
   const double attn = 5.0 * w.heads * w.seq_len / w.hidden;  // the a*s/h score terms
@@ -122,7 +123,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     m.rank = r;
     m.capacity = s.gpu.memory;
     const double states = (mixed ? 12.0 : 8.0) * params / (w.distributed_optimizer ? w.dp : 1);
-    m.dense = params * e + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
+    m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
     const double inflight = double(std::min<std::int64_t>(w.pp - stage, M));
     const double layers = double(w.layers / w.pp);
     m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + per_layer

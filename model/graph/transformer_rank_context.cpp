@@ -43,7 +43,7 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
   if (stage + 1 < w.pp) next_group = shared.group({rank, at(tp_i, dp_i, stage + 1)});
   if (w.pp > 1) emb_group = shared.group({at(tp_i, dp_i, 0), at(tp_i, dp_i, w.pp - 1)});
 
-  e = dtype_bytes(w.precision);
+  e = dtype_bytes(w.activation_dtype());
   tokens = w.micro_batch * w.seq_len;
   tokens_sp = w.sequence_parallel ? tokens / t : tokens;
   heads = w.heads / t;
@@ -55,6 +55,13 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
   vocab = w.padded_vocab() / t;
   p2p_bytes = double(tokens) * w.hidden * e;
   mask = w.dropout > 0 ? 1.0 : 0.0;
+}
+
+std::vector<KernelDesc> TransformerRankContext::linear(double input_elements, std::vector<KernelDesc> gemms) const {
+  if (!w.fp8_linear_layers()) return gemms;
+  std::vector<KernelDesc> k{ew("fp8_cast_transpose", input_elements, 0, 4)};
+  for (auto& g : gemms) k.push_back(std::move(g));
+  return k;
 }
 
 bool TransformerRankContext::fused_softmax() const {

@@ -69,9 +69,19 @@ struct TransformerRankContext {
   [[nodiscard]] std::int64_t layers_per_stage() const { return w.layers / w.pp; }
   /// Hidden-state elements on this rank.
   [[nodiscard]] double hs() const { return double(tokens_sp) * w.hidden; }
+  /// A GEMM in the activation type (attention's batched GEMMs, the LM head).
   [[nodiscard]] GemmDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool bias = false, std::int64_t batch = 1) const {
-    return GemmDesc{m, n, k, batch, w.precision, bias};
+    return GemmDesc{m, n, k, batch, w.activation_dtype(), bias};
   }
+  /// A GEMM of a linear layer: FP8 under `precision: fp8`, else as gemm().
+  [[nodiscard]] GemmDesc linear_gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool bias = false) const {
+    return GemmDesc{m, n, k, 1, w.precision, bias};
+  }
+  /// The kernels of a linear layer's GEMMs `gemms`, preceded under FP8 by Transformer
+  /// Engine's cast of their bf16 input (`input_elements`: the activation in the forward,
+  /// the output gradient in the backward) to FP8 fused with the transpose the other GEMM
+  /// of the pair reads (read 2 B, write 1 B twice per element: 4 B).
+  [[nodiscard]] std::vector<KernelDesc> linear(double input_elements, std::vector<KernelDesc> gemms) const;
   /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
   /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
   /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and

@@ -49,6 +49,12 @@ struct TransformerSpec {
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// FP8 as Transformer Engine runs it (delayed-scaling recipe): only the GEMMs of the
+  /// linear layers (QKV, attention output, MLP fc1 / fc2) take FP8 inputs; attention,
+  /// norms, activations, the LM head and all communication stay in bf16.
+  [[nodiscard]] bool fp8_linear_layers() const { return precision == DType::kFp8; }
+  /// Type of stored activations, attention and communicated tensors: bf16 under FP8.
+  [[nodiscard]] DType activation_dtype() const { return precision == DType::kFp8 ? DType::kBf16 : precision; }
   /// Vocabulary padded to a multiple of 128 x tp (Megatron's _vocab_size_with_padding).
   [[nodiscard]] std::int64_t padded_vocab() const;
   /// Micro-batches per iteration and pipeline: global / (micro x dp). Needs dp resolved.

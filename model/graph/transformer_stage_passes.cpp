@@ -124,6 +124,9 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   const bool mixed = dtype_bytes(w.precision) < 4;
   std::vector<KernelDesc> k{ew("grad_norm", local, 2, 4), ew("adam", local, 12, 28)};
   if (mixed) k.push_back(ew("copy_main_params", local, 0, 4 + c.e));
+  // Transformer Engine casts each linear layer's bf16 weight to FP8 (and its transpose) once
+  // per iteration, on the first micro-batch; counted here over all the rank's parameters.
+  if (w.fp8_linear_layers()) k.push_back(ew("fp8_weight_cast_transpose", params, 0, 4));
   d.kernels("optimizer.adam", ph, std::move(k));
   if (w.dp > 1 && w.distributed_optimizer) {
     d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, params * c.e, {}});

@@ -274,3 +274,46 @@ TEST_CASE("vTrain rows predict (skips without ../shared/data)", "[transformer][v
   // Measured 372.16 ms; the spec-derived prediction is within 25% on this compute-bound row.
   CHECK(std::fabs(ms / 372.160408 - 1) < 0.25);
 }
+
+TEST_CASE("fp8 as Transformer Engine runs it: FP8 linear GEMMs, bf16 attention, LM head and communication", "[transformer][fp8]") {
+  TransformerSpec bf16 = small_gpt(2, 1, 1);
+  bf16.precision = DType::kBf16;
+  TransformerSpec fp8 = bf16;
+  fp8.precision = DType::kFp8;
+  const ExecutionGraph gb = build_transformer_graph(bf16, 2);
+  const ExecutionGraph g8 = build_transformer_graph(fp8, 2);
+  int fp8_gemms = 0, bf16_gemms = 0, casts_forward = 0, casts_backward = 0, attention_bf16 = 0;
+  double cast_bytes = 0;
+  for (const auto& op : g8.ranks[0].ops) {
+    for (const auto& k : op.kernels) {
+      if (const auto* gm = std::get_if<GemmDesc>(&k)) (gm->dtype == DType::kFp8 ? fp8_gemms : bf16_gemms)++;
+      if (const auto* a = std::get_if<AttentionDesc>(&k)) attention_bf16 += a->dtype == DType::kBf16;
+      if (const auto* e = std::get_if<ElementwiseDesc>(&k); e && e->op == "fp8_cast_transpose") {
+        (op.phase == Phase::kForward ? casts_forward : casts_backward)++;
+        cast_bytes += e->bytes_per_element * double(e->elements);
+      }
+    }
+  }
+  // 8 micro-batches x 4 layers; forward: QKV, attention output, fc1, fc2 (4 GEMMs, 4 casts);
+  // backward: dgrad + wgrad of each (8 GEMMs, 4 casts of the output gradient).
+  const int layer_passes = 8 * 4;
+  CHECK(fp8_gemms == layer_passes * 12);
+  CHECK(casts_forward == layer_passes * 4);
+  CHECK(casts_backward == layer_passes * 4);
+  CHECK(attention_bf16 == layer_passes * 2);  // flash forward and backward stay bf16
+  CHECK(bf16_gemms == 8 * 3);                 // the LM head: forward, dgrad, wgrad per micro-batch
+  // Casts per forward layer at tp 2, 1024 tokens, h 1024, ffn 4096: inputs of QKV (T h), attention
+  // output (T h / 2), fc1 (T h), fc2 (T ffn / 2) elements, 4 B each.
+  const double T = 1024, h = 1024;
+  const double forward_elements = T * h + T * h / 2 + T * h + T * 4096 / 2;
+  const double backward_elements = T * h + T * 4096 / 2 + T * h + T * 3 * h / 2;  // grads of fc2, fc1, dense, qkv outputs
+  CHECK(cast_bytes == Approx(4 * layer_passes * (forward_elements + backward_elements)));
+  // Communication is unchanged: same collectives, same bytes.
+  REQUIRE(g8.collectives.size() == gb.collectives.size());
+  for (std::size_t i = 0; i < g8.collectives.size(); ++i) CHECK(g8.collectives[i].desc.bytes == gb.collectives[i].desc.bytes);
+  // Memory: bf16 weights plus an FP8 copy and its transpose (2 B per parameter); activations as bf16.
+  SystemSpec s = dgx_a100(2);
+  const auto mb = estimate_transformer_memory(bf16, s), m8 = estimate_transformer_memory(fp8, s);
+  CHECK(m8[0].dense - mb[0].dense == Approx(2.0 * transformer_rank_parameters(bf16, 0)));
+  CHECK(m8[0].activations == mb[0].activations);
+}
