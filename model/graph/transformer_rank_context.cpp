@@ -88,7 +88,7 @@ void TransformerDraft::collective(const std::string& name, Phase ph, int grp, Co
 
 void TransformerDraft::p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair) {
   CollectiveDesc d{CollectiveKind::kAllToAllV, 0, std::move(pair)};
-  collective(name, ph, grp, std::move(d), true);
+  collective(name, ph, grp, std::move(d), c_.w.pipeline_host_blocking);
 }
 
 void TransformerDraft::tp_reduce(const std::string& name, Phase ph) {

@@ -107,7 +107,8 @@ class TransformerDraft {
   /// A collective op on group `grp`.
   void collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, bool host_waits = false);
   /// A pipeline transfer: a 2-rank all-to-allv with byte matrix `pair`. Blocking for the
-  /// host: p2p_communication._communicate (Megatron-LM before core 0.x, Megatron-DeepSpeed)
+  /// host unless the runtime says "stream_ordered" (TransformerSpec::pipeline_host_blocking):
+  /// p2p_communication._communicate (Megatron-LM before core 0.x, Megatron-DeepSpeed)
   /// waits on the batch_isend_irecv requests and then calls torch.cuda.synchronize() /
   /// get_accelerator().synchronize() ("to protect against race condition when using
   /// batch_isend_irecv()"), so the host issues nothing more until the transfer, and all

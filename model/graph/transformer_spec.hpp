@@ -47,6 +47,9 @@ struct TransformerSpec {
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
+  /// Pipeline transfers block the host (Megatron-DeepSpeed: wait + device synchronize);
+  /// false: stream-ordered only. Not a workload key: set by the runtime profile.
+  bool pipeline_host_blocking = true;
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
   /// FP8 as Transformer Engine runs it (delayed-scaling recipe): only the GEMMs of the

@@ -148,6 +148,7 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
+    if (runtime && runtime->pipeline_host_blocking) tf->pipeline_host_blocking = *runtime->pipeline_host_blocking;
     return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations));
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {

@@ -47,6 +47,8 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   r.launch_overhead = opt("launch_overhead");
   r.collective_launch_overhead = opt("collective_launch_overhead");
   host.finish();
+  if (root.find("pipeline_transfers"))
+    r.pipeline_host_blocking = root.enum_or("pipeline_transfers", {"host_blocking", "stream_ordered"}, "host_blocking") == "host_blocking";
   if (auto fit = root.find("fit")) {
     const JsonObject f = fit->as_object();
     r.measured_on = f.string("measured_on");

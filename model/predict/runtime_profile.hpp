@@ -19,6 +19,10 @@ struct RuntimeProfile {
   std::string name;  ///< file stem, e.g. "megatron_deepspeed"
   std::string file;
   std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead;
+  /// "pipeline_transfers": "host_blocking" (true: the host waits for every pipeline
+  /// transfer and synchronizes the device, Megatron-DeepSpeed) or "stream_ordered" (false:
+  /// only the compute stream waits for the transfer). Unset: the workload's default (blocking).
+  std::optional<bool> pipeline_host_blocking;
   std::string measured_on;  ///< what the fit used ("" : not fitted)
   double heldout_error = -1;  ///< held-out geomean |error| of the fit; < 0: none
   [[nodiscard]] bool fitted() const { return heldout_error >= 0; }

@@ -57,6 +57,21 @@ code=$?
 [ "$code" = 2 ] && grep -q 'did you mean "op_overhead"' "$tmp/err" && echo "ok   misspelt host key exits 2 with a suggestion" \
   || { echo "FAIL misspelt host key: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
 
+# megatron_core: the same host constants as pytorch_eager, pipeline transfers stream-ordered
+# instead of host-blocking: never slower with a pipeline, and the transfers no longer block.
+pp=(--set workload.parallelism.pp=2 --set workload.parallelism.tp=1)
+"$perfcast" predict --system "$sys" --workload "$wl" "${pp[@]}" --set runtime=pytorch_eager --json "$tmp/blocking.json" > /dev/null 2>&1
+"$perfcast" predict --system "$sys" --workload "$wl" "${pp[@]}" --set runtime=megatron_core --json "$tmp/ordered.json" > /dev/null 2>&1 \
+  || { echo "FAIL megatron_core"; fails=$((fails + 1)); }
+awk -v a="$(time_of "$tmp/ordered.json")" -v b="$(time_of "$tmp/blocking.json")" 'BEGIN { exit !(a > 0 && a <= b) }' \
+  && echo "ok   stream-ordered pipeline transfers are never slower than host-blocking ones" \
+  || { echo "FAIL megatron_core slower than blocking: $(time_of "$tmp/ordered.json") vs $(time_of "$tmp/blocking.json")"; fails=$((fails + 1)); }
+sed 's/"stream_ordered"/"sometimes"/' "$src/configs/runtimes/megatron_core.json" > "$tmp/configs/runtimes/bad_core.json"
+"$perfcast" predict --system "$sys" --workload "$tmp/configs/workloads/gpt.json" --set runtime=bad_core > /dev/null 2> "$tmp/err"
+code=$?
+[ "$code" = 2 ] && grep -q "/pipeline_transfers" "$tmp/err" && echo "ok   a bad pipeline_transfers value exits 2 naming the key" \
+  || { echo "FAIL bad pipeline_transfers: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
+
 # --set errors name the override; a resized system says so in its name.
 "$perfcast" predict --system "$sys" --workload "$wl" --set workload.hiden=10 > /dev/null 2> "$tmp/err"
 grep -q "^error: --set workload.hiden=10: /hiden: unknown key" "$tmp/err" && echo "ok   an unknown key given by --set names the --set" \

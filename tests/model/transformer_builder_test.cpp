@@ -317,3 +317,25 @@ TEST_CASE("fp8 as Transformer Engine runs it: FP8 linear GEMMs, bf16 attention, 
   CHECK(m8[0].dense - mb[0].dense == Approx(2.0 * transformer_rank_parameters(bf16, 0)));
   CHECK(m8[0].activations == mb[0].activations);
 }
+
+TEST_CASE("pipeline transfers block the host unless the runtime orders them on streams", "[transformer]") {
+  TransformerSpec w = small_gpt(1, 2, 1);
+  auto p2p_host_waits = [](const ExecutionGraph& g) {
+    int waits = 0, transfers = 0;
+    for (const auto& op : g.ranks[0].ops) {
+      if (!op.collective || g.collectives[static_cast<std::size_t>(*op.collective)].desc.kind != CollectiveKind::kAllToAllV) continue;
+      ++transfers;
+      waits += op.host_waits;
+    }
+    return std::pair{waits, transfers};
+  };
+  const auto [blocking_waits, blocking_transfers] = p2p_host_waits(build_transformer_graph(w, 2));
+  // Stage 0 of 2, 8 micro-batches, 1F1B: warmup 1 (send_forward), steady 7
+  // (send_forward_recv_backward, one op each), cooldown 1 (recv_backward).
+  CHECK(blocking_transfers == 9);
+  CHECK(blocking_waits == blocking_transfers);
+  w.pipeline_host_blocking = false;
+  const auto [ordered_waits, ordered_transfers] = p2p_host_waits(build_transformer_graph(w, 2));
+  CHECK(ordered_transfers == blocking_transfers);
+  CHECK(ordered_waits == 0);
+}
