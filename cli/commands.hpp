@@ -22,6 +22,7 @@ Action add_replay(CLI::App& app);
 Action add_import(CLI::App& app);
 Action add_shard(CLI::App& app);
 Action add_plan(CLI::App& app);
+Action add_report(CLI::App& app);
 Action add_profile(CLI::App& app);
 Action add_run(CLI::App& app);
 Action add_validate(CLI::App& app);

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   actions["import"] = perfcast::cli::add_import(app);
   actions["shard"] = perfcast::cli::add_shard(app);
   actions["plan"] = perfcast::cli::add_plan(app);
+  actions["report"] = perfcast::cli::add_report(app);
   actions["profile"] = perfcast::cli::add_profile(app);
   actions["run"] = perfcast::cli::add_run(app);
   actions["validate"] = perfcast::cli::add_validate(app);

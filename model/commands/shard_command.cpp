@@ -85,11 +85,19 @@ ShardOutcome run_shard(ShardRequest req) {
   out.text = std::move(text);
   out.plan = req.plan_format == PlanFormat::kTorchrec ? plan_to_torchrec_json(best, w, s.gpus_per_node)
                                                       : plan_to_json(best, w, s.world_size(), s.gpus_per_node);
+  // Per rank of the best plan's prediction: its period, busy and exposed times and memory.
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& b : p->analysis.ranks) {
+    const auto& m = p->memory[static_cast<std::size_t>(b.rank)];
+    ranks.push_back({{"rank", b.rank}, {"period_s", b.period}, {"compute_busy_s", b.compute_busy},
+                     {"exposed_communication_s", b.exposed_communication}, {"embedding_bytes", double(m.embedding)},
+                     {"memory_total_bytes", double(m.total())}, {"memory_capacity_bytes", double(m.capacity)}});
+  }
   const nlohmann::json j = {
       {"context", nlohmann::json::parse(context_json(*p))},
       {"best", {{"iteration_time_s", r.best_eval.iteration_time}, {"feasible", r.best_eval.feasible},
                 {"reason", r.best_eval.reason}, {"hint", hint}, {"found_by", r.best->origin},
-                {"plan", nlohmann::json::parse(out.plan)}}},
+                {"plan", nlohmann::json::parse(out.plan)}, {"ranks", ranks}}},
       {"baselines", base_json},
       {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed},
                   {"timed_out", r.timed_out}}},

@@ -1,0 +1,54 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "model/report/svg_plot.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto i = s.find(what); i != std::string::npos; i = s.find(what, i + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("xml_escape escapes markup and drops control characters", "[report][svg]") {
+  CHECK(xml_escape("a<b & \"c\" 'd'>") == "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
+  CHECK(xml_escape(std::string("x\x01y")) == "x y");
+}
+
+TEST_CASE("nice_ticks: 1-2-5 steps from 0 past the maximum", "[report][svg]") {
+  CHECK(nice_ticks(7.757) == std::vector<double>{0, 2, 4, 6, 8});             // raw step 1.55 -> 2
+  CHECK(nice_ticks(2) == std::vector<double>{0, 0.5, 1, 1.5, 2});             // raw step 0.4 -> 0.5
+  CHECK(nice_ticks(0) == std::vector<double>{0, 1});                          // degenerate
+}
+
+TEST_CASE("stacked bars: widths proportional to the values on a 560 px axis", "[report][svg]") {
+  // Axis to 2 (ticks 0..2 by 0.5): a value of 1 is 280 px, 2 is 560 px, zeros draw nothing.
+  const std::string svg = svg_stacked_bars("t", {"a", "b"}, {{"r0", {1, 1}}, {"r1", {2, 0}}}, "ms", 1.0);
+  CHECK(count(svg, "width=\"280.0\"") == 2);
+  CHECK(count(svg, "width=\"560.0\"") == 1);
+  CHECK(count(svg, "<rect x=\"") == 2 + 3);  // 2 legend swatches + 3 non-zero segments
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+}
+
+TEST_CASE("scatter: one marker per valid point, the y = x line, bad points left out", "[report][svg]") {
+  const std::string svg = svg_scatter("s", {{1e-3, 1.1e-3, "a"}, {2e-3, 1.9e-3, "b"}, {0, 1e-3, "zero"}, {1e-3, -1, "negative"}}, "ms", 1e3);
+  CHECK(count(svg, "<circle") == 2);
+  CHECK(svg.find("<title>y = x</title>") != std::string::npos);
+  CHECK(svg.find("(+10.0%)") != std::string::npos);
+  CHECK(svg.find("(-5.0%)") != std::string::npos);
+}
+
+TEST_CASE("line chart: log2 x axis labelled in bytes", "[report][svg]") {
+  const std::string svg = svg_line_chart("c", "size", "GB/s", {{"one", {{1 << 20, 10}, {1 << 30, 400}}}}, true);
+  CHECK(svg.find(">1MiB<") != std::string::npos);
+  CHECK(svg.find(">1GiB<") != std::string::npos);
+  CHECK(count(svg, "<circle") == 2);
+  CHECK(count(svg, "<polyline") == 1);
+}
