@@ -20,6 +20,7 @@ namespace {
 struct PredictOptions {
   PredictRequest req;
   std::string json_out, trace_out, csv_out;
+  std::string trace_format = "chrome";
   ChromeTraceOptions trace;
   int top = 8;
   std::vector<std::string> compare, sweep;
@@ -78,6 +79,10 @@ Action add_predict(CLI::App& app) {
                   "write CSV to FILE, or - for standard output: one row per rank, or per point with --compare / --sweep");
   cmd->add_option("--trace", o->trace_out,
                   "write the simulated timeline as a Chrome trace (Perfetto) to FILE, streamed; gzip when FILE ends in .gz");
+  cmd->add_option("--trace-format", o->trace_format,
+                  "chrome (one Perfetto / chrome://tracing file, default) or kineto (--trace names a folder: one PyTorch "
+                  "profiler trace per rank, rank<N>.json, for HolisticTraceAnalysis or perfcast trace-stats)")
+      ->check(CLI::IsMember({"chrome", "kineto"}));
   cmd->add_option("--trace-ranks", o->trace.ranks, "ranks the trace keeps, e.g. 0,8 (default all)")->delimiter(',');
   cmd->add_option("--trace-iterations", o->trace.iterations, "simulated iterations the trace keeps, e.g. 2 (default all)")
       ->delimiter(',');
@@ -100,7 +105,8 @@ Action add_predict(CLI::App& app) {
       std::vector<std::string> targets{o->trace_out};
       for (const auto& f : files) targets.push_back(f.first);
       check_output_targets(targets);
-      write_chrome_trace(*p, o->trace_out, o->trace);
+      if (o->trace_format == "kineto") write_kineto_traces(*p, o->trace_out, o->trace);
+      else write_chrome_trace(*p, o->trace_out, o->trace);
     }
     write_outputs(files);
     if (o->json_out != "-" && o->csv_out != "-") {

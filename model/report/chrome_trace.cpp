@@ -3,80 +3,60 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include "model/report/report.hpp"
+#include "model/report/trace_sink.hpp"
 
 namespace perfcast {
 namespace {
-
-/// Appends `s` as a JSON string literal.
-void append_json_string(fmt::memory_buffer& b, std::string_view s) {
-  b.push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"': b.append(std::string_view("\\\"")); break;
-      case '\\': b.append(std::string_view("\\\\")); break;
-      case '\n': b.append(std::string_view("\\n")); break;
-      case '\t': b.append(std::string_view("\\t")); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) fmt::format_to(std::back_inserter(b), "\\u{:04x}", static_cast<int>(c));
-        else b.push_back(c);
-    }
-  }
-  b.push_back('"');
-}
-
-/// A plain or gzip file (or a string) written through a buffer; `close` reports write errors.
-class TraceSink {
- public:
-  explicit TraceSink(std::string* out) : out_(out) {}
-  TraceSink(const std::string& path, bool gzip) : path_(path), gzip_(gzip) {
-    if (gzip_) gz_ = gzopen(path.c_str(), "wb6");
-    else f_ = std::fopen(path.c_str(), "wb");
-    if (gz_ == nullptr && f_ == nullptr) throw std::runtime_error("cannot write " + path);
-  }
-  ~TraceSink() {
-    if (gz_) gzclose(gz_);
-    if (f_) std::fclose(f_);
-  }
-  fmt::memory_buffer& buffer() { return buf_; }
-  /// Writes the buffer out once it holds more than 1 MiB (or always, with force).
-  void flush(bool force = false) {
-    if (buf_.size() == 0 || (!force && buf_.size() < (1u << 20))) return;
-    bool ok = true;
-    if (out_) out_->append(buf_.data(), buf_.size());
-    else if (gz_) ok = gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size());
-    else ok = std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-    if (!ok) throw std::runtime_error("cannot write " + path_);
-    buf_.clear();
-  }
-  void close() {
-    flush(true);
-    const int rc = out_ ? 0 : gz_ ? gzclose(gz_) : std::fclose(f_);
-    gz_ = nullptr;
-    f_ = nullptr;
-    if (rc != 0) throw std::runtime_error("cannot write " + path_);
-  }
-
- private:
-  std::string* out_ = nullptr;
-  std::string path_;
-  bool gzip_ = false;
-  std::FILE* f_ = nullptr;
-  gzFile gz_ = nullptr;
-  fmt::memory_buffer buf_;
-};
 
 bool selected(const std::vector<int>& filter, int v) {
   return filter.empty() || std::find(filter.begin(), filter.end(), v) != filter.end();
 }
 
+/// Flow arrows between the ranks of one collective call: from the first rank's start of
+/// the call (in timeline order) to every other rank's start of the same call. A call is
+/// identified by (collective, iteration, n-th use of that collective on the rank in that
+/// iteration): ranks of a group issue their collectives in the same order. Entries are
+/// dropped once every member has been seen, so memory holds the calls in flight.
+class CollectiveFlows {
+ public:
+  void add(const Prediction& p, const TimelineEvent& e, int collective, fmt::memory_buffer& b) {
+    const std::uint64_t use = uses_[key(e.rank, e.iteration, collective)]++;
+    const std::uint64_t call = key(collective, e.iteration, static_cast<int>(use));
+    auto [it, first] = open_.try_emplace(call, Arrival{e.rank, e.start, 0});
+    if (first) return;
+    const std::size_t members = p.graph.groups[static_cast<std::size_t>(p.graph.collectives[static_cast<std::size_t>(collective)].group)].ranks.size();
+    const int comm = static_cast<int>(Lane::kComm);
+    fmt::format_to(std::back_inserter(b),
+                   ",\n" R"({{"ph":"s","id":{0},"name":"collective","cat":"collective","pid":{1},"tid":{2},"ts":{3:.3f}}})"
+                   ",\n" R"({{"ph":"f","bp":"e","id":{0},"name":"collective","cat":"collective","pid":{4},"tid":{2},"ts":{5:.3f}}})",
+                   next_id_++, it->second.rank, comm, it->second.start * 1e6, e.rank, e.start * 1e6);
+    if (++it->second.seen + 1 >= members) open_.erase(it);
+  }
+
+ private:
+  struct Arrival {
+    int rank;
+    Seconds start;
+    std::size_t seen;  ///< members seen after the first
+  };
+  static std::uint64_t key(int a, int b, int c) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 40) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(b)) << 24) ^
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(c));
+  }
+  std::unordered_map<std::uint64_t, std::uint64_t> uses_;
+  std::unordered_map<std::uint64_t, Arrival> open_;
+  std::uint64_t next_id_ = 1;
+};
+
 /// Writes the trace into `sink`: metadata, then one "X" event per timeline event that
-/// passes the filters, in timeline order (memory: one event's text at a time).
+/// passes the filters, in timeline order (memory: one event's text at a time), with flow
+/// arrows between the ranks of each collective call.
 void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& sink) {
   auto& b = sink.buffer();
   b.append(std::string_view("{\"displayTimeUnit\":\"ms\",\"otherData\":"));
@@ -98,6 +78,7 @@ void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& 
                      r, l, lane_name(static_cast<Lane>(l)));
     }
   }
+  CollectiveFlows flows;
   const auto& critical = p.analysis.critical_events;  // ascending
   auto next_critical = critical.begin();
   for (std::size_t i = 0; i < p.timeline.events.size(); ++i) {
@@ -132,6 +113,7 @@ void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& 
     }
     if (on_critical_path) b.append(std::string_view(",\"critical_path\":true"));
     b.append(std::string_view("}}"));
+    if (op.collective && e.lane == Lane::kComm) flows.add(p, e, *op.collective, b);
     sink.flush();
   }
   b.append(std::string_view("\n]}\n"));

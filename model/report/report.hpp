@@ -29,6 +29,12 @@ struct ChromeTraceOptions {
 /// std::runtime_error when the file cannot be written.
 void write_chrome_trace(const Prediction& p, const std::string& path, const ChromeTraceOptions& options = {});
 
+/// Writes the timeline as PyTorch profiler (Kineto) JSON traces, DIR/rank<N>.json per
+/// rank kept by `options` (model/report/kineto_trace_writer.cpp says what each holds), each
+/// written to a temporary file and renamed. Throws ConfigError for a filter out of range or
+/// `dir` naming a file, std::runtime_error when a file cannot be written.
+void write_kineto_traces(const Prediction& p, const std::string& dir, const ChromeTraceOptions& options = {});
+
 /// The `context` block of every JSON result: version, commit, date, inputs.
 [[nodiscard]] std::string context_json(const Prediction& p);
 

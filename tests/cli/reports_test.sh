@@ -120,6 +120,34 @@ import json
 ev = [e for e in json.load(open('$tmp/t.json'))['traceEvents'] if e['ph'] == 'X' and e['args'].get('critical_path')]
 t = json.load(open('$tmp/t_result.json'))['iteration_time_s'] * 1e6
 assert ev and sum(e['dur'] for e in ev) >= 0.9 * t, (len(ev), t)"
+# Flow arrows: dlrm_default on 8 ranks runs 4 all-to-alls and 2 all-reduces over all 8 ranks
+# per iteration (trace-stats of the Kineto round trip below); each call links its first
+# rank to the 7 others: 3 iterations x 6 calls x 7 = 126 arrows, each bound to a collective's start.
+check "trace: one flow arrow per collective call and other rank" python3 -c "
+import json
+ev = json.load(open('$tmp/t.json'))['traceEvents']
+s = [e for e in ev if e['ph'] == 's']; f = [e for e in ev if e['ph'] == 'f']
+starts = {(e['pid'], e['tid'], e['ts']) for e in ev if e['ph'] == 'X' and 'collective' in e['args']}
+assert len(s) == len(f) == 126, (len(s), len(f))
+assert all((e['pid'], e['tid'], e['ts']) in starts for e in s + f)
+"
+# --trace-format kineto: one PyTorch profiler trace per rank that our own Kineto reader reads
+# back with the predicted per-iteration time as its step time.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/kineto" --trace-format kineto \
+  --json "$tmp/k_result.json" > /dev/null 2>&1
+check "kineto: one file per rank" test "$(ls "$tmp/kineto" | wc -l)" = 8
+"$perfcast" trace-stats "$tmp/kineto/rank0.json" --json "$tmp/k_stats.json" > /dev/null 2>&1
+check "kineto: trace-stats reads 3 steps, the middle one the predicted period, 6 collectives per step" python3 -c "
+import json
+r = json.load(open('$tmp/k_result.json')); t = json.load(open('$tmp/k_stats.json'))
+tr = t['traces'][0]; steps = tr['steps']
+assert len(steps) == 3, len(steps)
+period = r['ranks'][0]['period_s']
+assert abs(steps[1]['wall_s'] - period) <= 1e-9 + 1e-6 * period, (steps[1]['wall_s'], period)
+assert sum(c['count'] for c in tr['collectives']) == 18, tr['collectives']
+"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/t.json" --trace-format kineto > /dev/null 2> "$tmp/err"
+check "kineto: --trace naming a file exits 2" bash -c "test $? = 2 && grep -q 'names a folder' '$tmp/err'"
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/bad.json" --trace-ranks 8 \
   --json "$tmp/bad_out.json" > /dev/null 2> "$tmp/err"
 code=$?
