@@ -2,29 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 
 #include <fmt/format.h>
 
-#include "core/file_hash.hpp"
 #include "core/json_reader.hpp"
 #include "core/units.hpp"
-#include "core/utc_time.hpp"
 #include "model/report/grid_report.hpp"
-#include "perfcast/build_info.hpp"
 
 namespace perfcast {
-
-nlohmann::json command_context(const std::string& command, const std::vector<std::string>& inputs,
-                               const std::vector<std::string>& overrides) {
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : inputs) {
-    std::ifstream in(f, std::ios::binary | std::ios::ate);
-    files.push_back({{"file", f}, {"bytes", in ? static_cast<long long>(in.tellg()) : -1}, {"fnv1a64", file_fnv1a64(f)}});
-  }
-  return {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit}, {"date", utc_now_iso8601()},
-          {"command", command}, {"inputs", files}, {"overrides", overrides}};
-}
 
 std::string json_rows_to_csv(const nlohmann::json& rows, std::vector<std::string> columns) {
   std::vector<std::string> cols = std::move(columns);

@@ -1,20 +1,17 @@
 #pragma once
 /// \file command_context.hpp
 /// Shared pieces of machine output for commands that do not run the predict pipeline:
-/// the `context` block (version, commit, date, inputs with their sizes and FNV-1a 64-bit
-/// hashes, overrides) and CSV from a JSON array of objects.
+/// the `context` block (core/run_context.hpp), CSV from a JSON array of objects, and
+/// duration options.
 
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace perfcast {
+#include "core/run_context.hpp"  // command_context
 
-/// {"perfcast_version", "git_commit", "date", "command", "inputs": [{"file", "bytes",
-/// "fnv1a64"}], "overrides"}.
-[[nodiscard]] nlohmann::json command_context(const std::string& command, const std::vector<std::string>& inputs,
-                                             const std::vector<std::string>& overrides = {});
+namespace perfcast {
 
 /// One CSV row per object of `rows`. Columns: `columns` when given, else every scalar key
 /// (number, string, boolean, null) in the order the objects list them (alphabetical for

@@ -7,8 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "perfcast/build_info.hpp"
-#include "core/utc_time.hpp"
+#include "core/run_context.hpp"
 
 namespace perfcast {
 namespace {
@@ -16,11 +15,7 @@ namespace {
 using nlohmann::json;
 
 json context(std::string_view command, const std::vector<std::string>& inputs) {
-  return {{"perfcast_version", build_info::kVersion},
-          {"git_commit", build_info::kGitCommit},
-          {"date", utc_now_iso8601()},
-          {"command", command},
-          {"inputs", inputs}};
+  return command_context(std::string(command), inputs);
 }
 
 std::string rank_text(const std::optional<int>& rank, const std::optional<int>& world) {

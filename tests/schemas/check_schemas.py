@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks docs/schemas/*.schema.json: each is a valid JSON Schema (draft 2020-12), every
 shipped config validates against its schema, every golden predict output and fresh
-predict outputs (a Transformer, a DLRM with --json) validate against predict_result, and a
-plan --json output against plan_result.
+predict outputs (a Transformer, a DLRM with --json) validate against predict_result, and
+fresh plan, comm, shard, replay, validate --summarize and index-stats outputs against theirs.
 
 Usage: check_schemas.py SOURCE_DIR [PERFCAST_BINARY]. Exit 0 all valid, 1 a violation,
 77 (skipped) when the jsonschema module is missing (Debian: python3-jsonschema)."""
@@ -72,5 +72,32 @@ if perfcast:
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             check(out, json.load(f), "perfcast.plan_result")
+        # The other commands' JSON outputs, each against its schema.
+        import struct
+        sysf = os.path.join(src, "configs", "systems", "dgx_h100.json")
+        data = os.path.join(src, "tests", "data")
+        with open(os.path.join(tmp, "idx.bin"), "wb") as f:
+            f.write(struct.pack("<11i", 5, 5, 7, 5, 0, 1, 1, 1, 1, 1, 2))
+        with open(os.path.join(tmp, "len.bin"), "wb") as f:
+            f.write(struct.pack("<6i", 3, 1, 0, 2, 4, 1))
+        runs = [
+            ("comm1", "perfcast.comm_result", ["comm", "--system", sysf, "--collective", "all_reduce", "--sizes", "1MiB,1GiB"]),
+            ("comm2", "perfcast.comm_result", ["comm", "--system", sysf, "--collective", "all_gather", "--sizes", "1MiB:64MiB", "--nodes", "1,2"]),
+            ("shard", "perfcast.shard_result", ["shard", "--system", sysf, "--workload",
+                                                os.path.join(src, "configs", "workloads", "dlrm_default.json"), "--evaluations", "30"]),
+            ("replay", "perfcast.replay_result", ["replay", "--kineto", os.path.join(data, "kineto_rank0.json"), os.path.join(data, "kineto_rank1.json")]),
+            ("validate", "perfcast.validate_summary", ["validate", "--summarize", os.path.join(data, "validation_results_small.jsonl")]),
+            ("index", "perfcast.index_stats_result", ["index-stats", "--indices", os.path.join(tmp, "idx.bin"), "--lengths",
+                                                       os.path.join(tmp, "len.bin"), "--tables", "2", "--batch", "3", "--rows", "10", "--dtype", "int32"]),
+        ]
+        for name, schema_id, args in runs:
+            out = os.path.join(tmp, name + ".json")
+            subprocess.run([perfcast, "-q"] + args + ["--json", out], stdout=subprocess.DEVNULL)
+            if not os.path.exists(out):
+                print(f"FAIL {name}: perfcast {' '.join(args[:1])} wrote no JSON")
+                failures += 1
+                continue
+            with open(out) as f:
+                check(out, json.load(f), schema_id)
 print(f"{checked} documents checked against {len(schemas)} schemas, {failures} failing")
 sys.exit(1 if failures else 0)
