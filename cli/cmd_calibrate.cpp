@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "core/error_stats.hpp"
 #include "perfcast/build_info.hpp"
@@ -360,9 +361,9 @@ int run_comms_calibration(const CalibrateArgs& a) {
     out = (sp.parent_path() / (sp.stem().string() + ".comms.json")).string();
   }
   if (!refused.empty() && !a.force) {
-    std::cerr << text;
-    for (const auto& r : refused) std::cerr << "perfcast calibrate comms: refused: " << r << "\n";
-    std::cerr << "nothing written (--force writes it anyway)\n";
+    log().warn("{}", text);
+    for (const auto& r : refused) log().error("perfcast calibrate comms: refused: {}", r);
+    log().error("nothing written (--force writes it anyway)");
     return 1;
   }
   std::vector<std::pair<std::string, std::string>> files{{out, calibration_to_json(cal)}};

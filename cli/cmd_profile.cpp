@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "predictors/measurement.hpp"
 #include "profiler/bench_runner.hpp"
 #include "profiler/device_info.hpp"
@@ -46,16 +47,16 @@ int run_profile(const ProfileArgs& a) {
     return 0;
   }
   if (!profiler::cuda_support_built()) {
-    std::cerr << "error: this build has no CUDA: perfcast profile needs a build with CUDA "
-                 "(configure with -DPERFCAST_ENABLE_CUDA=ON on a machine with nvcc)\n";
+    log().error("this build has no CUDA: perfcast profile needs a build with CUDA "
+                "(configure with -DPERFCAST_ENABLE_CUDA=ON on a machine with nvcc)");
     return 1;
   }
   if (!profiler::cuda_device_available()) {
-    std::cerr << "error: no CUDA device: perfcast profile must run on a machine with an NVIDIA GPU\n";
+    log().error("no CUDA device: perfcast profile must run on a machine with an NVIDIA GPU");
     return 1;
   }
   if (a.options.device >= profiler::cuda_device_count()) {
-    std::cerr << fmt::format("error: no CUDA device {} ({} available)\n", a.options.device, profiler::cuda_device_count());
+    log().error("no CUDA device {} ({} available)", a.options.device, profiler::cuda_device_count());
     return 1;
   }
   // Lines go to <out>.partial as they are measured (a run cut short keeps what it measured);
@@ -76,11 +77,10 @@ int run_profile(const ProfileArgs& a) {
   file.close();
   if (!file) throw std::runtime_error("cannot write " + partial.string());
   std::filesystem::rename(partial, out);
-  std::cerr << fmt::format("perfcast profile: {} measured, {} failed, {} not run (limit / time budget); timer {}{}\n",
-                           summary.measured, summary.failed, summary.not_run, summary.timer,
-                           summary.cupti_error.empty() ? "" : " (" + summary.cupti_error + ")");
-  for (const auto& f : summary.failures) std::cerr << "  failed: " << f << "\n";
-  std::cerr << "wrote " << a.out << "\n";
+  log().info("perfcast profile: {} measured, {} failed, {} not run (limit / time budget); timer {}{}", summary.measured,
+             summary.failed, summary.not_run, summary.timer, summary.cupti_error.empty() ? "" : " (" + summary.cupti_error + ")");
+  for (const auto& f : summary.failures) log().warn("failed: {}", f);
+  log().info("wrote {}", a.out);
   return summary.measured == 0 && summary.failed > 0 ? 1 : 0;
 }
 
@@ -103,7 +103,7 @@ Action add_profile(CLI::App& app) {
   a->options.progress = true;
   return [a]() {
     if (!a->dry_run && a->out.empty()) {
-      std::cerr << "error: --out is required (unless --dry-run)\n";
+      log().error("--out is required (unless --dry-run)");
       return 2;
     }
     return run_profile(*a);

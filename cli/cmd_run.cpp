@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/workload_spec.hpp"
@@ -45,7 +46,7 @@ int run(const RunArgs& a) {
                                            : parse_plan(load_json_file(a.plan), workload, world, system.gpus_per_node);
   std::string why;
   if (!validation::executor_available(&why)) {
-    std::cerr << "error: perfcast run needs a CUDA GPU: " << why << "\n";
+    log().error("perfcast run needs a CUDA GPU: {}", why);
     return 1;
   }
   validation::ExecutorOptions opt;

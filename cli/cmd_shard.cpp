@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "model/commands/shard_command.hpp"
@@ -54,7 +55,7 @@ Action add_shard(CLI::App& app) {
     req.evaluations = a->evaluations;
     req.timeout = a->timeout;
     req.seed = a->seed;
-    const bool tty = ::isatty(STDERR_FILENO) != 0;
+    const bool tty = progress_enabled();
     if (tty) {
       req.progress = [](std::size_t n, double best) {
         std::fprintf(stderr, "\r  searching: %zu plans simulated, best %.3f ms   ", n, best * 1e3);

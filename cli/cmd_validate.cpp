@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/log.hpp"
 #include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "perfcast/build_info.hpp"
@@ -77,7 +78,7 @@ int run_summarize(const ValidateArgs& a) {
 
 int run_compare(const ValidateArgs& a) {
   if (a.system.empty()) {
-    std::cerr << "error: --compare needs --system (a one-GPU system file)\n";
+    log().error("--compare needs --system (a one-GPU system file)");
     return 2;
   }
   const SystemSpec system = load_system(a.system);
@@ -122,7 +123,7 @@ int run_validate(const ValidateArgs& a) {
   if (!a.summarize.empty()) return run_summarize(a);
   if (!a.compare.empty()) return run_compare(a);
   if (a.system.empty()) {
-    std::cerr << "error: --system is required (unless --summarize)\n";
+    log().error("--system is required (unless --summarize)");
     return 2;
   }
   // Bad input first (exit 2, nothing written), whatever the machine.
@@ -148,8 +149,7 @@ int run_validate(const ValidateArgs& a) {
   if (!a.dry_run) {
     std::string why;
     if (!validation::executor_available(&why)) {
-      std::cerr << "error: perfcast validate needs the reference executor: " << why
-                << " (use --dry-run to generate and predict without a GPU)\n";
+      log().error("perfcast validate needs the reference executor: {} (use --dry-run to generate and predict without a GPU)", why);
       return 1;
     }
     const auto dev = profiler::query_device_info(0);
@@ -188,7 +188,7 @@ int run_validate(const ValidateArgs& a) {
   }
 
   const bool to_stdout = a.json != "-" && a.csv != "-";
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const bool tty = progress_enabled();
   if (to_stdout) {
     std::cout << fmt::format("perfcast validate: random DLRM configs #{}-#{} on {} ({} GPU{}), seed {}{}\n", a.first,
                              a.first + a.configs - 1, system.name, system.world_size(), system.world_size() == 1 ? "" : "s", a.seed,
