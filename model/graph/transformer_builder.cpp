@@ -72,13 +72,18 @@ RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, S
 
 }  // namespace transformer
 
-double transformer_rank_parameters(const TransformerSpec& w, int stage) {
+double transformer_layer_parameters(const TransformerSpec& w) {
   const double t = w.tp, h = double(w.hidden), d = double(w.head_dim());
   const double qkv = (h + 1) * (w.heads + 2.0 * w.kv_heads) * d / t;
   const double proj = h * w.heads * d / t + h;
   const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
   const double mlp = (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
-  double p = (qkv + proj + mlp + 4 * h) * double(w.layers / w.pp);
+  return qkv + proj + mlp + 4 * h;
+}
+
+double transformer_rank_parameters(const TransformerSpec& w, int stage) {
+  const double t = w.tp, h = double(w.hidden);
+  double p = transformer_layer_parameters(w) * double(w.layers / w.pp);
   const double table = double(w.padded_vocab()) / t * h;
   if (stage == 0) p += table + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
   if (stage + 1 == w.pp) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "model/graph/transformer_builder.hpp"
 #include "model/graph/transformer_rank_passes.hpp"
 
 namespace perfcast::transformer {
@@ -134,6 +135,12 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));
   d.tp_reduce(p + "qkv.tp_reduce", ph);
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
+  // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's
+  // backward of it; their DP reduction starts now, beside the rest of the backward.
+  if (w.overlap_grad_reduce && w.dp > 1 && d.last_micro_batch()) {
+    const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+    d.async_collective(p + "grads.bucket", ph, c.dp_group, {k, transformer_layer_parameters(w) * dtype_bytes(w.grad_reduce_dtype), {}});
+  }
 }
 
 /// The stage's layers in order.

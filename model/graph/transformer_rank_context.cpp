@@ -69,10 +69,22 @@ bool TransformerRankContext::fused_softmax() const {
   return e <= 2 && s > 16 && s <= 2048 && s % 4 == 0 && batches % 4 == 0;
 }
 
-void TransformerDraft::set_micro_batch(int mb) { mb_ = fmt::format("mb{}.", mb); }
+void TransformerDraft::set_micro_batch(int mb) {
+  mb_ = fmt::format("mb{}.", mb);
+  last_mb_ = mb + 1 == c_.w.micro_batches();
+}
+
+void TransformerDraft::async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d) {
+  Op op{mb_ + name, ph, Stream::kComm, {}, shared_.collective(grp, d), {}, false};
+  if (last_ >= 0) op.deps.push_back(last_);
+  program.ops.push_back(std::move(op));
+  pending_.push_back(static_cast<int>(program.ops.size()) - 1);
+}
 
 void TransformerDraft::add(Op op) {
   if (last_ >= 0) op.deps.push_back(last_);
+  for (int j : join_) op.deps.push_back(j);
+  join_.clear();
   op.recompute = op.name.find("recompute.") != std::string::npos;  // add_layer_forward(.., "recompute.")
   program.ops.push_back(std::move(op));
   last_ = static_cast<int>(program.ops.size()) - 1;

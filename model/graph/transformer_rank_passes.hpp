@@ -98,7 +98,10 @@ class TransformerDraft {
 
   /// Name prefix of the current micro-batch ("mb3."), or none (optimizer).
   void set_micro_batch(int mb);
-  void clear_micro_batch() { mb_.clear(); }
+  void clear_micro_batch() {
+    mb_.clear();
+    last_mb_ = false;
+  }
 
   /// Appends `op` after the previous op; ops named "...recompute..." are recomputed forwards.
   void add(Op op);
@@ -121,6 +124,13 @@ class TransformerDraft {
   void sp_gather(const std::string& name, Phase ph);
   /// The op name with the micro-batch prefix.
   [[nodiscard]] std::string named(const std::string& name) const { return mb_ + name; }
+  /// Whether the current micro-batch is the iteration's last (set by set_micro_batch).
+  [[nodiscard]] bool last_micro_batch() const { return last_mb_; }
+  /// A collective that runs beside the op chain: it starts after the previous op, but the
+  /// next op does not wait for it; the op after join_async() waits for all of them.
+  void async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d);
+  /// The next op waits for every async_collective issued so far.
+  void join_async() { join_.insert(join_.end(), pending_.begin(), pending_.end()), pending_.clear(); }
 
   RankProgram program;
 
@@ -129,6 +139,8 @@ class TransformerDraft {
   SharedCollectives& shared_;
   int last_ = -1;
   std::string mb_;  ///< name prefix of the current micro-batch, e.g. "mb3."
+  bool last_mb_ = false;
+  std::vector<int> pending_, join_;  ///< async collectives not yet joined; those the next op waits for
 };
 
 using TransformerPass = void (*)(const TransformerRankContext&, TransformerDraft&);

@@ -56,6 +56,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   w.recompute = rc == "none" ? Recompute::kNone : rc == "selective" ? Recompute::kSelective : Recompute::kFull;
   [[maybe_unused]] const std::string opt = root.enum_or("optimizer", {"adam"}, "adam");
   w.distributed_optimizer = root.bool_or("distributed_optimizer", false);
+  w.overlap_grad_reduce = root.bool_or("overlap_grad_reduce", false);
   const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "1f1b");
   if (schedule == "interleaved") {
     root.fail("schedule", "the interleaved 1F1B schedule is not simulated yet; use \"1f1b\"");

@@ -42,6 +42,10 @@ struct TransformerSpec {
   std::int64_t global_batch = 1; ///< sequences per iteration, all DP ranks
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;  ///< Adam states sharded over DP (reduce-scatter + all-gather)
+  /// Megatron's --overlap-grad-reduce: the DP gradient reduction is issued per layer as soon
+  /// as the last micro-batch's backward of that layer ends, overlapping the rest of the
+  /// backward, instead of once after the flush.
+  bool overlap_grad_reduce = false;
   int tp = 1, pp = 1;
   int dp = 0;                    ///< 0: "auto" = GPUs / (tp x pp)
   bool sequence_parallel = false;

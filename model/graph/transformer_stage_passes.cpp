@@ -106,7 +106,16 @@ void add_gradient_sync(const TransformerRankContext& c, TransformerDraft& d) {
   const double gb = dtype_bytes(w.grad_reduce_dtype);
   if (w.dp > 1) {
     const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-    d.collective(w.distributed_optimizer ? "grads.reduce_scatter" : "grads.all_reduce", ph, c.dp_group, {k, params * gb, {}});
+    const std::string name = w.distributed_optimizer ? "grads.reduce_scatter" : "grads.all_reduce";
+    if (w.overlap_grad_reduce) {
+      // The layers' buckets went out during the backward; what is left (embedding, final
+      // norm, LM head) goes now, and the next op waits for every bucket.
+      const double rest = params - transformer_layer_parameters(w) * double(c.layers_per_stage());
+      d.async_collective(name + ".rest", ph, c.dp_group, {k, rest * gb, {}});
+      d.join_async();
+    } else {
+      d.collective(name, ph, c.dp_group, {k, params * gb, {}});
+    }
   }
   if (c.emb_group >= 0 && w.tied_embeddings && (c.first_stage() || c.last_stage())) {
     d.collective("embedding_grads.all_reduce", ph, c.emb_group, {CollectiveKind::kAllReduce, double(c.vocab) * w.hidden * gb, {}});

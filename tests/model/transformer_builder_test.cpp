@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "model/predict/predict.hpp"
 #include "model/graph/transformer_builder.hpp"
@@ -338,4 +339,40 @@ TEST_CASE("pipeline transfers block the host unless the runtime orders them on s
   const auto [ordered_waits, ordered_transfers] = p2p_host_waits(build_transformer_graph(w, 2));
   CHECK(ordered_transfers == blocking_transfers);
   CHECK(ordered_waits == 0);
+}
+
+TEST_CASE("overlap_grad_reduce: one DP bucket per layer during the last backward, same bytes, never slower", "[transformer]") {
+  TransformerSpec w = small_gpt(1, 1, 2);
+  w.grad_reduce_dtype = DType::kFp32;
+  w.overlap_grad_reduce = true;
+  const ExecutionGraph g = build_transformer_graph(w, 2);
+  double bytes = 0;
+  int buckets = 0, rest = 0, blocking = 0;
+  for (const auto& op : g.ranks[0].ops) {
+    if (!op.collective) continue;
+    const auto& c = g.collectives[static_cast<std::size_t>(*op.collective)];
+    if (op.name.find("grads.") == std::string::npos) continue;
+    bytes += c.desc.bytes;
+    buckets += op.name.find("grads.bucket") != std::string::npos;
+    rest += op.name.find(".rest") != std::string::npos;
+    blocking += op.host_waits;
+    // Buckets belong to the last micro-batch (global batch 8, dp 2: micro-batches 0..3).
+    if (op.name.find("grads.bucket") != std::string::npos) CHECK(op.name.rfind("mb3.", 0) == 0);
+  }
+  CHECK(buckets == 4);  // 4 layers on the one stage
+  CHECK(rest == 1);     // embedding, final norm: after the backward
+  CHECK(blocking == 0);
+  CHECK(bytes == Approx(4.0 * transformer_rank_parameters(w, 0)));  // fp32 gradients of every parameter, once
+
+  // The same job predicted with and without the overlap: never slower with it.
+  auto time_of = [](bool overlap) {
+    JsonDocument s = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
+    JsonDocument wl = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/gpt3_1.3b.json");
+    return predict_documents(std::move(s), std::move(wl), std::nullopt,
+                             {"system.nodes=2", fmt::format("workload.overlap_grad_reduce={}", overlap)}, 3)
+        ->timeline.iteration_time;
+  };
+  const double serial = time_of(false), overlapped = time_of(true);
+  CHECK(overlapped <= serial);
+  CHECK(overlapped < serial * 0.99);  // 2 nodes: the DP all-reduce is long enough to matter
 }
