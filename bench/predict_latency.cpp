@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
+#include "model/predict/predict.hpp"
 #include "model/sim/annotate.hpp"
 #include "model/graph/dlrm_builder.hpp"
 #include "model/sim/simulator.hpp"
@@ -65,6 +68,30 @@ void run(const char* label, const std::string& system_file, int nodes, const std
               iteration_time * 1e3);
 }
 
+/// A whole Transformer prediction (parse, graph with symmetric simulation, annotate,
+/// simulate, analyse) through predict_documents, with the process's peak memory so far.
+void run_transformer(const char* label, const std::string& src, const std::vector<std::string>& overrides, int reps) {
+  std::vector<double> ms;
+  double iteration_time = 0;
+  std::size_t events = 0;
+  int world = 0;
+  for (int i = 0; i < reps; ++i) {
+    JsonDocument s = load_json_file(src + "/configs/systems/dgx_h100.json");
+    JsonDocument w = load_json_file(src + "/configs/workloads/gpt3_175b.json");
+    const auto t0 = Clock::now();
+    const auto p = predict_documents(std::move(s), std::move(w), std::nullopt, overrides, 3);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    iteration_time = p->timeline.iteration_time;
+    events = p->timeline.events.size();
+    world = p->timeline.world;
+  }
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const Stats st = stats(ms);
+  std::printf("%-34s ranks %4d  events %7zu  %9.1f ms (p10 %.1f, p90 %.1f)  peak RSS so far %.0f MiB  [predicted %.3f s]\n", label,
+              world, events, st.median, st.p10, st.p90, double(u.ru_maxrss) / 1024.0, iteration_time);
+}
+
 }  // namespace
 
 int main() {
@@ -75,5 +102,12 @@ int main() {
   run("dgx_h100, dlrm_mlperf", src + "/configs/systems/dgx_h100.json", 0, src + "/configs/workloads/dlrm_mlperf.json", 200);
   run("4x dgx_h100 (32 GPUs), 64-table", src + "/configs/systems/cluster_4x_dgx_h100.json", 0, bench_workload, 50);
   run("64x dgx_h100 (512 GPUs), 64-table", src + "/configs/systems/cluster_4x_dgx_h100.json", 64, bench_workload, 10);
+  // GPT-3 175B as in the Megatron-LM paper's 1,024-GPU run: tp 8, pp 16, dp 8, global batch
+  // 1,536, micro-batch 1, 1F1B, no recomputation; and the preset on one node (tp 8, batch 16).
+  run_transformer("GPT-3 175B, dgx_h100 (8 GPUs)", src, {}, 10);
+  run_transformer("GPT-3 175B, 128x dgx_h100 (1024 GPUs)", src,
+                  {"system.nodes=128", "workload.parallelism.pp=16", "workload.global_batch=1536", "workload.micro_batch=1",
+                   "workload.recompute=\"none\""},
+                  3);
   return 0;
 }

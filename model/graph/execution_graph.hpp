@@ -51,6 +51,15 @@ struct ExecutionGraph {
   std::vector<RankProgram> ranks;
   std::vector<RankGroup> groups;
   std::vector<GraphCollective> collectives;
+  /// Symmetric simulation: empty when every rank is simulated; else one entry per rank,
+  /// the rank whose program and timeline stand for it (itself for a simulated rank). A
+  /// mirrored rank has an empty program; builders mirror only ranks whose program differs
+  /// from their representative's by group membership alone, so every collective's members
+  /// arrive together and the representative's timeline is theirs (see docs/transformers.md).
+  std::vector<int> mirror_of;
+
+  [[nodiscard]] bool simulated(int rank) const { return mirror_of.empty() || mirror_of[static_cast<std::size_t>(rank)] == rank; }
+  [[nodiscard]] int representative(int rank) const { return mirror_of.empty() ? rank : mirror_of[static_cast<std::size_t>(rank)]; }
 };
 
 }  // namespace perfcast

@@ -100,7 +100,14 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
   ExecutionGraph g;
   transformer::SharedCollectives shared{g, {}, {}};
   g.ranks.reserve(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) g.ranks.push_back(transformer::build_transformer_rank_program(w, r, shared));
+  const int replicas = w.tp * w.dp;  // ranks per stage
+  const bool mirror = w.symmetric_simulation && replicas > 1;
+  for (int r = 0; r < world; ++r) {
+    const int representative = r / replicas * replicas;  // tp index 0, dp index 0 of r's stage
+    if (mirror) g.mirror_of.push_back(representative);
+    if (!mirror || representative == r) g.ranks.push_back(transformer::build_transformer_rank_program(w, r, shared));
+    else g.ranks.emplace_back();
+  }
   return g;
 }
 

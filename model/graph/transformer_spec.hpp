@@ -54,6 +54,10 @@ struct TransformerSpec {
   /// Pipeline transfers block the host (Megatron-DeepSpeed: wait + device synchronize);
   /// false: stream-ordered only. Not a workload key: set by the runtime profile.
   bool pipeline_host_blocking = true;
+  /// Simulate one rank per pipeline stage (tp and dp index 0) and mirror the others, whose
+  /// programs differ only by group membership. Not a workload key: false in tests that
+  /// compare with the full simulation.
+  bool symmetric_simulation = true;
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
   /// FP8 as Transformer Engine runs it (delayed-scaling recipe): only the GEMMs of the

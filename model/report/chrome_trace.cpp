@@ -30,7 +30,9 @@ class CollectiveFlows {
     const std::uint64_t call = key(collective, e.iteration, static_cast<int>(use));
     auto [it, first] = open_.try_emplace(call, Arrival{e.rank, e.start, 0});
     if (first) return;
-    const std::size_t members = p.graph.groups[static_cast<std::size_t>(p.graph.collectives[static_cast<std::size_t>(collective)].group)].ranks.size();
+    std::size_t members = 0;  // the simulated ones: mirrored ranks have no events
+    for (int m : p.graph.groups[static_cast<std::size_t>(p.graph.collectives[static_cast<std::size_t>(collective)].group)].ranks)
+      members += p.graph.simulated(m);
     const int comm = static_cast<int>(Lane::kComm);
     fmt::format_to(std::back_inserter(b),
                    ",\n" R"({{"ph":"s","id":{0},"name":"collective","cat":"collective","pid":{1},"tid":{2},"ts":{3:.3f}}})"
@@ -70,9 +72,12 @@ void stream_events(const Prediction& p, const ChromeTraceOptions& o, TraceSink& 
   for (int r = 0; r < p.timeline.world; ++r) {
     if (!selected(o.ranks, r)) continue;
     sep();
-    fmt::format_to(std::back_inserter(b), R"({{"ph":"M","name":"process_name","pid":{0},"args":{{"name":"rank {0}"}}}},)"
+    // A mirrored rank (symmetric simulation) has no events of its own: its name says whose it are.
+    const std::string name = p.graph.simulated(r) ? fmt::format("rank {}", r)
+                                                  : fmt::format("rank {} (runs as rank {}: not drawn)", r, p.graph.representative(r));
+    fmt::format_to(std::back_inserter(b), R"({{"ph":"M","name":"process_name","pid":{0},"args":{{"name":"{1}"}}}},)"
                                           "\n" R"({{"ph":"M","name":"process_sort_index","pid":{0},"args":{{"sort_index":{0}}}}})",
-                   r);
+                   r, name);
     for (int l = 0; l < kLaneCount; ++l) {
       fmt::format_to(std::back_inserter(b), ",\n" R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})",
                      r, l, lane_name(static_cast<Lane>(l)));

@@ -58,7 +58,10 @@ std::vector<Seconds> step_bounds(const Prediction& p, const std::vector<std::siz
   return start;
 }
 
+/// Rank `rank`'s trace from `events` of the rank simulated for it (itself, or its
+/// representative under symmetric simulation, whose program it runs).
 void write_rank(const Prediction& p, int rank, const std::vector<std::size_t>& events, const ChromeTraceOptions& o, TraceSink& sink) {
+  const int simulated = p.graph.representative(rank);
   auto& b = sink.buffer();
   const int pid = 1000 + rank;  // the host process; GPU events carry the device as pid
   b.append(std::string_view("{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":"));
@@ -84,7 +87,7 @@ void write_rank(const Prediction& p, int rank, const std::vector<std::size_t>& e
   for (const std::size_t i : events) {
     const TimelineEvent& e = p.timeline.events[i];
     if (!keep_iteration(e.iteration)) continue;
-    const Op& op = p.graph.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(e.op)];
+    const Op& op = p.graph.ranks[static_cast<std::size_t>(simulated)].ops[static_cast<std::size_t>(e.op)];
     if (e.lane == Lane::kHost) {
       b.append(std::string_view(",\n{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"));
       append_json_string(b, op.name);
@@ -140,7 +143,7 @@ void write_kineto_traces(const Prediction& p, const std::string& dir, const Chro
     const std::string tmp = path + ".tmp";
     try {
       TraceSink sink(tmp, false);
-      write_rank(p, r, per_rank[static_cast<std::size_t>(r)], o, sink);
+      write_rank(p, r, per_rank[static_cast<std::size_t>(p.graph.representative(r))], o, sink);
       sink.close();
       std::filesystem::rename(tmp, path);
     } catch (...) {

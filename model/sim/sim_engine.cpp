@@ -43,7 +43,11 @@ Timeline Engine::run() {
   }
   for (const RankCursor& st : cursors_)
     if (!st.done) throw_deadlock();
-  return assemble_timeline(log_.take(), static_cast<int>(cursors_.size()), iterations_, std::move(iteration_end_));
+  Timeline t = assemble_timeline(log_.take(), static_cast<int>(cursors_.size()), iterations_, std::move(iteration_end_));
+  // Mirrored ranks (symmetric simulation) end their iterations when their representative does.
+  for (std::size_t r = 0; r < t.iteration_end.size(); ++r)
+    if (!g_.simulated(static_cast<int>(r))) t.iteration_end[r] = t.iteration_end[static_cast<std::size_t>(g_.representative(static_cast<int>(r)))];
+  return t;
 }
 
 void Engine::throw_deadlock() const {

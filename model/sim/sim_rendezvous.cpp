@@ -13,7 +13,13 @@ namespace perfcast::sim {
 CollectiveRendezvous::CollectiveRendezvous(const TimedGraph& tg, EventLog& log, const DurationOverrides& overrides)
     : tg_(tg), g_(*tg.graph), log_(log), overrides_(overrides) {
   group_size_.reserve(g_.groups.size());
-  for (const auto& grp : g_.groups) group_size_.push_back(grp.size());
+  // Mirrored ranks (symmetric simulation) do not arrive: their representative's arrival
+  // stands for theirs.
+  for (const auto& grp : g_.groups) {
+    int simulated = 0;
+    for (int r : grp.ranks) simulated += g_.simulated(r);
+    group_size_.push_back(simulated);
+  }
   arrivals_.resize(g_.groups.size());
 }
 

@@ -158,7 +158,15 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
     if (e.iteration == t.iterations - 1) last[static_cast<std::size_t>(e.rank)].push_back(&e);
   }
   out.ranks.reserve(static_cast<std::size_t>(t.world));
-  for (int r = 0; r < t.world; ++r) out.ranks.push_back(analyze_rank(t, g, r, last));
+  for (int r = 0; r < t.world; ++r) {
+    if (g.simulated(r)) {
+      out.ranks.push_back(analyze_rank(t, g, r, last));
+    } else {  // mirrored: its representative's figures (a lower rank, already analysed)
+      RankBreakdown b = out.ranks[static_cast<std::size_t>(g.representative(r))];
+      b.rank = r;
+      out.ranks.push_back(std::move(b));
+    }
+  }
 
   // Critical path: from the event that ends last, follow the constraint that set each
   // start back to the window start, crediting each event the time it holds the path.

@@ -164,7 +164,9 @@ TEST_CASE("1F1B issues Megatron's point-to-point order", "[transformer]") {
 TEST_CASE("the host blocks on pipeline transfers and on get_batch's sizes copy, nowhere else", "[transformer]") {
   // Megatron's p2p_communication._communicate ends in torch.cuda.synchronize(); get_batch's
   // broadcast_data reads the key sizes back with sizes_cuda.cpu() once per micro-batch.
-  const ExecutionGraph g = build_transformer_graph(small_gpt(2, 2, 1, 4), 4);
+  TransformerSpec w = small_gpt(2, 2, 1, 4);
+  w.symmetric_simulation = false;  // every rank's program, to count them all
+  const ExecutionGraph g = build_transformer_graph(w, 4);
   int p2p_count = 0, get_batch_syncs = 0;
   for (const auto& prog : g.ranks) {
     for (const auto& op : prog.ops) {
@@ -375,4 +377,40 @@ TEST_CASE("overlap_grad_reduce: one DP bucket per layer during the last backward
   const double serial = time_of(false), overlapped = time_of(true);
   CHECK(overlapped <= serial);
   CHECK(overlapped < serial * 0.99);  // 2 nodes: the DP all-reduce is long enough to matter
+}
+
+TEST_CASE("symmetric simulation equals the full simulation rank by rank", "[transformer][symmetry]") {
+  // 2 DGX H100 (16 GPUs): tp 2 x pp 2 x dp 4, over the network, with the distributed
+  // optimizer and overlapped gradient reduction; once mirroring replicas, once simulating all.
+  JsonDocument sys = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
+  apply_override(sys, "nodes", "2");
+  const SystemSpec s = parse_system(sys);
+  for (const bool overlap : {false, true}) {
+    TransformerSpec w = small_gpt(2, 2, 4, 32);
+    w.precision = DType::kBf16;
+    w.sequence_parallel = true;
+    w.distributed_optimizer = true;
+    w.overlap_grad_reduce = overlap;
+    TransformerSpec full = w;
+    full.symmetric_simulation = false;
+    const auto a = predict_transformer(s, w, {}, 3);
+    const auto b = predict_transformer(s, full, {}, 3);
+    CHECK_FALSE(a->graph.mirror_of.empty());
+    CHECK(b->graph.mirror_of.empty());
+    CHECK(a->timeline.iteration_time == b->timeline.iteration_time);
+    REQUIRE(a->analysis.ranks.size() == 16);
+    for (std::size_t r = 0; r < 16; ++r) {
+      const auto &x = a->analysis.ranks[r], &y = b->analysis.ranks[r];
+      CHECK(x.period == y.period);
+      CHECK(x.compute_busy == y.compute_busy);
+      CHECK(x.communication_busy == y.communication_busy);
+      CHECK(x.exposed_communication == y.exposed_communication);
+      CHECK(x.host_busy == y.host_busy);
+      CHECK(x.gpu_idle == y.gpu_idle);
+    }
+    // tp 2 x dp 4 = 8 ranks per stage, 2 stages: one simulated rank per stage.
+    int simulated = 0;
+    for (int r = 0; r < 16; ++r) simulated += a->graph.simulated(r);
+    CHECK(simulated == 2);
+  }
 }
