@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -62,6 +63,14 @@ Action add_predict(CLI::App& app) {
   cmd->add_option("--workload", req.workload, "workload file (configs/workloads/*.json)")->required();
   cmd->add_option_function<std::string>("--plan", [o](const std::string& p) { o->req.plan = p; },
                                         "sharding plan file (TorchRec ParameterSharding fields); default: table-wise round-robin");
+  cmd->add_option_function<std::string>(
+      "--calibration",
+      [o](const std::string& f) {
+        // Absolute, so that the system file's folder does not prefix it.
+        o->req.overrides.insert(o->req.overrides.begin(),
+                                "system.kernel_calibration=\"" + std::filesystem::absolute(f).lexically_normal().string() + "\"");
+      },
+      "kernel calibration file to use (default: configs/calibration/<gpu>.json beside the system file's folder)");
   cmd->add_option("--set", req.overrides,
                   "what-if override PATH=VALUE, e.g. workload.batch_size=4096, system.nodes=2, system.gpu=h200.json, "
                   "workload.embedding.tables[0].rows=2000000 (repeatable)");

@@ -183,6 +183,10 @@ SystemSpec parse_system(const JsonDocument& doc) {
   }
 
   if (auto host = root.find("host")) s.host = parse_host_spec(host->as_object(), s.host);
+  if (auto cal = root.find("kernel_calibration")) {
+    s.kernel_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();  // an absolute path stays itself
+    if (!std::filesystem::is_regular_file(s.kernel_calibration)) cal->fail(fmt::format("no such file: {}", s.kernel_calibration.string()));
+  }
   if (auto cal = root.find("collective_calibration")) {
     s.comms_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();
     if (!std::filesystem::exists(s.comms_calibration)) {

@@ -85,6 +85,9 @@ struct SystemSpec {
   /// Calibration file of the collective models ("collective_calibration", relative to the
   /// system file); empty: spec-derived models only.
   std::filesystem::path comms_calibration;
+  /// "kernel_calibration": a kernel calibration file (relative to the system file's folder,
+  /// or absolute); empty: configs/calibration/<gpu>.json next to the system's folder.
+  std::filesystem::path kernel_calibration;
 
   [[nodiscard]] int world_size() const { return gpus_per_node * nodes; }
   [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node; }

@@ -189,9 +189,17 @@ PredictionModels load_prediction_models(Prediction& p) {
   return m;
 }
 
+std::string missing_calibration_warning(const SystemSpec& system) {
+  if (!system.kernel_calibration.empty()) return "";  // named, hence found (parse_system checks)
+  return fmt::format("spec-derived predictors: no kernel calibration for {} (looked for ../calibration/{} from the system file's "
+                     "folder; predict --calibration FILE names one)",
+                     system.gpu.name, calibration_file_name(system.gpu.name));
+}
+
 std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system, std::string* path_out) {
-  const auto path = std::filesystem::path(system.file).parent_path() / ".." / "calibration" /
-                    calibration_file_name(system.gpu.name);
+  const auto path = !system.kernel_calibration.empty()
+                        ? system.kernel_calibration
+                        : std::filesystem::path(system.file).parent_path() / ".." / "calibration" / calibration_file_name(system.gpu.name);
   if (!std::filesystem::exists(path)) return std::nullopt;
   if (path_out) *path_out = path.lexically_normal().string();
   return parse_kernel_calibration(load_json_file(path));
@@ -226,10 +234,7 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the plan does not fit in device memory: " + verdict);
   }
-  if (p->kernel_calibration.empty()) {
-    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
-                          calibration_file_name(p->system.gpu.name) + ")");
-  }
+  if (p->kernel_calibration.empty()) p->warnings.push_back(missing_calibration_warning(p->system));
   return p;
 }
 
@@ -247,10 +252,7 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the model does not fit in device memory: " + verdict);
   }
-  if (p->kernel_calibration.empty()) {
-    p->warnings.push_back("spec-derived predictors: no calibration for " + p->system.gpu.name + " (configs/calibration/" +
-                          calibration_file_name(p->system.gpu.name) + ")");
-  }
+  if (p->kernel_calibration.empty()) p->warnings.push_back(missing_calibration_warning(p->system));
   return p;
 }
 

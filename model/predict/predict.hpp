@@ -95,6 +95,10 @@ struct PredictionModels {
 [[nodiscard]] std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec& system,
                                                                              std::string* path = nullptr);
 
+/// The warning for a prediction without a kernel calibration: the GPU, the path looked
+/// at, and how to name a file.
+[[nodiscard]] std::string missing_calibration_warning(const SystemSpec& system);
+
 /// Splits "PATH=VALUE" and applies it to the matching document. Host costs
 /// (`system.host.KEY` or `runtime.host.KEY`) go to `host` when given: a document
 /// {"host": {...}} that apply_host_overrides lays over the runtime profile's values, so

@@ -182,7 +182,10 @@ TraceWorkload parse_trace_workload(const JsonDocument& doc) {
   w.file = doc.file;
   w.name = root.string("name");
   w.batch = root.integer_or("batch", 0, 1LL << 50, 0);
-  (void)root.find("source");  // free-form provenance
+  if (const auto src = root.find("source")) {  // free-form provenance; its "gpu" names the traced device
+    const json& s = src->raw();
+    if (s.is_object() && s.contains("gpu") && s["gpu"].is_string()) w.traced_gpu = s["gpu"].get<std::string>();
+  }
   if (const auto m = root.find("measured_iteration")) {
     const JsonArray a = m->as_array();
     for (std::size_t i = 0; i < a.size(); ++i) w.measured_iteration.push_back(a[i].as_quantity(Dimension::kTime));

@@ -53,6 +53,7 @@ struct TraceWorkload {
   std::vector<int> group_size;                         ///< per collective: communicator size
   std::vector<std::optional<Seconds>> collective_measured;  ///< per collective
   std::vector<Seconds> measured_iteration;             ///< per rank, s (0: unknown)
+  std::string traced_gpu;                              ///< the traced device's name ("source"."gpu"); "" unknown
 };
 
 /// What `perfcast import` recognized, over all ranks.

@@ -108,6 +108,30 @@ expect "replay predicted needs a system" 2 '--kernels predicted needs --system' 
 expect "replay et count" 2 '2 execution traces for 1 Kineto traces' -- "$perfcast" replay --kineto "$ks" --et "$src/tests/data/et_shapes.json" "$src/tests/data/et_shapes.json" --json "$tmp/out.json"
 expect "import" 0 'not recognized (keep their measured duration): 1 ops' -- "$perfcast" import --kineto "$ks" --out "$tmp/imported.json"
 expect "predict imported" 0 'imported trace: 1 traced rank' -- "$perfcast" predict --system "$v100" --workload "$tmp/imported.json"
+# The same V100 trace on an H100 system: the unrecognized kernel keeps its V100 time, and the report says so.
+expect "predict imported on another GPU warns" 0 'recorded on Tesla V100-SXM2-32GB and predicted on NVIDIA H100' -- \
+  "$perfcast" predict --system "$sys" --workload "$tmp/imported.json"
+"$perfcast" predict --system "$v100" --workload "$tmp/imported.json" > "$tmp/same_gpu.txt" 2>&1
+! grep -q "recorded on" "$tmp/same_gpu.txt" && echo "ok   the same GPU gives no such warning" || { echo "FAIL same-GPU warning"; fails=$((fails + 1)); }
+# An implausible measured step, and a trace with no GPU work at all, are said.
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+d['measured_iteration'] = ['7200s']
+json.dump(d, open(sys.argv[2], 'w'))
+d['collectives'] = []
+for r in d['ranks']:
+    for op in r['ops']:
+        op.pop('kernels', None); op.pop('collective', None)
+json.dump(d, open(sys.argv[3], 'w'))" "$tmp/imported.json" "$tmp/long_step.json" "$tmp/no_gpu.json"
+expect "imported: implausible step warns" 0 "measured step of 7200.000 s is implausible" -- "$perfcast" predict --system "$v100" --workload "$tmp/long_step.json"
+expect "imported: no GPU work warns" 0 "no GPU kernel, copy or collective" -- "$perfcast" predict --system "$v100" --workload "$tmp/no_gpu.json"
+# --calibration names a kernel calibration; a missing one is bad input.
+expect "predict --calibration" 0 '"calibration": "'"$src"'/configs/calibration/tesla_v100_sxm2_32gb.json"' -- \
+  "$perfcast" predict --system "$src/configs/systems/h100_sxm.json" --workload "$wl" \
+  --calibration "$src/configs/calibration/tesla_v100_sxm2_32gb.json" --json -
+expect "predict --calibration missing" 2 '/kernel_calibration: no such file' -- \
+  "$perfcast" predict --system "$sys" --workload "$wl" --calibration "$tmp/nope.json" --json "$tmp/out.json"
 expect "import bad et" 2 'broken.json' -- "$perfcast" import --kineto "$ks" --et "$src/tests/data/broken.json" --out "$tmp/out.json"
 # Kernel measurements from a trace (5 recognized ops of calibratable families in
 # kineto_shapes.json), selections, and a fit that needs 10 per family.
