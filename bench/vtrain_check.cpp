@@ -13,7 +13,11 @@
 //
 // Usage: perfcast_vtrain_check [--csv FILE] [--system FILE] [--rows N] [--out predictions.csv]
 //                              [--attention flash|unfused] [--worst K] [--host-op-overhead SECONDS]
-//                              [--backward-op-overhead SECONDS] [--fit-host 1|2]
+//                              [--backward-op-overhead SECONDS] [--fit-host 1|2] [--runtime NAME]
+//                              [--max-held-out-geomean X] [--skip-missing 1]
+// --runtime applies configs/runtimes/NAME.json's host costs as predict does (the shipped
+// defaults); --max-held-out-geomean exits 1 when the 4- and 8-GPU rows' geomean |error|
+// exceeds X (a fraction); --skip-missing 1 exits 77 when the CSV is absent (ctest: skipped).
 // --out also writes rank 0's compute-stream, collective and host busy ms per row.
 // --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
 // 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
@@ -25,8 +29,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "model/predict/predict.hpp"
+#include "model/predict/runtime_profile.hpp"
 #include "model/sim/simulator.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "core/error_stats.hpp"
@@ -101,6 +108,9 @@ int main(int argc, char** argv) {
   AttentionImpl attention = AttentionImpl::kUnfused;
   double op_overhead = -1, backward_overhead = -1;
   int fit_host = 0;
+  std::string runtime;       // --runtime NAME: configs/runtimes/NAME.json's host costs, as predict applies them
+  double max_held_out = -1;  // --max-held-out-geomean X: exit 1 when the 4+8-GPU rows' geomean |error| exceeds X
+  bool skip_missing = false;  // --skip-missing 1: exit 77 (skipped) when the CSV is absent
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--csv") csv = v;
@@ -112,12 +122,21 @@ int main(int argc, char** argv) {
     else if (a == "--fit-host") fit_host = std::stoi(v);
     else if (a == "--backward-op-overhead") backward_overhead = std::stod(v);
     else if (a == "--attention") attention = v == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
+    else if (a == "--runtime") runtime = v;
+    else if (a == "--max-held-out-geomean") max_held_out = std::stod(v);
+    else if (a == "--skip-missing") skip_missing = v == "1";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
+  if (skip_missing && !std::filesystem::exists(csv)) {
+    std::printf("skipped: %s is not here (the shared vTrain data)\n", csv.c_str());
+    return 77;
+  }
   try {
+    std::optional<RuntimeProfile> profile;
+    if (!runtime.empty()) profile = load_runtime_profile(runtime, src + "/configs/workloads/gpt2.json", true);
     std::vector<Row> rows = read_rows(csv);
     if (max_rows > 0 && rows.size() > max_rows) rows.resize(max_rows);
     const auto t0 = std::chrono::steady_clock::now();
@@ -132,6 +151,7 @@ int main(int argc, char** argv) {
       JsonDocument doc = load_json_file(system);
       apply_override(doc, "gpus_per_node", std::to_string(r.gpus));
       SystemSpec sys = parse_system(doc);
+      if (profile) apply_runtime(sys, *profile);
       if (overhead >= 0) sys.host.op_overhead = overhead;
       // Backward (autograd) ops pay their own host overhead when one is given (HostSpec).
       if (backward_overhead >= 0) sys.host.backward_op_overhead = backward_overhead;
@@ -195,7 +215,7 @@ int main(int argc, char** argv) {
                 attention == AttentionImpl::kFlash ? "flash" : "unfused", system.c_str(), secs);
     std::printf("%-12s %6s %11s %9s %9s %10s\n", "subset", "rows", "geomean|e|", "MAPE", "max|e|", "bias");
     line("all", errors);
-    if (fit_host > 0 && !held_out.empty()) line("held out", held_out);
+    if ((fit_host > 0 || max_held_out >= 0) && !held_out.empty()) line("held out", held_out);
     for (const auto& [g, e] : by_gpus) line(fmt::format("{} GPUs", g), e);
     for (const auto& [g, e] : by_tp) line(fmt::format("tp {}", g), e);
     for (const auto& [g, e] : by_pp) line(fmt::format("pp {}", g), e);
@@ -218,6 +238,12 @@ int main(int argc, char** argv) {
                          r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp, r.dp, r.pp, r.measured_ms, predicted[i],
                          errors[i], busy[i].compute, busy[i].comm, busy[i].host);
       }
+    }
+    if (max_held_out >= 0) {
+      const double g = summarize_errors(held_out).geomean_abs;
+      std::printf("\nheld-out (4- and 8-GPU rows) geomean |error| %.2f%%: %s the %.2f%% bound\n", 100 * g,
+                  g <= max_held_out ? "within" : "ABOVE", 100 * max_held_out);
+      if (!(g <= max_held_out)) return 1;
     }
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s: %s: %s\n", e.file().c_str(), e.pointer().c_str(), e.what());
