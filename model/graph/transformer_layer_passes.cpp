@@ -92,21 +92,21 @@ void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int
   const double e = c.e;
   const std::string p = fmt::format("layer{}.{}", layer, tag);
   d.kernels(p + "input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
-  d.sp_gather(p + "attention.all_gather", ph);
+  d.sp_gather(p + "attention.all_gather", ph, true);
   const double T = double(c.tokens);
   d.kernels(p + "qkv", ph, c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.qkv, w.hidden, true)}));
   add_attention_core_forward(c, d, p, ph);
   d.kernels(p + "attention.dense", ph, c.linear(T * c.attn_out, {c.linear_gemm(c.tokens, w.hidden, c.attn_out)}));
-  d.tp_reduce(p + "attention.tp_reduce", ph);
+  d.tp_reduce(p + "attention.tp_reduce", ph, true);
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
-  d.sp_gather(p + "mlp.all_gather", ph);
+  d.sp_gather(p + "mlp.all_gather", ph, true);
   const double inner = double(c.tokens) * c.ffn2;
   std::vector<KernelDesc> fc1 = c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.ffn1, w.hidden)});
   fc1.push_back(w.activation == Activation::kGelu ? ew("bias_gelu", inner, kGeluFlops, 2 * e) : ew("swiglu", inner, 6, 3 * e));
   d.kernels(p + "mlp.fc1", ph, std::move(fc1));
   d.kernels(p + "mlp.fc2", ph, c.linear(T * c.ffn2, {c.linear_gemm(c.tokens, w.hidden, c.ffn2)}));
-  d.tp_reduce(p + "mlp.tp_reduce", ph);
+  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
 }
 
@@ -119,21 +119,21 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const std::int64_t T = c.tokens, H = w.hidden;
   const double inner = double(T) * c.ffn2;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
-  d.sp_gather(p + "mlp.fc2.all_gather", ph);
+  d.sp_gather(p + "mlp.fc2.all_gather", ph, true);
   d.kernels(p + "mlp.fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.ffn2, H), c.linear_gemm(c.ffn2, H, T)}));
   std::vector<KernelDesc> fc1{w.activation == Activation::kGelu ? ew("bias_gelu_backward", inner, kGeluBwdFlops, 3 * e)
                                                                 : ew("swiglu_backward", inner, 8, 5 * e)};
   for (auto& k : c.linear(double(T) * c.ffn1, {c.linear_gemm(T, H, c.ffn1), c.linear_gemm(c.ffn1, H, T)})) fc1.push_back(std::move(k));
   d.kernels(p + "mlp.fc1", ph, std::move(fc1));
-  d.tp_reduce(p + "mlp.tp_reduce", ph);
+  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
-  d.sp_gather(p + "attention.dense.all_gather", ph);
+  d.sp_gather(p + "attention.dense.all_gather", ph, true);
   d.kernels(p + "attention.dense", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.attn_out, H), c.linear_gemm(c.attn_out, H, T)}));
   add_attention_core_backward(c, d, p);
-  d.sp_gather(p + "qkv.all_gather", ph);
+  d.sp_gather(p + "qkv.all_gather", ph, true);
   d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));
-  d.tp_reduce(p + "qkv.tp_reduce", ph);
+  d.tp_reduce(p + "qkv.tp_reduce", ph, true);
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's
   // backward of it; their DP reduction starts now, beside the rest of the backward.

@@ -74,19 +74,25 @@ void TransformerDraft::set_micro_batch(int mb) {
   last_mb_ = mb + 1 == c_.w.micro_batches();
 }
 
-void TransformerDraft::async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d) {
+int TransformerDraft::side_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, int dep) {
   Op op{mb_ + name, ph, Stream::kComm, {}, shared_.collective(grp, d), {}, false};
-  if (last_ >= 0) op.deps.push_back(last_);
+  if (dep >= 0) op.deps.push_back(dep);
   program.ops.push_back(std::move(op));
-  pending_.push_back(static_cast<int>(program.ops.size()) - 1);
+  return static_cast<int>(program.ops.size()) - 1;
+}
+
+void TransformerDraft::async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d) {
+  pending_.push_back(side_collective(name, ph, grp, std::move(d), last_));
 }
 
 void TransformerDraft::add(Op op) {
   if (last_ >= 0) op.deps.push_back(last_);
   for (int j : join_) op.deps.push_back(j);
-  join_.clear();
+  join_ = std::move(join_after_next_);  // what the op after this one waits for
+  join_after_next_.clear();
   op.recompute = op.name.find("recompute.") != std::string::npos;  // add_layer_forward(.., "recompute.")
   program.ops.push_back(std::move(op));
+  before_last_ = last_;
   last_ = static_cast<int>(program.ops.size()) - 1;
 }
 
@@ -103,16 +109,29 @@ void TransformerDraft::p2p(const std::string& name, Phase ph, int grp, std::vect
   collective(name, ph, grp, std::move(d), c_.w.pipeline_host_blocking);
 }
 
-void TransformerDraft::tp_reduce(const std::string& name, Phase ph) {
+void TransformerDraft::tp_reduce(const std::string& name, Phase ph, bool beside_gemm) {
   if (c_.w.tp == 1) return;
   const double bytes = double(c_.tokens) * c_.w.hidden * c_.e;
-  collective(name, ph, c_.tp_group,
-             {c_.w.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes, {}});
+  const CollectiveDesc d{c_.w.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes, {}};
+  if (c_.w.tp_comm_overlap && beside_gemm) {
+    // Beside the row-parallel GEMM just added (it starts when the GEMM's input is ready);
+    // the next op waits for both.
+    join_.push_back(side_collective(name, ph, c_.tp_group, d, before_last_));
+    return;
+  }
+  collective(name, ph, c_.tp_group, d);
 }
 
-void TransformerDraft::sp_gather(const std::string& name, Phase ph) {
+void TransformerDraft::sp_gather(const std::string& name, Phase ph, bool beside_gemm) {
   if (c_.w.tp == 1 || !c_.w.sequence_parallel) return;
-  collective(name, ph, c_.tp_group, {CollectiveKind::kAllGather, double(c_.tokens) * c_.w.hidden * c_.e, {}});
+  const CollectiveDesc d{CollectiveKind::kAllGather, double(c_.tokens) * c_.w.hidden * c_.e, {}};
+  if (c_.w.tp_comm_overlap && beside_gemm) {
+    // Beside the column-parallel GEMM added next, which does not wait for it; the op after
+    // that GEMM waits for both.
+    join_after_next_.push_back(side_collective(name, ph, c_.tp_group, d, last_));
+    return;
+  }
+  collective(name, ph, c_.tp_group, d);
 }
 
 }  // namespace perfcast::transformer

@@ -119,9 +119,11 @@ class TransformerDraft {
   void p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair);
   /// The TP collective after a row-parallel layer (forward) or before a column-parallel
   /// layer's input gradient (backward): all-reduce, or reduce-scatter under sequence parallelism.
-  void tp_reduce(const std::string& name, Phase ph);
+  /// `beside_gemm`: the collective belongs to a Transformer Engine linear layer, which
+  /// tp_comm_overlap runs beside its GEMM (the embedding's and LM head's do not).
+  void tp_reduce(const std::string& name, Phase ph, bool beside_gemm = false);
   /// Sequence parallelism: the all-gather of the hidden states before a column-parallel layer.
-  void sp_gather(const std::string& name, Phase ph);
+  void sp_gather(const std::string& name, Phase ph, bool beside_gemm = false);
   /// The op name with the micro-batch prefix.
   [[nodiscard]] std::string named(const std::string& name) const { return mb_ + name; }
   /// Whether the current micro-batch is the iteration's last (set by set_micro_batch).
@@ -129,6 +131,9 @@ class TransformerDraft {
   /// A collective that runs beside the op chain: it starts after the previous op, but the
   /// next op does not wait for it; the op after join_async() waits for all of them.
   void async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d);
+  /// A collective beside the chain that starts after op `dep` (-1: none) and that no later
+  /// op waits for unless told (join_next / join_after_next); returns its op index.
+  int side_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, int dep);
   /// The next op waits for every async_collective issued so far.
   void join_async() { join_.insert(join_.end(), pending_.begin(), pending_.end()), pending_.clear(); }
 
@@ -138,6 +143,8 @@ class TransformerDraft {
   const TransformerRankContext& c_;
   SharedCollectives& shared_;
   int last_ = -1;
+  int before_last_ = -1;  ///< the op before last_ in the chain
+  std::vector<int> join_after_next_;  ///< side collectives the op after the next one waits for
   std::string mb_;  ///< name prefix of the current micro-batch, e.g. "mb3."
   bool last_mb_ = false;
   std::vector<int> pending_, join_;  ///< async collectives not yet joined; those the next op waits for

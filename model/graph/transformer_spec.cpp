@@ -62,6 +62,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     root.fail("schedule", "the interleaved 1F1B schedule is not simulated yet; use \"1f1b\"");
   }
   w.sequence_parallel = root.bool_or("sequence_parallel", false);
+  w.tp_comm_overlap = root.bool_or("tp_comm_overlap", false);
+  if (w.tp_comm_overlap && !w.sequence_parallel)
+    root.fail("tp_comm_overlap", "TP communication overlap (Transformer Engine userbuffers) needs \"sequence_parallel\": true");
   w.attention = root.enum_or("attention", {"flash", "unfused"}, "flash") == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
   w.dropout = root.number_or("dropout", 0.0, 0.99, 0.1);
   if (const auto par = root.find("parallelism")) {

@@ -46,6 +46,10 @@ struct TransformerSpec {
   /// as the last micro-batch's backward of that layer ends, overlapping the rest of the
   /// backward, instead of once after the flush.
   bool overlap_grad_reduce = false;
+  /// Transformer Engine's TP communication overlap (userbuffers, sequence parallelism
+  /// only): each all-gather runs beside the column-parallel GEMM that consumes it and each
+  /// reduce-scatter beside the row-parallel GEMM that produces it.
+  bool tp_comm_overlap = false;
   int tp = 1, pp = 1;
   int dp = 0;                    ///< 0: "auto" = GPUs / (tp x pp)
   bool sequence_parallel = false;

@@ -414,3 +414,45 @@ TEST_CASE("symmetric simulation equals the full simulation rank by rank", "[tran
     CHECK(simulated == 2);
   }
 }
+
+TEST_CASE("tp_comm_overlap: each TP collective beside its GEMM, joined by the op after it; never slower", "[transformer]") {
+  TransformerSpec w = small_gpt(2, 1, 1, 2);
+  w.sequence_parallel = true;
+  w.tp_comm_overlap = true;
+  const ExecutionGraph g = build_transformer_graph(w, 2);
+  const auto& ops = g.ranks[0].ops;
+  auto index_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  auto depends = [&](int op, int on) { return std::find(ops[op].deps.begin(), ops[op].deps.end(), on) != ops[op].deps.end(); };
+  // Forward of layer 0, micro-batch 0: the all-gather beside the QKV GEMM, the reduce-scatter beside the output projection.
+  const int ag = index_of("mb0.layer0.attention.all_gather"), qkv = index_of("mb0.layer0.qkv");
+  const int core = index_of("mb0.layer0.flash_attention");
+  const int dense = index_of("mb0.layer0.attention.dense"), rs = index_of("mb0.layer0.attention.tp_reduce");
+  const int bda = index_of("mb0.layer0.attention.bias_dropout_add");
+  REQUIRE(ag >= 0);
+  REQUIRE(qkv >= 0);
+  REQUIRE(core >= 0);
+  REQUIRE(dense >= 0);
+  REQUIRE(rs >= 0);
+  REQUIRE(bda >= 0);
+  CHECK_FALSE(depends(qkv, ag));  // the GEMM starts without waiting for the gather
+  CHECK(depends(core, ag));       // the op after it waits for both
+  CHECK(depends(core, qkv));
+  CHECK_FALSE(depends(rs, dense));  // the reduce-scatter runs beside the GEMM that produces it
+  CHECK(depends(bda, rs));
+  CHECK(depends(bda, dense));
+  for (const int c : {ag, rs}) CHECK_FALSE(ops[static_cast<std::size_t>(c)].host_waits);
+
+  auto time_of = [](bool overlap) {
+    JsonDocument s = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
+    JsonDocument wl = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/gpt3_13b.json");
+    return predict_documents(std::move(s), std::move(wl), std::nullopt, {fmt::format("workload.tp_comm_overlap={}", overlap)}, 3)
+        ->timeline.iteration_time;
+  };
+  const double serial = time_of(false), overlapped = time_of(true);
+  CHECK(overlapped <= serial);
+  CHECK(overlapped < 0.95 * serial);  // tp 4 on one node: TP communication is a large share
+}
