@@ -456,3 +456,31 @@ TEST_CASE("tp_comm_overlap: each TP collective beside its GEMM, joined by the op
   CHECK(overlapped <= serial);
   CHECK(overlapped < 0.95 * serial);  // tp 4 on one node: TP communication is a large share
 }
+
+TEST_CASE("GEMM FLOPs per iteration equal Megatron-LM's formula", "[transformer][megatron]") {
+  // Narayanan et al. 2021 (Megatron-LM at scale), eq. 3: FLOPs per iteration
+  //   72 B s l h^2 (1 + s / 6h + V / 12 l h) without recomputation,
+  //   96 B s l h^2 (1 + s / 6h + V / 16 l h) with full recomputation,
+  // counting full (unmasked) attention matrices, 4h MLPs and the logit layer; V is the
+  // padded vocabulary. The unfused attention path runs exactly those GEMMs.
+  for (const Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+    for (const auto& [tp, pp, dp] : {std::tuple{1, 1, 1}, std::tuple{2, 2, 2}, std::tuple{4, 1, 2}}) {
+      TransformerSpec w = small_gpt(tp, pp, dp, 16);
+      w.attention = AttentionImpl::kUnfused;
+      w.recompute = rc;
+      w.symmetric_simulation = false;  // every rank's program, to add them all up
+      const ExecutionGraph g = build_transformer_graph(w, tp * pp * dp);
+      double flops = 0;
+      for (const auto& prog : g.ranks)
+        for (const auto& op : prog.ops)
+          for (const auto& k : op.kernels)
+            if (const auto* gm = std::get_if<GemmDesc>(&k)) flops += 2.0 * gm->m * gm->n * gm->k * gm->batch;
+      const double B = double(w.global_batch), s = double(w.seq_len), l = double(w.layers), h = double(w.hidden),
+                   V = double(w.padded_vocab());
+      const double expected = rc == Recompute::kNone ? 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+                                                     : 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+      INFO("tp " << tp << " pp " << pp << " dp " << dp << (rc == Recompute::kFull ? ", full recompute" : ""));
+      CHECK(flops == Approx(expected).epsilon(1e-12));
+    }
+  }
+}
