@@ -3,12 +3,7 @@
 # held-out sizes is refused (exit 1, numbers printed, nothing written), measurement
 # tables are read per source, bad tables exit 2 naming file and line.
 # Usage: calibrate_comms_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/cluster_4x_dgx_h100.json
 
 check() {  # check NAME CODE PATTERN FILE_THAT_MUST_(NOT_)EXIST -- command...

@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # Command-line behaviour: exit codes, messages that name file and JSON path, and no
 # output file written on bad input. Usage: cli_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_h100.json
 wl=$src/configs/workloads/dlrm_default.json
 

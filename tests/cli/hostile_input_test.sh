@@ -2,12 +2,7 @@
 # Hostile input: every input the command line reads gets exit 2 with the file and place,
 # nothing is written, nothing runs, and no command crashes, hangs or prints a NaN.
 # Each case is one defect class of docs/robustness.md. Usage: hostile_input_test.sh PERFCAST SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_h100.json
 one=$src/configs/systems/h100_sxm.json
 wl=$src/configs/workloads/dlrm_default.json

@@ -2,20 +2,9 @@
 # perfcast plan: the text report, CSV rows per predicted plan, JSON, --budget, and bad
 # input (a DLRM workload, a GPU count that is not whole nodes) exiting 2 without output.
 # Usage: plan_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_h100.json
 small=(--system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 4 --set workload.global_batch=16 --micro-batches 1,2)
-
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
 
 "$perfcast" plan "${small[@]}" --csv "$tmp/plans.csv" --json "$tmp/plans.json" > "$tmp/text" 2> "$tmp/err"
 check "plan exits 0" test $? = 0

@@ -3,20 +3,9 @@
 # lines; well-formed XHTML with one SVG chart per plot; bad input exits 2 and writes
 # nothing; rendered to a PNG by headless Chromium where it is installed.
 # Usage: report_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_h100.json
 wl=$src/configs/workloads/dlrm_mlperf.json
-
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
 
 "$perfcast" -q predict --system "$sys" --workload "$wl" --json "$tmp/predict.json" > /dev/null
 "$perfcast" -q comm --system "$sys" --collective all_reduce --sizes 1MiB:64MiB --nodes 1,2 --json "$tmp/comm.json" > /dev/null

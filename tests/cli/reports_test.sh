@@ -2,20 +2,9 @@
 # Reports: per-rank table roles and statistics rows, workload metrics, compare / sweep
 # tables with CSV and JSON, per-rank CSV, logging levels and a clean standard output.
 # Usage: reports_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems
 wl=$src/configs/workloads
-
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
 
 # Per-rank table: every rank of the DGX H100 keeps its batch copy and host time.
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_mlperf.json" --csv "$tmp/ranks.csv" > "$tmp/text" 2> "$tmp/err"

@@ -3,12 +3,7 @@
 # the headline), --set runtime=NAME overrides, an unknown runtime exits 2 naming the folder,
 # a workload naming its runtime is honoured, host costs given with --set win, --set errors
 # name the override, a resized system's name says so. Usage: runtime_profiles_test.sh PERFCAST SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_a100.json
 wl=$src/configs/workloads/gpt3_1.3b.json
 

@@ -3,12 +3,7 @@
 # predict reads it back to the same time, and compute kernels perfcast does not model are
 # refused (exit 2, the file and JSON path named, nothing written).
 # Usage: torchrec_plan_test.sh PERFCAST_BINARY SOURCE_DIR
-set -u
-perfcast=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_h100.json
 wl=$src/configs/workloads/dlrm_default.json
 
