@@ -111,7 +111,9 @@ Action add_predict(CLI::App& app) {
     const std::string text = render_text(*p, o->top);
     // The trace first: its filters and every output target are checked before any file is written.
     if (!o->trace_out.empty()) {
-      std::vector<std::string> targets{o->trace_out};
+      check_trace_options(*p, o->trace);
+      std::vector<std::string> targets;
+      if (o->trace_format != "kineto") targets.push_back(o->trace_out);  // kineto: a folder, checked by its writer
       for (const auto& f : files) targets.push_back(f.first);
       check_output_targets(targets);
       if (o->trace_format == "kineto") write_kineto_traces(*p, o->trace_out, o->trace);

@@ -138,7 +138,7 @@ std::string render_chrome_trace(const Prediction& p) {
   return out;
 }
 
-void write_chrome_trace(const Prediction& p, const std::string& path, const ChromeTraceOptions& o) {
+void check_trace_options(const Prediction& p, const ChromeTraceOptions& o) {
   for (int r : o.ranks)
     if (r < 0 || r >= p.timeline.world)
       throw ConfigError("--trace-ranks", std::to_string(r), fmt::format("expected ranks in [0, {})", p.timeline.world));
@@ -146,6 +146,10 @@ void write_chrome_trace(const Prediction& p, const std::string& path, const Chro
     if (i < 0 || i >= p.timeline.iterations)
       throw ConfigError("--trace-iterations", std::to_string(i),
                         fmt::format("expected iterations in [0, {}) (--iterations simulated)", p.timeline.iterations));
+}
+
+void write_chrome_trace(const Prediction& p, const std::string& path, const ChromeTraceOptions& o) {
+  check_trace_options(p, o);
   if (path == "-") {  // standard output
     std::string out;
     TraceSink sink(&out);

@@ -122,13 +122,7 @@ void write_rank(const Prediction& p, int rank, const std::vector<std::size_t>& e
 }  // namespace
 
 void write_kineto_traces(const Prediction& p, const std::string& dir, const ChromeTraceOptions& o) {
-  for (int r : o.ranks)
-    if (r < 0 || r >= p.timeline.world)
-      throw ConfigError("--trace-ranks", std::to_string(r), fmt::format("expected ranks in [0, {})", p.timeline.world));
-  for (int i : o.iterations)
-    if (i < 0 || i >= p.timeline.iterations)
-      throw ConfigError("--trace-iterations", std::to_string(i),
-                        fmt::format("expected iterations in [0, {}) (--iterations simulated)", p.timeline.iterations));
+  check_trace_options(p, o);
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw ConfigError("--trace", dir, "with --trace-format kineto, --trace names a folder (one rank<N>.json per rank); this is a file");
@@ -137,20 +131,23 @@ void write_kineto_traces(const Prediction& p, const std::string& dir, const Chro
   // Event indices per rank, in timeline order.
   std::vector<std::vector<std::size_t>> per_rank(static_cast<std::size_t>(p.timeline.world));
   for (std::size_t i = 0; i < p.timeline.events.size(); ++i) per_rank[static_cast<std::size_t>(p.timeline.events[i].rank)].push_back(i);
-  for (int r = 0; r < p.timeline.world; ++r) {
-    if (!o.ranks.empty() && std::find(o.ranks.begin(), o.ranks.end(), r) == o.ranks.end()) continue;
-    const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.json", r)).string();
-    const std::string tmp = path + ".tmp";
-    try {
-      TraceSink sink(tmp, false);
+  // Every rank's file is written to a temporary name first and renamed only when all are
+  // written: a failure leaves none of this run's files behind.
+  std::vector<std::pair<std::string, std::string>> written;  // (temporary, final)
+  try {
+    for (int r = 0; r < p.timeline.world; ++r) {
+      if (!o.ranks.empty() && std::find(o.ranks.begin(), o.ranks.end(), r) == o.ranks.end()) continue;
+      const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.json", r)).string();
+      written.emplace_back(path + ".tmp", path);
+      TraceSink sink(written.back().first, false);
       write_rank(p, r, per_rank[static_cast<std::size_t>(p.graph.representative(r))], o, sink);
       sink.close();
-      std::filesystem::rename(tmp, path);
-    } catch (...) {
-      std::filesystem::remove(tmp, ec);
-      throw;
     }
+  } catch (...) {
+    for (const auto& [tmp, _] : written) std::filesystem::remove(tmp, ec);
+    throw;
   }
+  for (const auto& [tmp, path] : written) std::filesystem::rename(tmp, path);
 }
 
 }  // namespace perfcast

@@ -22,6 +22,10 @@ struct ChromeTraceOptions {
   std::vector<int> iterations;  ///< simulated iterations to write (0-based)
 };
 
+/// Throws ConfigError naming --trace-ranks / --trace-iterations for a rank or iteration
+/// outside the prediction.
+void check_trace_options(const Prediction& p, const ChromeTraceOptions& options);
+
 /// Streams the Chrome trace to `path`, gzip-compressed when it ends in ".gz": events are
 /// formatted one at a time into a 1 MiB buffer (no JSON document in memory), into a
 /// temporary file renamed over `path` at the end. Collective events carry bytes,

@@ -125,6 +125,12 @@ assert all((e['pid'], e['tid'], e['ts']) in starts for e in s + f)
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/kineto" --trace-format kineto \
   --json "$tmp/k_result.json" > /dev/null 2>&1
 check "kineto: one file per rank" test "$(ls "$tmp/kineto" | wc -l)" = 8
+mkdir -p "$tmp/kineto_existing"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --trace "$tmp/kineto_existing" \
+  --trace-format kineto --trace-ranks 0,3 > /dev/null 2>&1
+code=$?
+check "kineto: an existing folder is written into, only the ranks asked for" \
+  bash -c "test $code = 0 && test \"\$(ls '$tmp/kineto_existing' | tr '\n' ' ')\" = 'rank0.json rank3.json '"
 "$perfcast" trace-stats "$tmp/kineto/rank0.json" --json "$tmp/k_stats.json" > /dev/null 2>&1
 check "kineto: trace-stats reads 3 steps, the middle one the predicted period, 6 collectives per step" python3 -c "
 import json
