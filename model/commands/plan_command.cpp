@@ -28,12 +28,8 @@ std::string rejection_count(const std::string& kind, int n) {
 }
 
 const ScreenedChoice* find_rejected(const PlanSearchResult& r, const ParallelismChoice& c) {
-  for (const auto& sc : r.rejected) {
-    const auto& x = sc.choice;
-    if (x.tp == c.tp && x.pp == c.pp && x.dp == c.dp && x.micro_batch == c.micro_batch && x.recompute == c.recompute &&
-        x.distributed_optimizer == c.distributed_optimizer)
-      return &sc;
-  }
+  for (const auto& sc : r.rejected)
+    if (sc.choice == c) return &sc;
   return nullptr;
 }
 

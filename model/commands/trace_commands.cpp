@@ -25,12 +25,7 @@ ImportOutcome run_import(const ImportRequest& req) {
   std::vector<const ExecutionTrace*> et_of_trace;
   if (!req.et.empty()) {
     ets = load_execution_traces(req.et);
-    const auto pairing = pair_execution_traces(ets, traces);
-    for (std::size_t i = 0; i < traces.size(); ++i) {
-      ExecutionTrace& et = ets[static_cast<std::size_t>(pairing[i])];
-      link_execution_trace(et, traces[i]);
-      et_of_trace.push_back(&et);
-    }
+    et_of_trace = link_execution_traces(ets, traces);
   }
   ImportStats stats;
   TraceWorkload w = import_trace_workload(traces, et_of_trace, req.name.empty() ? "imported " + traces[0].file : req.name, stats);
@@ -102,12 +97,7 @@ ReplayOutcome run_replay(ReplayRequest req) {
   std::vector<ExecutionTrace> ets;
   if (!req.et.empty()) {
     ets = load_execution_traces(req.et);
-    const auto pairing = pair_execution_traces(ets, traces);
-    for (std::size_t i = 0; i < traces.size(); ++i) {
-      ExecutionTrace& et = ets[static_cast<std::size_t>(pairing[i])];
-      link_execution_trace(et, traces[i]);
-      opts.execution_traces.push_back(&et);
-    }
+    opts.execution_traces = link_execution_traces(ets, traces);
   }
   if (!req.measurements_out.empty()) {
     std::size_t count = 0;

@@ -25,6 +25,7 @@ struct ParallelismChoice {
   bool distributed_optimizer = false;
 
   [[nodiscard]] bool sequence_parallel() const { return tp > 1; }
+  bool operator==(const ParallelismChoice&) const = default;
   /// The `--set` lines that give a workload this choice ("workload.parallelism.tp=4", ...).
   [[nodiscard]] std::vector<std::string> overrides() const;
   /// "tp 4 pp 2 dp 2, micro-batch 1, recompute none, distributed optimizer"

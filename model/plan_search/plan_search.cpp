@@ -64,11 +64,6 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
   return c;
 }
 
-bool same_choice(const ParallelismChoice& a, const ParallelismChoice& b) {
-  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
-         a.distributed_optimizer == b.distributed_optimizer;
-}
-
 /// "+12.3%: pipeline bubble +80.1 ms": the part of the critical rank's iteration that grew
 /// most against the fastest plan.
 std::string why_slower(const RankedPlan& p, const RankedPlan& best) {
@@ -111,7 +106,7 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
   std::vector<const ScreenedChoice*> candidates;
   for (const auto& sc : screened) {
     // The workload file's own choice is predicted even when dominated, to say how far it is from the best.
-    const bool asked_and_fits = asked && same_choice(sc.choice, *asked) && sc.rejected.rfind("dominated", 0) == 0;
+    const bool asked_and_fits = asked && sc.choice == *asked && sc.rejected.rfind("dominated", 0) == 0;
     if (!sc.rejected.empty() && !asked_and_fits) {
       r.rejected.push_back(sc);
       continue;
@@ -147,7 +142,7 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
   if (asked) {
     r.asked = *asked;
     for (std::size_t k = 0; k < r.ranked.size(); ++k)
-      if (same_choice(r.ranked[k].choice, *asked)) r.asked_rank = static_cast<int>(k);
+      if (r.ranked[k].choice == *asked) r.asked_rank = static_cast<int>(k);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

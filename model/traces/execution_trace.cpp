@@ -371,4 +371,15 @@ std::vector<int> pair_execution_traces(const std::vector<ExecutionTrace>& ets, c
   return pairing;
 }
 
+std::vector<const ExecutionTrace*> link_execution_traces(std::vector<ExecutionTrace>& ets, const std::vector<KinetoTrace>& traces) {
+  const auto pairing = pair_execution_traces(ets, traces);
+  std::vector<const ExecutionTrace*> out;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    ExecutionTrace& et = ets[static_cast<std::size_t>(pairing[i])];
+    link_execution_trace(et, traces[i]);
+    out.push_back(&et);
+  }
+  return out;
+}
+
 }  // namespace perfcast

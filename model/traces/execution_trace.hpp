@@ -95,4 +95,9 @@ int link_execution_trace(ExecutionTrace& et, const KinetoTrace& t);
 [[nodiscard]] std::vector<int> pair_execution_traces(const std::vector<ExecutionTrace>& ets,
                                                      const std::vector<KinetoTrace>& traces);
 
+/// Pairs `ets` with `traces` (pair_execution_traces) and links each pair; returns, per
+/// Kineto trace, its ET (pointers into `ets`, which must outlive them).
+[[nodiscard]] std::vector<const ExecutionTrace*> link_execution_traces(std::vector<ExecutionTrace>& ets,
+                                                                       const std::vector<KinetoTrace>& traces);
+
 }  // namespace perfcast
