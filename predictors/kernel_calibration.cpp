@@ -270,6 +270,7 @@ Estimate predict_with_calibration(const KernelDesc& k, const GpuSpec& gpu, const
     const double l2 = f->l2_efficiency > 0 ? s.max_terms[1] / f->l2_efficiency : 0.0;
     const double rounds = s.max_terms[2] * f->row_round_time;
     e.bound = rounds > std::max(dram, l2) ? "latency" : l2 > dram ? "l2" : "memory";
+    add_host_memory_time(e, embedding_work(*d, gpu), gpu);  // a calibration fits HBM-resident tables only
     return e;
   }
   const auto [c, m] = work_terms(k, gpu);

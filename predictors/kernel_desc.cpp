@@ -28,6 +28,15 @@ std::string_view optimizer_name(EmbeddingOptimizer o) {
   return "sgd";
 }
 
+std::string_view storage_kernel_name(EmbeddingStorage s) {
+  switch (s) {
+    case EmbeddingStorage::kHbm: return "fused";
+    case EmbeddingStorage::kHostUvm: return "fused_uvm";
+    case EmbeddingStorage::kHostUvmCaching: return "fused_uvm_caching";
+  }
+  return "fused";
+}
+
 std::string kernel_family(const KernelDesc& k) {
   return std::visit(Overloaded{
                         [](const GemmDesc&) -> std::string { return "gemm"; },
@@ -52,8 +61,10 @@ std::string kernel_label(const KernelDesc& k) {
                                : fmt::format("gemm {}x{}x{} {}", g.m, g.n, g.k, dtype_name(g.dtype));
           },
           [](const EmbeddingDesc& e) {
-            return fmt::format("embedding_{} {} tables batch {}",
-                               e.pass == EmbeddingPass::kForward ? "fwd" : "bwd", e.tables.size(), e.batch);
+            std::size_t host = 0;
+            for (const auto& t : e.tables) host += t.storage != EmbeddingStorage::kHbm ? 1 : 0;
+            return fmt::format("embedding_{} {} tables batch {}{}", e.pass == EmbeddingPass::kForward ? "fwd" : "bwd",
+                               e.tables.size(), e.batch, host ? fmt::format(" ({} in host memory)", host) : std::string());
           },
           [](const ElementwiseDesc& e) { return fmt::format("{} {} elements", e.op, e.elements); },
           [](const MemcpyDesc& m) {
@@ -86,6 +97,8 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix(seed, static_cast<std::size_t>(e.pass));
                    mix(seed, static_cast<std::size_t>(e.optimizer));
                    mix(seed, static_cast<std::size_t>(e.index_bytes));
+                   mix_d(seed, e.host_to_device);
+                   mix_d(seed, e.device_to_host);
                    for (const auto& t : e.tables) {
                      mix(seed, static_cast<std::size_t>(t.rows));
                      mix(seed, static_cast<std::size_t>(t.dim));
@@ -95,6 +108,8 @@ std::size_t hash_value(const KernelDesc& k) {
                      mix_d(seed, t.distribution.hot_rows_fraction);
                      mix_d(seed, t.distribution.hot_access_fraction);
                      for (double r : t.distribution.reuse) mix_d(seed, r);
+                     mix(seed, static_cast<std::size_t>(t.storage));
+                     mix_d(seed, t.cache_rows);
                    }
                  },
                  [&](const ElementwiseDesc& e) {

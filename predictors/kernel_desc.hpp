@@ -26,12 +26,23 @@ struct GemmDesc {
 enum class EmbeddingPass { kForward, kBackward };
 enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam };
 
+/// Where a shard's rows live (FBGEMM's EmbeddingLocation, TorchRec's compute_kernel):
+///  - kHbm: device memory ("fused");
+///  - kHostUvm: host memory read and written by the kernels over the GPU's host link
+///    ("fused_uvm"; FBGEMM EmbeddingLocation.MANAGED);
+///  - kHostUvmCaching: host memory, with an LRU row cache in HBM that the forward fills
+///    before the lookup ("fused_uvm_caching"; EmbeddingLocation.MANAGED_CACHING). The
+///    optimizer state stays in host memory (FBGEMM's enforce_hbm=False default).
+enum class EmbeddingStorage { kHbm, kHostUvm, kHostUvmCaching };
+
 /// One table (or one shard of one) inside a batched embedding-bag kernel.
 struct EmbeddingTableDesc {
   std::int64_t rows = 0;   ///< rows held by this shard
   std::int64_t dim = 0;    ///< columns held by this shard
   double pooling = 1;      ///< mean indices per bag that hit this shard
   IndexDistribution distribution;
+  EmbeddingStorage storage = EmbeddingStorage::kHbm;
+  double cache_rows = 0;   ///< kHostUvmCaching: rows the HBM cache holds for this shard
   bool operator==(const EmbeddingTableDesc&) const = default;
 };
 
@@ -44,6 +55,9 @@ struct EmbeddingDesc {
   EmbeddingPass pass = EmbeddingPass::kForward;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;  ///< backward only
   int index_bytes = 8;               ///< int64 (8) or int32 (4) indices
+  /// Host link of host-memory tables, host to device and device to host (B/s); 0: the
+  /// GPU's PCIe rate.
+  BytesPerSecond host_to_device = 0, device_to_host = 0;
   bool operator==(const EmbeddingDesc&) const = default;
 };
 
@@ -107,5 +121,7 @@ struct KernelDescHash {
 };
 
 [[nodiscard]] std::string_view optimizer_name(EmbeddingOptimizer o);
+/// TorchRec's compute_kernel name of a storage: "fused", "fused_uvm", "fused_uvm_caching".
+[[nodiscard]] std::string_view storage_kernel_name(EmbeddingStorage s);
 
 }  // namespace perfcast

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "predictors/lru_cache_model.hpp"
+
 namespace perfcast {
 namespace {
 
@@ -30,6 +32,18 @@ constexpr double kSortBytesPerIndex = 4 * 2 * 12;
 /// Sub-kernels of an FBGEMM-style backward besides the update (linearize, sort, run-length
 /// encode), each costing at least the minimum kernel time.
 constexpr int kEmbeddingBackwardExtraKernels = 3;
+
+/// Share of the host link's rate that a TBE forward reaches gathering rows from host memory
+/// (fused_uvm): fitted to FBGEMM's pure-UVM forward on one H100 (recsys-examples dynamicemb
+/// benchmark_results.json @ 43465ae, TestNoHbm rows of ../shared/data/public-measurements/
+/// embedding_kernel_times_h100.csv; bench/embedding_tier_check, docs/memory-tiers.md).
+constexpr double kHostGatherEfficiency = 0.44;
+/// Share of the link's rate, per direction, of sorted unique-row reads and writes: the
+/// backward's read-modify-write of host rows and the cache prefetch's fills and evictions.
+/// Fitted to the same rows' backward (SGD and Adam).
+constexpr double kHostUpdateEfficiency = 0.63;
+/// Kernels of a cache prefetch (FBGEMM lru_cache_find_uncached, lru_cache_insert).
+constexpr int kCachePrefetchKernels = 2;
 
 /// The reference model's small-dimension slowdown f(D): 1.55 for D <= 32, 1.1 for D <= 64
 /// (docs/reference-paper.md summary item 6).
@@ -89,6 +103,10 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
   const double slots = gpu.sm_count * kEmbeddingWarpsPerSm;
   const double concurrent = std::clamp(std::ceil(slots / batch), 1.0, n_tables);
 
+  const double h2d = d.host_to_device > 0 ? d.host_to_device : gpu.pcie_bandwidth;
+  const double d2h = d.device_to_host > 0 ? d.device_to_host : gpu.pcie_bandwidth;
+  double prefetch_read = 0, prefetch_sort = 0, kernel_host_read = 0, kernel_host_write = 0;
+  double cached_accesses = 0, cached_hits = 0;
   double unique_ws_sum = 0, dim_sum = 0, accesses_sum = 0;
   std::vector<double> unique(d.tables.size()), accesses(d.tables.size()), row_bytes(d.tables.size());
   for (std::size_t i = 0; i < d.tables.size(); ++i) {
@@ -106,11 +124,30 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
   for (std::size_t i = 0; i < d.tables.size(); ++i) {
     const auto& t = d.tables[i];
     const double repeats = accesses[i] - unique[i];
+    const bool uvm = t.storage == EmbeddingStorage::kHostUvm;
+    const bool cached = t.storage == EmbeddingStorage::kHostUvmCaching;
     const double idx = accesses[i] * d.index_bytes + (batch + 1) * d.index_bytes;  // indices + offsets
     const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
     w.accesses += accesses[i];
     w.unique_rows += unique[i];
-    if (fwd) {
+    const double fetched_rows = unique[i] + repeats * (1 - w.l2_hit);  // rows that miss L2
+    if (fwd && cached) {
+      // The prefetch looks the batch's indices up in the cache and fills the misses: each
+      // miss reads a row from host memory and, once the cache is full, writes back the
+      // (updated) row it evicts. Misses of an LRU over the lookup stream, at most the unique rows.
+      const double hit = lru_hit_rate(t.distribution, static_cast<double>(t.rows), t.cache_rows, accesses[i]);
+      const double misses = std::min(unique[i], accesses[i] * (1 - hit));
+      cached_accesses += accesses[i];
+      cached_hits += accesses[i] * hit;
+      prefetch_read += misses * row_bytes[i];
+      prefetch_sort += accesses[i] * kSortBytesPerIndex;
+    }
+    if (fwd && uvm) {
+      kernel_host_read += fetched_rows * row_bytes[i];
+      w.dram_bytes += idx + grad_or_out;
+      w.l2_bytes += accesses[i] * row_bytes[i];
+      w.flops += accesses[i] * t.dim;
+    } else if (fwd) {
       w.dram_bytes += idx + unique[i] * row_bytes[i] + repeats * (1 - w.l2_hit) * row_bytes[i] + grad_or_out;
       w.l2_bytes += accesses[i] * row_bytes[i];  // every row request passes through L2, hit or miss
       w.flops += accesses[i] * t.dim;
@@ -121,7 +158,12 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
         case EmbeddingOptimizer::kRowwiseAdagrad: state = 2 * 4.0; break;
         case EmbeddingOptimizer::kAdam: state = 2 * 2 * t.dim * 4.0; break;
       }
-      w.dram_bytes += idx + grad_or_out + unique[i] * (2 * row_bytes[i] + state);
+      // Host-memory rows and (for both host kinds) optimizer state are read and written
+      // over the link instead of HBM; the cached rows of fused_uvm_caching are in HBM.
+      const double host_bytes = (uvm ? 2 * row_bytes[i] : 0) + (uvm || cached ? state : 0);
+      kernel_host_read += unique[i] * host_bytes / 2;
+      kernel_host_write += unique[i] * host_bytes / 2;
+      w.dram_bytes += idx + grad_or_out + unique[i] * (2 * row_bytes[i] + state) - unique[i] * host_bytes;
       w.sort_bytes += accesses[i] * kSortBytesPerIndex;
       w.l2_bytes += accesses[i] * t.dim * 4.0;  // gradient rows gathered per access, mostly from L2
       w.flops += accesses[i] * t.dim * 2;
@@ -136,7 +178,27 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
   const double bags = batch * n_tables;
   w.bag_waves = std::ceil(bags / slots);
   w.row_rounds = w.bag_waves * accesses_sum / bags;
+  w.host_read_bytes = kernel_host_read + prefetch_read;
+  w.host_write_bytes = kernel_host_write + prefetch_read;  // each fill evicts one row
+  w.host_overlapped = fwd ? kernel_host_read / (kHostGatherEfficiency * h2d)
+                          : std::max(kernel_host_read / h2d, kernel_host_write / d2h) / kHostUpdateEfficiency;
+  if (prefetch_read > 0 || prefetch_sort > 0) {
+    w.prefetch_launches = kCachePrefetchKernels;
+    w.host_prefetch = std::max(prefetch_read / h2d, prefetch_read / d2h) / kHostUpdateEfficiency + prefetch_sort / (gpu.memory_bandwidth * gpu.efficiency.memory) +
+                      kCachePrefetchKernels * gpu.efficiency.min_kernel_time;
+  }
+  if (cached_accesses > 0) w.cache_hit = cached_hits / cached_accesses;
   return w;
+}
+
+void add_host_memory_time(Estimate& e, const EmbeddingWork& w, const GpuSpec& gpu) {
+  const Seconds launch_floor = (e.launches - w.prefetch_launches) * gpu.efficiency.min_kernel_time;
+  if (w.host_overlapped > e.time - launch_floor) {
+    e.time = w.host_overlapped + launch_floor;
+    e.bound = "host_link";
+  }
+  e.time += w.host_prefetch;
+  e.host_link_bytes = w.host_read_bytes + w.host_write_bytes;
 }
 
 Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
@@ -162,6 +224,8 @@ Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
     e.time += kEmbeddingBackwardExtraKernels * gpu.efficiency.min_kernel_time;
     e.launches = 1 + kEmbeddingBackwardExtraKernels;
   }
+  e.launches += w.prefetch_launches;
+  add_host_memory_time(e, w, gpu);
   return e;
 }
 

@@ -56,8 +56,20 @@ struct EmbeddingWork {
   Seconds l2_at_peak = 0;    ///< l2_bytes / L2 peak
   double bag_waves = 0;      ///< ceil(bags / warp slots): occupancy and tail quantization
   double row_rounds = 0;     ///< bag_waves x mean pooling: dependent row fetches of one warp slot
+  // Host-memory tables (fused_uvm, fused_uvm_caching), docs/memory-tiers.md:
+  Bytes host_read_bytes = 0;   ///< host -> device over the host link, this kernel and its cache prefetch
+  Bytes host_write_bytes = 0;  ///< device -> host (updated rows, evicted cache rows, optimizer state)
+  Seconds host_overlapped = 0; ///< link time of the rows the kernel itself reads or writes in host memory
+  Seconds host_prefetch = 0;   ///< forward of cached tables: the prefetch that fills the cache, before the lookup
+  int prefetch_launches = 0;   ///< kernels of that prefetch (counted in the estimate's launches)
+  double cache_hit = 1;        ///< lookup-weighted LRU hit rate of the cached tables (1: none)
 };
 [[nodiscard]] EmbeddingWork embedding_work(const EmbeddingDesc& e, const GpuSpec& gpu);
+/// Host-memory tables: the kernel's streaming time (e.time less its launches' floor) becomes
+/// at least the link time of the rows it reads or writes in host memory (bound
+/// "host_link"), and a forward of cached tables adds its prefetch (and its launches) in
+/// front. Applied after the HBM-side estimate, spec-derived or calibrated.
+void add_host_memory_time(Estimate& e, const EmbeddingWork& w, const GpuSpec& gpu);
 
 /// Streaming kernel: max(FLOPs / FP32 peak, bytes / (HBM x memory efficiency)) + min kernel time.
 [[nodiscard]] Estimate predict_elementwise(const ElementwiseDesc& e, const GpuSpec& gpu);

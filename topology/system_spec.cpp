@@ -183,6 +183,8 @@ SystemSpec parse_system(const JsonDocument& doc) {
   }
 
   if (auto host = root.find("host")) s.host = parse_host_spec(host->as_object(), s.host);
+  s.host_memory.host_to_device = s.host_memory.device_to_host = s.gpu.pcie_bandwidth;
+  if (auto hm = root.find("host_memory")) s.host_memory = parse_host_memory(hm->as_object(), s.host_memory);
   if (auto cal = root.find("kernel_calibration")) {
     s.kernel_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();  // an absolute path stays itself
     if (!std::filesystem::is_regular_file(s.kernel_calibration)) cal->fail(fmt::format("no such file: {}", s.kernel_calibration.string()));
@@ -198,6 +200,19 @@ SystemSpec parse_system(const JsonDocument& doc) {
 }
 
 SystemSpec load_system(const std::filesystem::path& path) { return parse_system(load_json_file(path)); }
+
+HostMemorySpec parse_host_memory(const JsonObject& o, HostMemorySpec m) {
+  m.capacity = o.quantity("capacity", Dimension::kBytes);
+  if (m.capacity <= 0) o.fail("capacity", "must be positive");
+  m.host_to_device = o.quantity_or("host_to_device_bandwidth", Dimension::kBandwidth, m.host_to_device);
+  m.device_to_host = o.quantity_or("device_to_host_bandwidth", Dimension::kBandwidth, m.device_to_host);
+  if (m.host_to_device <= 0) o.fail("host_to_device_bandwidth", "must be positive");
+  if (m.device_to_host <= 0) o.fail("device_to_host_bandwidth", "must be positive");
+  m.numa_nodes = static_cast<int>(o.integer_or("numa_nodes", 1, 64, m.numa_nodes));
+  m.reserved_share = o.number_or("reserved_share", 0.0, 0.99, m.reserved_share);
+  o.finish();
+  return m;
+}
 
 HostSpec parse_host_spec(const JsonObject& o, HostSpec h) {
   h.op_overhead = o.quantity_or("op_overhead", Dimension::kTime, h.op_overhead);

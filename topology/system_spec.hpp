@@ -65,6 +65,23 @@ struct HostSpec {
   Seconds collective_launch_overhead = 20e-6;
 };
 
+/// Host (CPU) memory of one node, where fused_uvm and fused_uvm_caching embedding tables
+/// live (docs/memory-tiers.md).
+struct HostMemorySpec {
+  Bytes capacity = 0;  ///< per node; 0: not declared (plans with host-memory tables are refused)
+  /// Per GPU, per direction: host memory to the GPU and back (PCIe, or NVLink-C2C on Grace
+  /// Hopper). Unset in the file: the GPU's pcie_bandwidth.
+  BytesPerSecond host_to_device = 0, device_to_host = 0;
+  /// NUMA domains (CPU sockets) of a node; GPUs are spread evenly over them and a GPU's
+  /// host-memory tables are taken to be on its own domain (as numactl-bound trainers place them).
+  int numa_nodes = 1;
+  /// Share of the node's host memory held back for the OS, the data loader and pinned
+  /// staging buffers. 0.1: assumed.
+  double reserved_share = 0.1;
+  /// Host memory one rank may use for its tables: (1 - reserved_share) x capacity / GPUs per node.
+  [[nodiscard]] Bytes per_rank(int gpus_per_node) const { return capacity * (1 - reserved_share) / gpus_per_node; }
+};
+
 struct SystemSpec {
   std::string name;   ///< e.g. "DGX H100"
   std::string file;   ///< the file it was read from
@@ -82,6 +99,7 @@ struct SystemSpec {
   std::vector<int> nvlink_mesh;
   NetworkSpec network;
   HostSpec host;
+  HostMemorySpec host_memory;
   /// Calibration file of the collective models ("collective_calibration", relative to the
   /// system file); empty: spec-derived models only.
   std::filesystem::path comms_calibration;
@@ -105,6 +123,9 @@ struct SystemSpec {
 /// Reads a `host` object (op_overhead, backward_op_overhead, launch_overhead,
 /// collective_launch_overhead; times) over `base`: keys present replace base's values.
 [[nodiscard]] HostSpec parse_host_spec(const JsonObject& host, HostSpec base);
+/// Reads a `host_memory` object (capacity required; host_to_device_bandwidth,
+/// device_to_host_bandwidth, numa_nodes, reserved_share optional) over `base`.
+[[nodiscard]] HostMemorySpec parse_host_memory(const JsonObject& host_memory, HostMemorySpec base);
 [[nodiscard]] SystemSpec load_system(const std::filesystem::path& path);
 
 [[nodiscard]] std::string_view fabric_name(IntraFabric f);

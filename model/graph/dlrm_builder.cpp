@@ -44,8 +44,8 @@ struct DlrmGraphBuilder::State {
   dlrm::CollectiveTable colls;
 };
 
-DlrmGraphBuilder::DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node)
-    : w_(&w), world_(world_size), gpus_per_node_(gpus_per_node <= 0 ? world_size : gpus_per_node) {
+DlrmGraphBuilder::DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node, HostLink link)
+    : w_(&w), world_(world_size), gpus_per_node_(gpus_per_node <= 0 ? world_size : gpus_per_node), link_(link) {
   if (world_size < 1) throw ConfigError(w.file, "", "the system has no GPUs");
   if (world_ % gpus_per_node_ != 0) {
     throw ConfigError(w.file, "", fmt::format("{} ranks do not form nodes of {} GPUs", world_, gpus_per_node_));
@@ -74,8 +74,10 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
     shape.pooled = shape.pooled || pooled_all_to_all(type);
     shape.row_wise = shape.row_wise || type == ShardingType::kRowWise;
     shape.node = shape.node || node_reduced(type);
-    for (const auto& sh : plan.tables[t].shards)
-      keys[static_cast<std::size_t>(sh.rank)].push_back(RankKeyEntry{t, static_cast<int>(type), sh.rows, sh.cols});
+    const auto& ts = plan.tables[t];
+    for (const auto& sh : ts.shards)
+      keys[static_cast<std::size_t>(sh.rank)].push_back(
+          RankKeyEntry{t, static_cast<int>(type), sh.rows, sh.cols, static_cast<int>(ts.storage), ts.cache_load_factor});
   }
   const bool full = !built_ || !(shape == shape_) || plan.tables.size() != w_->tables.size();
   std::vector<char> rank_changed(n, 1);
@@ -106,7 +108,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
     // The rank's current program becomes previous_[r]; the older one lends its storage.
     RankProgram recycled;
     if (!full) recycled = std::exchange(previous_[r], std::move(graph_.ranks[r]));
-    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims);
+    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims, link_);
     graph_.ranks[r] = dlrm::build_dlrm_rank_program(context, std::move(recycled));
   }
   if (changes) {
@@ -120,8 +122,8 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
   return graph_;
 }
 
-ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node) {
-  DlrmGraphBuilder b(w, world_size, gpus_per_node);
+ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node, HostLink link) {
+  DlrmGraphBuilder b(w, world_size, gpus_per_node, link);
   b.build(plan);
   return b.take();
 }

@@ -17,6 +17,7 @@
 #include "model/graph/execution_graph.hpp"
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/workload_spec.hpp"
+#include "topology/system_spec.hpp"
 
 namespace perfcast {
 
@@ -25,9 +26,22 @@ namespace perfcast {
 /// and on several nodes the pooled all-to-all across nodes between ranks of the same
 /// local index (docs/sharding-planners.md section 2.3, TWRW).
 ///
+/// The link between a GPU and host memory, for tables kept there (fused_uvm,
+/// fused_uvm_caching): per direction, B/s; 0: the GPU's pcie_bandwidth. A system's
+/// host_memory gives it (host_link_of).
+struct HostLink {
+  BytesPerSecond host_to_device = 0, device_to_host = 0;
+};
+
+/// The system's host link (its host_memory bandwidths).
+[[nodiscard]] inline HostLink host_link_of(const SystemSpec& s) {
+  return HostLink{s.host_memory.host_to_device, s.host_memory.device_to_host};
+}
+
 /// `gpus_per_node` 0: one node of `world_size` ranks. Throws ConfigError when the global
 /// batch does not divide over the ranks.
-[[nodiscard]] ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node = 0);
+[[nodiscard]] ExecutionGraph build_dlrm_graph(const DlrmSpec& w, const ShardingPlan& plan, int world_size, int gpus_per_node = 0,
+                                              HostLink link = {});
 
 /// What a DlrmGraphBuilder::build changed against the graph of the previous call.
 struct GraphChanges {
@@ -46,7 +60,7 @@ struct GraphChanges {
 class DlrmGraphBuilder {
  public:
   /// Throws ConfigError as build_dlrm_graph does.
-  DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node = 0);
+  DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node = 0, HostLink link = {});
   ~DlrmGraphBuilder();
   DlrmGraphBuilder(const DlrmGraphBuilder&) = delete;
   DlrmGraphBuilder& operator=(const DlrmGraphBuilder&) = delete;
@@ -66,6 +80,8 @@ class DlrmGraphBuilder {
     std::size_t table;
     int type;
     std::int64_t rows, cols;
+    int storage;
+    double cache_load_factor;
     bool operator==(const RankKeyEntry&) const = default;
   };
   struct Shape {
@@ -77,6 +93,7 @@ class DlrmGraphBuilder {
   const DlrmSpec* w_;
   int world_;
   int gpus_per_node_;
+  HostLink link_;
   ExecutionGraph graph_;
   std::unique_ptr<State> state_;
   std::vector<std::vector<RankKeyEntry>> keys_, next_keys_;  ///< per rank: the last plan's, scratch

@@ -2,6 +2,8 @@
 /// What the DLRM rank passes share: the plan queries, the op makers (collectives, linear
 /// backward, embedding kernels), the byte matrices of the exchanges, and the DDP buckets.
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "model/graph/dlrm_rank_passes.hpp"
@@ -27,7 +29,7 @@ int CollectiveTable::group(const std::vector<int>& ranks) {
 }
 
 RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int world_, int gpus_per_node_, int rank_,
-                         CollectiveTable& colls_, const std::vector<double>& node_dims_)
+                         CollectiveTable& colls_, const std::vector<double>& node_dims_, HostLink host_link_)
     : w(w_),
       plan(plan_),
       world(world_),
@@ -35,7 +37,8 @@ RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int worl
       rank(rank_),
       batch(w_.batch_size / world_),
       colls(colls_),
-      node_dims(node_dims_) {
+      node_dims(node_dims_),
+      host_link(host_link_) {
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     for (const auto& sh : plan.tables[t].shards) {
       if (sh.rank == rank) local.push_back({t, &sh, plan.tables[t].type});
@@ -165,10 +168,21 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
   e.optimizer = w.embedding_optimizer;
   e.index_bytes = w.index_bytes;
   e.tables.reserve(local.size());
+  bool host_tables = false;
   for (const auto& ref : local) {
     if ((ref.type == ShardingType::kDataParallel) != dp) continue;
     const auto& spec = w.tables[ref.table];
-    e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution});
+    const auto& ts = plan.tables[ref.table];
+    const double cache_rows = ts.storage == EmbeddingStorage::kHostUvmCaching
+                                  ? std::max(1.0, std::floor(ts.cache_load_factor * static_cast<double>(ref.shard->rows)))
+                                  : 0.0;
+    e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution,
+                                          ts.storage, cache_rows});
+    host_tables = host_tables || ts.storage != EmbeddingStorage::kHbm;
+  }
+  if (host_tables) {  // only then: HBM-only kernels keep one descriptor whatever the system's host link
+    e.host_to_device = host_link.host_to_device;
+    e.device_to_host = host_link.device_to_host;
   }
   if (e.tables.empty()) return std::nullopt;
   if (dp && pass == EmbeddingPass::kBackward) return std::nullopt;  // see add_embedding_backward

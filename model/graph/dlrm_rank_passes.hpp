@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/graph/dlrm_builder.hpp"
 #include "model/graph/execution_graph.hpp"
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/workload_spec.hpp"
@@ -90,7 +91,7 @@ class RankContext {
  public:
   /// `node_dims`: per node, the columns of its table_row_wise / grid blocks (dlrm node_dims()).
   RankContext(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
-              const std::vector<double>& node_dims);
+              const std::vector<double>& node_dims, HostLink host_link = {});
 
   const DlrmSpec& w;
   const ShardingPlan& plan;
@@ -101,6 +102,7 @@ class RankContext {
   CollectiveTable& colls;
   const std::vector<double>& node_dims;  ///< per node: columns of its table_row_wise / grid blocks
   std::vector<ShardRef> local;           ///< this rank's shards, in table order
+  HostLink host_link;                    ///< to host memory (tables stored there)
 
   /// Bytes of an activation element of the MLPs (tf32 keeps fp32 storage).
   [[nodiscard]] double act_bytes() const { return dtype_bytes(w.mlp_dtype); }

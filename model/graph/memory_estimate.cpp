@@ -4,12 +4,35 @@
 
 namespace perfcast {
 
+ShardFootprint shard_footprint(const DlrmSpec& w, const TableSharding& ts, const Shard& sh) {
+  const double rows = static_cast<double>(sh.rows), cols = static_cast<double>(sh.cols);
+  double state = 0;
+  switch (w.embedding_optimizer) {
+    case EmbeddingOptimizer::kSgd: state = 0; break;
+    case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
+    case EmbeddingOptimizer::kAdam: state = 2 * rows * cols * 4; break;
+  }
+  const double weights = rows * cols * dtype_bytes(w.embedding_dtype);
+  ShardFootprint f;
+  if (ts.type == ShardingType::kDataParallel) {
+    f.device = weights + state + rows * cols * 4;  // DP tables also hold a dense gradient
+  } else if (ts.storage == EmbeddingStorage::kHbm) {
+    f.device = weights + state;
+  } else {
+    f.host = weights + state;
+    if (ts.storage == EmbeddingStorage::kHostUvmCaching) {
+      const double lf = ts.cache_load_factor;
+      f.device = lf * weights + rows * (4 + 16 * lf);
+    }
+  }
+  return f;
+}
+
 std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& plan, const SystemSpec& s,
                                         const MemoryOptions& options) {
   const int n = s.world_size();
   const double global = static_cast<double>(w.batch_size);
   const double b = global / n;
-  const double elem = dtype_bytes(w.embedding_dtype);
   const double act = dtype_bytes(w.mlp_dtype);
   std::vector<RankMemory> out(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -17,6 +40,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     m.rank = r;
     m.capacity = s.gpu.memory;
     m.reserved = s.gpu.memory * options.reserved_share;
+    m.host_capacity = s.host_memory.per_rank(s.gpus_per_node);
   }
   double pooled_dims = 0;
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
@@ -27,19 +51,14 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     pooled_dims += static_cast<double>(spec.dim);
     for (const auto& sh : plan.tables[t].shards) {
       auto& m = out[static_cast<std::size_t>(sh.rank)];
-      const double rows = static_cast<double>(sh.rows), cols = static_cast<double>(sh.cols);
-      double state = 0;
-      switch (w.embedding_optimizer) {
-        case EmbeddingOptimizer::kSgd: state = 0; break;
-        case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
-        case EmbeddingOptimizer::kAdam: state = 2 * rows * cols * 4; break;
-      }
-      m.embedding += rows * cols * elem + state;
+      const double cols = static_cast<double>(sh.cols), rows = static_cast<double>(sh.rows);
+      const ShardFootprint f = shard_footprint(w, plan.tables[t], sh);
+      m.embedding += f.device;
+      m.host += f.host;
       // Inputs (indices + offsets) and pooled fp32 outputs of this shard.
       const double batch = dp ? b : global;
       const double share = rw ? rows / static_cast<double>(spec.rows) : 1.0;
       m.io += options.pipeline_depth * batch * (spec.pooling * share + 1) * w.index_bytes + batch * cols * 4;
-      if (dp) m.embedding += rows * cols * 4;  // DP tables also hold a dense gradient
     }
   }
   const double params = w.dense_parameters();
@@ -60,17 +79,34 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
 
 std::string memory_verdict(const std::vector<RankMemory>& m) {
   const RankMemory* worst = nullptr;
+  const RankMemory* worst_host = nullptr;
   int over = 0;
   for (const auto& r : m) {
     if (r.fits()) continue;
     ++over;
-    if (!worst || r.total() - r.capacity > worst->total() - worst->capacity) worst = &r;
+    if (!r.fits_device() && (!worst || r.total() - r.capacity > worst->total() - worst->capacity)) worst = &r;
+    if (!r.fits_host() && (!worst_host || r.host - r.host_capacity > worst_host->host - worst_host->host_capacity)) worst_host = &r;
   }
-  if (!worst) return "";
-  return fmt::format("rank {} needs {} of {} (embedding {}, dense {}, io {}, activations {}, reserved {}){}", worst->rank,
-                     format_bytes(worst->total()), format_bytes(worst->capacity), format_bytes(worst->embedding),
-                     format_bytes(worst->dense), format_bytes(worst->io), format_bytes(worst->activations),
-                     format_bytes(worst->reserved), over > 1 ? fmt::format("; {} ranks do not fit", over) : "");
+  if (over == 0) return "";
+  std::string out;
+  if (worst) {
+    out = fmt::format("rank {} needs {} of {} (embedding {}, dense {}, io {}, activations {}, reserved {})", worst->rank,
+                      format_bytes(worst->total()), format_bytes(worst->capacity), format_bytes(worst->embedding),
+                      format_bytes(worst->dense), format_bytes(worst->io), format_bytes(worst->activations),
+                      format_bytes(worst->reserved));
+  }
+  if (worst_host) {
+    if (!out.empty()) out += "; ";
+    out += worst_host->host_capacity > 0
+               ? fmt::format("rank {} needs {} of host memory for its fused_uvm / fused_uvm_caching tables, {} available "
+                             "(its share of the node's host_memory)",
+                             worst_host->rank, format_bytes(worst_host->host), format_bytes(worst_host->host_capacity))
+               : fmt::format("rank {} keeps {} of tables in host memory, but the system declares no host_memory (add "
+                             "host_memory.capacity to the system file)",
+                             worst_host->rank, format_bytes(worst_host->host));
+  }
+  if (over > 1) out += fmt::format("; {} ranks do not fit", over);
+  return out;
 }
 
 }  // namespace perfcast

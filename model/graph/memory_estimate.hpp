@@ -10,7 +10,12 @@
 ///  - activations: the MLP and interaction activations kept for the backward, and their
 ///    gradients;
 ///  - reserved: a share of HBM held back for the CUDA context, cuBLAS and NCCL buffers and
-///    allocator fragmentation.
+///    allocator fragmentation;
+///  - host: fused_uvm and fused_uvm_caching shards keep their rows and optimizer state in
+///    host memory (checked against the rank's share of the node's host_memory); a cached
+///    shard adds its HBM cache (load factor x rows x row bytes) and the cache's bookkeeping,
+///    rows x (4 + 16 x load factor) bytes (TorchRec's planner estimate,
+///    docs/sharding-planners.md section 2.5), to `embedding`.
 
 #include <string>
 #include <vector>
@@ -28,9 +33,14 @@ struct RankMemory {
   Bytes io = 0;
   Bytes activations = 0;
   Bytes reserved = 0;
-  Bytes capacity = 0;  ///< the GPU's memory
+  Bytes capacity = 0;       ///< the GPU's memory
+  Bytes host = 0;           ///< host memory of the rank's fused_uvm / fused_uvm_caching shards
+  Bytes host_capacity = 0;  ///< the rank's share of its node's host memory (HostMemorySpec::per_rank)
+  /// Device memory (HBM) in use.
   [[nodiscard]] Bytes total() const { return embedding + dense + io + activations + reserved; }
-  [[nodiscard]] bool fits() const { return total() <= capacity; }
+  [[nodiscard]] bool fits_device() const { return total() <= capacity; }
+  [[nodiscard]] bool fits_host() const { return host <= host_capacity; }
+  [[nodiscard]] bool fits() const { return fits_device() && fits_host(); }
 };
 
 struct MemoryOptions {
@@ -45,7 +55,15 @@ struct MemoryOptions {
 [[nodiscard]] std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& plan, const SystemSpec& s,
                                                       const MemoryOptions& options = {});
 
-/// "" when every rank fits, else e.g. "rank 3 needs 91.2 GiB of 80.0 GiB (embedding 85.1 GiB, ...)".
+/// Bytes one shard of table `t` (of `w`) takes in HBM and in host memory under plan entry `ts`:
+/// rows and optimizer state (in host memory for host-stored tables), and the HBM cache.
+struct ShardFootprint {
+  Bytes device = 0, host = 0;
+};
+[[nodiscard]] ShardFootprint shard_footprint(const DlrmSpec& w, const TableSharding& ts, const Shard& sh);
+
+/// "" when every rank fits, else e.g. "rank 3 needs 91.2 GiB of 80.0 GiB (embedding 85.1 GiB, ...)"
+/// or "rank 0 needs 300 GiB of host memory, 230 GiB available (host_memory ...)".
 [[nodiscard]] std::string memory_verdict(const std::vector<RankMemory>& m);
 
 }  // namespace perfcast

@@ -32,16 +32,65 @@ std::optional<ShardingType> sharding_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-void require_modelled_compute_kernel(const JsonValue& kernel) {
-  const std::string k = kernel.as_string();
-  if (k == "fused" || k == "dense") return;
-  if (k == "fused_uvm" || k == "fused_uvm_caching" || k == "quant" || k == "quant_uvm" || k == "quant_uvm_caching" ||
-      k == "key_value") {
-    kernel.fail(fmt::format("compute_kernel \"{}\" is not modelled: perfcast predicts HBM-resident tables only "
-                            "(\"fused\", or \"dense\" for data_parallel); it would otherwise be predicted as if in HBM",
-                            k));
+std::string_view compute_kernel_name(const TableSharding& t) {
+  return t.type == ShardingType::kDataParallel ? "dense" : storage_kernel_name(t.storage);
+}
+
+namespace {
+
+/// cache_params (TorchRec's CacheParams): load_factor and an LRU algorithm are modelled.
+double parse_cache_load_factor(const JsonValue& v) {
+  if (v.raw().is_null()) return kDefaultCacheLoadFactor;
+  const JsonObject o = v.as_object();
+  double load_factor = kDefaultCacheLoadFactor;
+  for (const auto& key : o.keys()) {
+    const JsonValue f = o.at(key);
+    if (key == "load_factor") {
+      if (f.raw().is_null()) continue;
+      load_factor = f.as_number_in(1e-9, 1.0);
+    } else if (key == "algorithm") {
+      if (f.raw().is_null()) continue;
+      std::string a = f.as_string();
+      if (a.rfind("CacheAlgorithm.", 0) == 0) a = a.substr(15);
+      if (a != "lru" && a != "LRU") f.fail(fmt::format("cache algorithm \"{}\" is not modelled (perfcast models LRU, FBGEMM's default)", a));
+    } else if (key == "prefetch_pipeline") {
+      if (!f.raw().is_null() && f.as_bool()) f.fail("prefetch_pipeline true is not modelled: the prefetch is predicted in front of the lookup");
+    } else if (!f.raw().is_null()) {
+      f.fail(fmt::format("cache_params.{} is not modelled; remove it or set it to null", key));
+    }
   }
-  kernel.fail(fmt::format("unknown compute_kernel \"{}\" (expected \"fused\" or \"dense\")", k));
+  return load_factor;
+}
+
+}  // namespace
+
+void parse_compute_kernel(const JsonObject& t, TableSharding& ts) {
+  const bool dp = ts.type == ShardingType::kDataParallel;
+  ts.storage = EmbeddingStorage::kHbm;
+  ts.cache_load_factor = 0;
+  if (auto kernel = t.find("compute_kernel")) {
+    const std::string k = kernel->as_string();
+    if (k == "quant" || k == "quant_uvm" || k == "quant_uvm_caching" || k == "key_value" || k == "ssd_virtual_table" ||
+        k == "dram_virtual_table") {
+      kernel->fail(fmt::format("compute_kernel \"{}\" is not modelled (modelled: fused, fused_uvm, fused_uvm_caching, "
+                               "and dense for data_parallel)",
+                               k));
+    }
+    if (k != "dense" && k != "fused" && k != "fused_uvm" && k != "fused_uvm_caching") {
+      kernel->fail(fmt::format("unknown compute_kernel \"{}\" (expected fused, fused_uvm, fused_uvm_caching or dense)", k));
+    }
+    if (dp && k != "dense") kernel->fail("a data_parallel table uses compute_kernel \"dense\" (a full copy in HBM on every rank)");
+    if (!dp && k == "dense") kernel->fail(fmt::format("compute_kernel \"dense\" is for data_parallel tables; a {} table uses fused, "
+                                                      "fused_uvm or fused_uvm_caching", sharding_type_name(ts.type)));
+    if (k == "fused_uvm") ts.storage = EmbeddingStorage::kHostUvm;
+    if (k == "fused_uvm_caching") ts.storage = EmbeddingStorage::kHostUvmCaching;
+  }
+  const auto cache = t.find("cache_params");
+  if (ts.storage == EmbeddingStorage::kHostUvmCaching) {
+    ts.cache_load_factor = cache ? parse_cache_load_factor(*cache) : kDefaultCacheLoadFactor;
+  } else if (cache && !cache->raw().is_null()) {
+    (void)parse_cache_load_factor(*cache);  // checked, and without effect (as in TorchRec) on a table without a cache
+  }
 }
 
 ShardingPlan default_plan(const DlrmSpec& w, int world_size) {
@@ -225,7 +274,7 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
     TableSharding ts;
     ts.type = *sharding_type_from_name(t.at("sharding_type").as_enum(
         {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"}));
-    if (auto kernel = t.find("compute_kernel")) require_modelled_compute_kernel(*kernel);
+    parse_compute_kernel(t, ts);
     const JsonArray ranks = t.array("ranks");
     ranks.require_size(1, static_cast<std::size_t>(world_size));
     std::set<int> unique_ranks;

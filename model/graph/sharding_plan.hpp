@@ -10,9 +10,11 @@
 /// TorchRec's own plan shape (module path, then table) is read and written by
 /// model/graph/torchrec_plan.hpp; parse_plan accepts either.
 ///
-/// `compute_kernel`: "fused" and "dense" (HBM-resident weights) are modelled; the host-
-/// memory kernels (fused_uvm, fused_uvm_caching), quantized and key-value kernels are not,
-/// and a plan naming them is refused rather than predicted as if it were in HBM.
+/// `compute_kernel` (TorchRec's names; docs/memory-tiers.md): "fused" (rows in HBM),
+/// "fused_uvm" (rows and optimizer state in host memory, read over the host link),
+/// "fused_uvm_caching" (host memory with an LRU row cache in HBM; its size from
+/// `cache_params.load_factor`, default 0.2), and "dense" for data_parallel tables. Quantized
+/// and key-value kernels are refused, never predicted as if they were something else.
 ///
 /// Types (TorchRec semantics, docs/sharding-planners.md section 2.2):
 ///  - data_parallel: a full copy on every rank;
@@ -64,11 +66,23 @@ struct Shard {
   int rank = 0;
 };
 
+/// FBGEMM's and TorchRec's default cache_load_factor (FBGEMM
+/// SplitTableBatchedEmbeddingBagsCodegen's cache_load_factor=0.2; TorchRec's planner
+/// UVM_CACHING_RATIO, docs/sharding-planners.md section 2.4).
+inline constexpr double kDefaultCacheLoadFactor = 0.2;
+
 struct TableSharding {
   ShardingType type = ShardingType::kTableWise;
   std::vector<int> ranks;     ///< data_parallel: every rank
   std::vector<Shard> shards;  ///< data_parallel: one full shard per rank
+  /// Where the rows live (compute_kernel); data_parallel tables are always in HBM.
+  EmbeddingStorage storage = EmbeddingStorage::kHbm;
+  /// fused_uvm_caching: rows of each shard the HBM cache holds, as a share of its rows, (0, 1].
+  double cache_load_factor = 0;
 };
+
+/// TorchRec's compute_kernel of a table: "dense" for data_parallel, else the storage's name.
+[[nodiscard]] std::string_view compute_kernel_name(const TableSharding& t);
 
 /// One entry per table of the workload, in the workload's table order.
 struct ShardingPlan {
@@ -83,8 +97,12 @@ struct ShardingPlan {
 /// `name`, or nullopt.
 [[nodiscard]] std::optional<ShardingType> sharding_type_from_name(std::string_view name);
 
-/// Fails `kernel` (a compute_kernel value) unless perfcast models it: "fused" or "dense".
-void require_modelled_compute_kernel(const JsonValue& kernel);
+/// Reads a plan entry's `compute_kernel` and `cache_params` into t.storage and
+/// t.cache_load_factor (t.type must be set): "dense" for data_parallel tables; "fused",
+/// "fused_uvm" or "fused_uvm_caching" for the others (absent: "fused"/"dense"). cache_params
+/// (TorchRec's CacheParams) may give load_factor in (0, 1] and algorithm "lru"; its other
+/// fields must be null. Quantized and key-value kernels are refused with ConfigError.
+void parse_compute_kernel(const JsonObject& entry, TableSharding& t);
 
 /// "" when `ts.shards` (read from a sharding_spec) tile `spec` as `ts.type` requires: a
 /// data_parallel table one full shard on each of its ranks; the other types column blocks of

@@ -34,7 +34,7 @@ int parse_torchrec_placement(const JsonValue& v, int world_size, int gpus_per_no
 
 /// ParameterSharding fields perfcast does not model: accepted only when null.
 void require_null_unmodelled_fields(const JsonObject& t) {
-  for (const char* key : {"cache_params", "enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype",
+  for (const char* key : {"enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype",
                           "key_value_params"}) {
     if (auto v = t.find(key); v && !v->raw().is_null()) {
       v->fail(fmt::format("\"{}\" is not modelled by perfcast; remove it or set it to null", key));
@@ -48,13 +48,7 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
   ts.type = *sharding_type_from_name(type_v.as_enum(
       {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid_shard"}));
   const bool dp = ts.type == ShardingType::kDataParallel;
-  if (auto kernel = t.find("compute_kernel")) {
-    require_modelled_compute_kernel(*kernel);
-    const std::string k = kernel->as_string();
-    if (dp && k != "dense") kernel->fail("a data_parallel table uses compute_kernel \"dense\" in TorchRec");
-    if (!dp && k == "dense") kernel->fail(fmt::format("compute_kernel \"dense\" is for data_parallel tables; {} uses \"fused\"",
-                                                      torchrec_type_name(ts.type)));
-  }
+  parse_compute_kernel(t, ts);
   require_null_unmodelled_fields(t);
   std::optional<JsonValue> ranks_v = t.find("ranks");
   if (ranks_v && ranks_v->raw().is_null()) ranks_v.reset();
@@ -183,7 +177,8 @@ std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int 
                           {"placement", fmt::format("rank:{}/cuda:{}", sh.rank, sh.rank % gpus_per_node)}});
         ranks.push_back(sh.rank);
       }
-      entry["compute_kernel"] = "fused";
+      entry["compute_kernel"] = compute_kernel_name(ts);
+      if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "lru"}, {"load_factor", ts.cache_load_factor}};
       entry["ranks"] = ranks;
       entry["sharding_spec"] = {{"shards", shards}};
     }

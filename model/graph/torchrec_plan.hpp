@@ -13,7 +13,7 @@
 /// sharding_type strings are TorchRec's ShardingType values ("grid_shard" for grid);
 /// a data_parallel table has no spec (null or absent) and, when `ranks` is given, lists
 /// every rank. ParameterSharding's optional fields that change where or how rows are stored
-/// (cache_params, enforce_hbm, stochastic_rounding, bounds_check_mode, output_dtype,
+/// (enforce_hbm, stochastic_rounding, bounds_check_mode, output_dtype,
 /// key_value_params) are accepted only as null: perfcast does not model them.
 
 #include <string>

@@ -228,11 +228,11 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->workload = std::move(workload);
   p->plan = std::move(plan);
   const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
-  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node);
+  p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node, host_link_of(p->system));
   annotate_and_simulate(*p, iterations);
   p->memory = estimate_memory(w, p->plan, p->system);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
-    p->warnings.push_back("the plan does not fit in device memory: " + verdict);
+    p->warnings.push_back("the plan does not fit in memory: " + verdict);
   }
   if (p->kernel_calibration.empty()) p->warnings.push_back(missing_calibration_warning(p->system));
   return p;

@@ -13,7 +13,7 @@ PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const Colle
 PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   ++evaluations_;
   if (!builder_ || !incremental_) {
-    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node);
+    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node, host_link_of(*system_));
   }
   GraphChanges changes;
   const ExecutionGraph& g = builder_->build(plan, &changes);

@@ -1,5 +1,7 @@
 #include "model/sharding/plan_shapes.hpp"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 namespace perfcast {
@@ -87,10 +89,12 @@ std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_siz
                       {"shard_sizes", {sh.rows, sh.cols}},
                       {"placement", "rank:" + std::to_string(sh.rank) + "/cuda:" + std::to_string(sh.rank % gpus_per_node)}});
     }
-    tables[w.tables[i].name] = {{"sharding_type", sharding_type_name(ts.type)},
-                                {"compute_kernel", ts.type == ShardingType::kDataParallel ? "dense" : "fused"},
-                                {"ranks", ts.ranks},
-                                {"sharding_spec", spec}};
+    nlohmann::json entry = {{"sharding_type", sharding_type_name(ts.type)},
+                            {"compute_kernel", compute_kernel_name(ts)},
+                            {"ranks", ts.ranks},
+                            {"sharding_spec", spec}};
+    if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "lru"}, {"load_factor", ts.cache_load_factor}};
+    tables[w.tables[i].name] = std::move(entry);
   }
   nlohmann::json j = {{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"world_size", world_size}, {"tables", tables}};
   return j.dump(2) + "\n";
@@ -100,6 +104,8 @@ std::size_t table_sharding_hash(const TableSharding& t) {
   std::uint64_t h = 1469598103934665603ULL;
   auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
   mix(static_cast<std::uint64_t>(t.type) + 17);
+  mix(static_cast<std::uint64_t>(t.storage) + 101);
+  mix(static_cast<std::uint64_t>(std::llround(t.cache_load_factor * 1e9)));
   for (const auto& s : t.shards) {
     mix(static_cast<std::uint64_t>(s.rank));
     mix(static_cast<std::uint64_t>(s.row_offset));

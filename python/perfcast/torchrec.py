@@ -2,7 +2,8 @@
 
 :func:`plan_entries` turns a plan (a ``perfcast.shard`` result, a plan dict in perfcast's
 flat format or TorchRec's shape, or a plan file) into TorchRec's shape as plain dicts:
-``{module_path: {table: {"sharding_type", "compute_kernel", "ranks", "sharding_spec"}}}``.
+``{module_path: {table: {"sharding_type", "compute_kernel", "ranks", "sharding_spec"}}}``,
+plus ``"cache_params": {"algorithm": "lru", "load_factor": f}`` for fused_uvm_caching tables.
 :func:`to_sharding_plan` builds ``torchrec.distributed.types.ShardingPlan`` from it, with
 ``ParameterSharding`` per table and ``EnumerableShardingSpec`` / ``ShardMetadata`` per
 shard, when torchrec is importable; otherwise it raises ImportError saying so.
@@ -29,8 +30,10 @@ def _plan_dict(result):
 def _flat_entry(name, t):
     kind = t["sharding_type"]
     entry = {"sharding_type": "grid_shard" if kind == "grid" else kind,
-             "compute_kernel": "dense" if kind == "data_parallel" else "fused",
+             "compute_kernel": t.get("compute_kernel", "dense" if kind == "data_parallel" else "fused"),
              "ranks": list(t["ranks"])}
+    if t.get("cache_params") is not None:
+        entry["cache_params"] = dict(t["cache_params"])
     if kind == "data_parallel":
         entry["sharding_spec"] = None
         return entry
@@ -53,7 +56,8 @@ def to_sharding_plan(result, module_path=DLRM_MODULE):
     try:
         from torch.distributed._shard.metadata import ShardMetadata
         from torch.distributed._shard.sharding_spec import EnumerableShardingSpec
-        from torchrec.distributed.types import EmbeddingModuleShardingPlan, ParameterSharding, ShardingPlan
+        from torchrec.distributed.types import CacheParams, EmbeddingModuleShardingPlan, ParameterSharding, ShardingPlan
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import CacheAlgorithm
     except ImportError as e:
         raise ImportError("perfcast.torchrec.to_sharding_plan needs torch and torchrec (pip install torchrec); "
                           "perfcast.torchrec.plan_entries gives the same plan as dicts without them (%s)" % e) from None
@@ -66,7 +70,10 @@ def to_sharding_plan(result, module_path=DLRM_MODULE):
                 spec = EnumerableShardingSpec([
                     ShardMetadata(shard_offsets=list(s["shard_offsets"]), shard_sizes=list(s["shard_sizes"]),
                                   placement=s["placement"]) for s in t["sharding_spec"]["shards"]])
+            cache = None
+            if t.get("cache_params"):
+                cache = CacheParams(algorithm=CacheAlgorithm.LRU, load_factor=t["cache_params"].get("load_factor"))
             shardings[name] = ParameterSharding(sharding_type=t["sharding_type"], compute_kernel=t["compute_kernel"],
-                                                ranks=t.get("ranks"), sharding_spec=spec)
+                                                ranks=t.get("ranks"), sharding_spec=spec, cache_params=cache)
         modules[module] = shardings
     return ShardingPlan(plan=modules)

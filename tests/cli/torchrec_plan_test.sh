@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # TorchRec-shaped plans on the command line: shard --plan-format torchrec writes one,
-# predict reads it back to the same time, and compute kernels perfcast does not model are
+# predict reads it back to the same time, host-memory kernels (fused_uvm,
+# fused_uvm_caching) change the prediction, and compute kernels perfcast does not model are
 # refused (exit 2, the file and JSON path named, nothing written).
 # Usage: torchrec_plan_test.sh PERFCAST_BINARY SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
@@ -50,8 +51,20 @@ expect "unknown plan format" 2 "--plan-format: torch: expected" -- "$perfcast" s
   --plan-format torch --json "$tmp/out.json"
 
 sed 's/"compute_kernel": "fused"/"compute_kernel": "fused_uvm_caching"/' "$tmp/torchrec_plan.json" > "$tmp/uvm_plan.json"
-expect "UVM caching refused, not ignored" 2 'compute_kernel: compute_kernel "fused_uvm_caching" is not modelled' -- \
-  "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/uvm_plan.json" --json "$tmp/out.json"
+expect "UVM caching predicted" 0 "predicted iteration time" -- "$perfcast" predict --system "$sys" --workload "$wl" \
+  --plan "$tmp/uvm_plan.json" --json "$tmp/uvm.json"
+uvm=$(number iteration_time_s "$tmp/uvm.json" '{')
+[ -n "$uvm" ] && awk -v u="$uvm" -v h="$again" 'BEGIN { exit !(u > h * 1.001) }' && echo "ok   UVM caching is slower than HBM ($uvm s against $again s)" \
+  || { echo "FAIL UVM caching predicts $uvm s, HBM $again s"; fails=$((fails + 1)); }
+sed 's/"compute_kernel": "fused"/"compute_kernel": "fused_uvm"/' "$tmp/torchrec_plan.json" > "$tmp/uvm_only.json"
+expect "UVM predicted" 0 "predicted iteration time" -- "$perfcast" predict --system "$sys" --workload "$wl" \
+  --plan "$tmp/uvm_only.json" --json "$tmp/uvm_only_out.json"
+uvm_only=$(number iteration_time_s "$tmp/uvm_only_out.json" '{')
+[ -n "$uvm_only" ] && awk -v u="$uvm_only" -v c="$uvm" 'BEGIN { exit !(u > c) }' && echo "ok   UVM is slower than UVM caching ($uvm_only s)" \
+  || { echo "FAIL UVM predicts $uvm_only s, UVM caching $uvm s"; fails=$((fails + 1)); }
+sed 's/"compute_kernel": "fused"/"compute_kernel": "quant"/' "$tmp/torchrec_plan.json" > "$tmp/quant_plan.json"
+expect "quantized kernel refused, not ignored" 2 'compute_kernel: compute_kernel "quant" is not modelled' -- \
+  "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/quant_plan.json" --json "$tmp/out.json"
 
 sed 's|"placement": "rank:\([0-9]\)/cuda:[0-9]"|"placement": "rank:\1/cuda:9"|' "$tmp/torchrec_plan.json" > "$tmp/bad_local.json"
 expect "placement's local GPU checked" 2 "not cuda:9" -- "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/bad_local.json" --json "$tmp/out.json"

@@ -33,7 +33,8 @@ nlohmann::json sharded(const std::string& type, std::vector<int> ranks, const st
   return {{"sharding_type", type}, {"compute_kernel", "fused"}, {"ranks", ranks}, {"sharding_spec", {{"shards", list}}}};
 }
 
-/// Hand-written, 4 ranks on 2 nodes of 2 GPUs, every TorchRec sharding type.
+/// Hand-written, 4 ranks on 2 nodes of 2 GPUs, every TorchRec sharding type; t1 is
+/// fused_uvm_caching (load factor 0.35) and t3 fused_uvm.
 nlohmann::json every_type_plan() {
   nlohmann::json tables = {
       {"t0", {{"sharding_type", "data_parallel"}, {"compute_kernel", "dense"}, {"ranks", {0, 1, 2, 3}}, {"sharding_spec", nullptr}}},
@@ -47,6 +48,9 @@ nlohmann::json every_type_plan() {
       {"t6", sharded("grid_shard", {0, 1, 2, 3},
                      {shard(0, 0, 400, 8, 0, 0), shard(400, 0, 600, 8, 1, 1), shard(0, 8, 500, 8, 2, 0),
                       shard(500, 8, 500, 8, 3, 1)})}};
+  tables["t1"]["compute_kernel"] = "fused_uvm_caching";
+  tables["t1"]["cache_params"] = {{"algorithm", "CacheAlgorithm.LRU"}, {"load_factor", 0.35}, {"reserved_memory", nullptr}};
+  tables["t3"]["compute_kernel"] = "fused_uvm";
   return {{"sparse_arch.embedding_bag_collection", tables}};
 }
 
@@ -70,6 +74,10 @@ TEST_CASE("a hand-written TorchRec plan of every sharding type is read", "[plan]
   REQUIRE(p.tables[0].shards.size() == 4);
   REQUIRE(p.tables[1].type == ShardingType::kTableWise);
   REQUIRE(p.tables[1].shards[0].rank == 3);
+  REQUIRE(p.tables[1].storage == EmbeddingStorage::kHostUvmCaching);
+  REQUIRE(p.tables[1].cache_load_factor == 0.35);
+  REQUIRE(p.tables[3].storage == EmbeddingStorage::kHostUvm);
+  REQUIRE(p.tables[2].storage == EmbeddingStorage::kHbm);
   REQUIRE(p.tables[2].type == ShardingType::kRowWise);
   REQUIRE(p.tables[2].shards[3].row_offset == 750);
   REQUIRE(p.tables[3].type == ShardingType::kColumnWise);
@@ -98,6 +106,9 @@ TEST_CASE("plans round-trip through TorchRec's shape and perfcast's flat format"
   REQUIRE(t0["compute_kernel"] == "dense");
   REQUIRE(t0["sharding_spec"].is_null());
   REQUIRE(written["sparse_arch.embedding_bag_collection"]["t1"]["sharding_spec"]["shards"][0]["placement"] == "rank:3/cuda:1");
+  REQUIRE(written["sparse_arch.embedding_bag_collection"]["t1"]["compute_kernel"] == "fused_uvm_caching");
+  REQUIRE(written["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"]["load_factor"] == 0.35);
+  REQUIRE(written["sparse_arch.embedding_bag_collection"]["t3"]["compute_kernel"] == "fused_uvm");
   require_same(original, parse_plan(JsonDocument{written, "written.json"}, w, 4, 2));
 
   // perfcast's flat format stays readable and carries the same plan.
@@ -131,8 +142,11 @@ TEST_CASE("TorchRec plans perfcast cannot honour are refused with the JSON path"
   };
   const std::string m = "/sparse_arch.embedding_bag_collection";
   nlohmann::json j = every_type_plan();
-  j["sparse_arch.embedding_bag_collection"]["t1"]["compute_kernel"] = "fused_uvm_caching";
+  j["sparse_arch.embedding_bag_collection"]["t1"]["compute_kernel"] = "quant_uvm_caching";
   CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/compute_kernel") && Catch::Contains("not modelled"));
+  j = every_type_plan();
+  j["sparse_arch.embedding_bag_collection"]["t0"]["compute_kernel"] = "fused_uvm";
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t0/compute_kernel") && Catch::Contains("data_parallel"));
 
   j = every_type_plan();
   j["sparse_arch.embedding_bag_collection"]["t1"]["sharding_spec"]["shards"][0]["placement"] = "rank:3/cuda:3";
@@ -152,8 +166,12 @@ TEST_CASE("TorchRec plans perfcast cannot honour are refused with the JSON path"
   CHECK_THAT(error_of(j), Catch::Contains(m + "/t0/ranks"));
 
   j = every_type_plan();
-  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"load_factor", 0.2}};
-  CHECK_THAT(error_of(j), Catch::Contains("cache_params") && Catch::Contains("not modelled"));
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"algorithm", "LFU"}};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/algorithm") && Catch::Contains("not modelled"));
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"reserved_memory", 2.0}};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/reserved_memory") && Catch::Contains("not modelled"));
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"load_factor", 1.5}};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/load_factor"));
 
   j = every_type_plan();
   j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = nullptr;
@@ -169,11 +187,18 @@ TEST_CASE("TorchRec plans perfcast cannot honour are refused with the JSON path"
   CHECK_THAT(error_of(j), Catch::Contains(m + "/t1: table \"t1\" is also sharded under module \"other.ebc\""));
 }
 
-TEST_CASE("perfcast's flat format refuses compute kernels it does not model", "[plan]") {
+TEST_CASE("perfcast's flat format reads the host-memory kernels and refuses those it does not model", "[plan]") {
   const DlrmSpec w = seven_tables();
   nlohmann::json tables = nlohmann::json::object();
   for (int t = 0; t < 7; ++t) tables["t" + std::to_string(t)] = {{"sharding_type", "table_wise"}, {"ranks", {t % 4}}};
-  tables["t2"]["compute_kernel"] = "fused_uvm";
+  tables["t1"]["compute_kernel"] = "fused_uvm_caching";  // no cache_params: FBGEMM's default load factor
+  tables["t3"]["compute_kernel"] = "fused_uvm";
+  const ShardingPlan tiers = parse_plan(JsonDocument{{{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"tables", tables}}, "f.json"}, w, 4, 2);
+  CHECK(tiers.tables[1].storage == EmbeddingStorage::kHostUvmCaching);
+  CHECK(tiers.tables[1].cache_load_factor == kDefaultCacheLoadFactor);
+  CHECK(tiers.tables[3].storage == EmbeddingStorage::kHostUvm);
+  CHECK(tiers.tables[3].cache_load_factor == 0);
+  tables["t2"]["compute_kernel"] = "key_value";
   const nlohmann::json j = {{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"tables", tables}};
   try {
     (void)parse_plan(JsonDocument{j, "flat.json"}, w, 4, 2);

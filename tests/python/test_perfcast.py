@@ -102,13 +102,17 @@ def test_shard_equals_cli_and_plan_formats(src, cli):
                                                                                                   rel=1e-9)
 
 
-def test_unmodelled_compute_kernel_is_refused(src):
+def test_host_memory_kernels_change_the_prediction_and_unmodelled_ones_are_refused(src):
     sys_file = src / "configs/systems/dgx_h100.json"
     wl_file = src / "configs/workloads/dlrm_default.json"
     plan = perfcast.shard(sys_file, wl_file, evaluations=10, plan_format="torchrec")["best"]["plan"]
+    hbm = perfcast.predict(sys_file, wl_file, plan=plan)["iteration_time_s"]
     tables = plan["sparse_arch.embedding_bag_collection"]
     name = next(n for n, t in tables.items() if t["compute_kernel"] == "fused")
     tables[name]["compute_kernel"] = "fused_uvm_caching"
+    tables[name]["cache_params"] = {"load_factor": 0.05}
+    assert perfcast.predict(sys_file, wl_file, plan=plan)["iteration_time_s"] > hbm
+    tables[name]["compute_kernel"] = "quant"
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.predict(sys_file, wl_file, plan=plan)
     assert e.value.path == "/sparse_arch.embedding_bag_collection/%s/compute_kernel" % name
