@@ -23,6 +23,7 @@ struct ShardArgs {
   std::string timeout;
   std::uint64_t seed = 1;
   std::string plan_format = "perfcast";
+  std::string memory_tiers = "auto";
 };
 
 }  // namespace
@@ -43,6 +44,9 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--plan-format", a->plan_format,
                   "shape of the --out plan (and of best.plan in --json): perfcast (flat, schema perfcast.plan; default) "
                   "or torchrec (module path, then table: TorchRec's ShardingPlan)");
+  cmd->add_option("--memory-tiers", a->memory_tiers,
+                  "tables in host memory (fused_uvm, fused_uvm_caching with its cache size) in the baselines and the "
+                  "search: auto (default: when no plan fits in HBM), on, off");
   cmd->add_option("--json", a->json, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", a->csv, "write one CSV row per baseline plan and the best plan to FILE, or - for standard output");
   return [a]() {
@@ -55,6 +59,7 @@ Action add_shard(CLI::App& app) {
     req.evaluations = a->evaluations;
     req.timeout = a->timeout;
     req.seed = a->seed;
+    req.memory_tiers = a->memory_tiers;
     const bool tty = progress_enabled();
     if (tty) {
       req.progress = [](std::size_t n, double best) {

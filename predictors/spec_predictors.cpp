@@ -37,11 +37,11 @@ constexpr int kEmbeddingBackwardExtraKernels = 3;
 /// (fused_uvm): fitted to FBGEMM's pure-UVM forward on one H100 (recsys-examples dynamicemb
 /// benchmark_results.json @ 43465ae, TestNoHbm rows of ../shared/data/public-measurements/
 /// embedding_kernel_times_h100.csv; bench/embedding_tier_check, docs/memory-tiers.md).
-constexpr double kHostGatherEfficiency = 0.44;
+constexpr double kHostGatherEfficiency = 0.42;
 /// Share of the link's rate, per direction, of sorted unique-row reads and writes: the
 /// backward's read-modify-write of host rows and the cache prefetch's fills and evictions.
 /// Fitted to the same rows' backward (SGD and Adam).
-constexpr double kHostUpdateEfficiency = 0.63;
+constexpr double kHostUpdateEfficiency = 0.605;
 /// Kernels of a cache prefetch (FBGEMM lru_cache_find_uncached, lru_cache_insert).
 constexpr int kCachePrefetchKernels = 2;
 
@@ -130,7 +130,6 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
     const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
     w.accesses += accesses[i];
     w.unique_rows += unique[i];
-    const double fetched_rows = unique[i] + repeats * (1 - w.l2_hit);  // rows that miss L2
     if (fwd && cached) {
       // The prefetch looks the batch's indices up in the cache and fills the misses: each
       // miss reads a row from host memory and, once the cache is full, writes back the
@@ -143,7 +142,12 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
       prefetch_sort += accesses[i] * kSortBytesPerIndex;
     }
     if (fwd && uvm) {
-      kernel_host_read += fetched_rows * row_bytes[i];
+      // Host rows pass through L2, which keeps the hot ones: an LRU of this table's share of
+      // L2 over the lookup stream (Che's approximation, as for the HBM cache), never fewer
+      // fetches than the unique rows.
+      const double l2_rows = kEmbeddingL2Share * gpu.l2_cache / row_bytes[i] / concurrent;
+      const double l2_hit = lru_hit_rate(t.distribution, static_cast<double>(t.rows), l2_rows, accesses[i]);
+      kernel_host_read += std::max(unique[i], accesses[i] * (1 - l2_hit)) * row_bytes[i];
       w.dram_bytes += idx + grad_or_out;
       w.l2_bytes += accesses[i] * row_bytes[i];
       w.flops += accesses[i] * t.dim;

@@ -64,10 +64,12 @@ std::string comm_json(const std::string& system, const std::optional<std::string
 std::pair<std::string, std::string> shard_json(const std::string& system, const std::optional<std::string>& system_text,
                                                const std::string& workload, const std::optional<std::string>& workload_text,
                                                const std::vector<std::string>& overrides, const std::string& budget,
-                                               std::size_t evaluations, std::uint64_t seed, const std::string& plan_format) {
+                                               std::size_t evaluations, std::uint64_t seed, const std::string& plan_format,
+                                               const std::string& memory_tiers) {
   py::gil_scoped_release release;
   ShardRequest req;
   req.plan_format = plan_format_from_name(plan_format);
+  req.memory_tiers = memory_tiers;
   req.system = load_document(system, system_text);
   req.workload = load_document(workload, workload_text);
   req.overrides = overrides;
@@ -133,7 +135,8 @@ PYBIND11_MODULE(_perfcast, m) {
   m.def("comm", &comm_json, py::arg("system"), py::arg("system_text"), py::arg("collective"), py::arg("sizes"), py::arg("ranks"),
         py::arg("nodes"), py::arg("text"));
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
-        py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"));
+        py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"),
+        py::arg("memory_tiers"));
   m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"));
   m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
         py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"));

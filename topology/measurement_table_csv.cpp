@@ -10,40 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "core/csv_record.hpp"
 #include "core/json_reader.hpp"
 
 namespace perfcast {
 namespace {
-
-/// Splits one CSV record (RFC 4180 quoting: "..." with "" for a quote). Records in these
-/// tables never span lines.
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(field);
-      field.clear();
-    } else if (c != '\r') {
-      field += c;
-    }
-  }
-  out.push_back(field);
-  return out;
-}
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
@@ -110,7 +81,7 @@ std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text
     ++line_no;
     if (line_no == 1 && line.size() >= 3 && static_cast<unsigned char>(line[0]) == 0xEF) line = line.substr(3);
     if (trim(line).empty()) continue;
-    const auto fields = split_csv(line);
+    const auto fields = split_csv_record(line);
     if (col.empty()) {
       for (std::size_t i = 0; i < fields.size(); ++i) col[trim(fields[i])] = i;
       for (const char* r : required)

@@ -1,5 +1,7 @@
 #include "model/commands/shard_command.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,33 @@ PlanFormat plan_format_from_name(const std::string& name) {
   throw ConfigError("--plan-format", name, "expected \"perfcast\" (flat, schema perfcast.plan) or \"torchrec\" (module path, then table)");
 }
 
+namespace {
+
+/// --memory-tiers: "on", "off", or "auto": on when no HBM-only baseline fits.
+bool use_memory_tiers(const std::string& mode, const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed) {
+  if (mode == "on") return true;
+  if (mode == "off") return false;
+  if (mode != "auto") throw ConfigError("--memory-tiers", mode, "expected \"auto\", \"on\" or \"off\"");
+  for (const auto& b : baseline_plans(w, s, seed)) {
+    const auto m = estimate_memory(w, b.plan, s);
+    if (std::all_of(m.begin(), m.end(), [](const RankMemory& r) { return r.fits(); })) return false;
+  }
+  return s.host_memory.capacity > 0;
+}
+
+/// "3 in host memory (2 fused_uvm_caching, 1 fused_uvm)", or "".
+std::string host_tables_summary(const ShardingPlan& p) {
+  int cached = 0, uvm = 0;
+  for (const auto& t : p.tables) {
+    cached += t.storage == EmbeddingStorage::kHostUvmCaching ? 1 : 0;
+    uvm += t.storage == EmbeddingStorage::kHostUvm ? 1 : 0;
+  }
+  if (cached + uvm == 0) return "";
+  return fmt::format("; {} in host memory ({} fused_uvm_caching, {} fused_uvm)", cached + uvm, cached, uvm);
+}
+
+}  // namespace
+
 ShardOutcome run_shard(ShardRequest req) {
   for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr);
   const SystemSpec s = parse_system(req.system);
@@ -35,9 +64,10 @@ ShardOutcome run_shard(ShardRequest req) {
   const std::optional<KernelCalibration> calibration = load_system_kernel_calibration(s);
   const KernelCalibration* cal = calibration ? &*calibration : nullptr;
   PlanEvaluator evaluator(s, w, *comm, 3, true, cal);
-  const auto baselines = baseline_plans(w, s, req.seed);
+  const bool tiers = use_memory_tiers(req.memory_tiers, w, s, req.seed);
+  const auto baselines = baseline_plans(w, s, req.seed, tiers);
   FixedPlansProposer fixed(baselines);
-  LocalSearchProposer local(w, s, req.seed);
+  LocalSearchProposer local(w, s, req.seed, tiers);
   SearchOptions opt;
   opt.budget_s = budget;
   opt.max_evaluations = req.evaluations;
@@ -70,8 +100,8 @@ ShardOutcome run_shard(ShardRequest req) {
     if (counts[k] == 0) continue;
     summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", counts[k], sharding_type_name(static_cast<ShardingType>(k)));
   }
-  text += fmt::format("best plan: {}\n\n", summary);
-  const std::string hint = r.best_eval.feasible ? "" : capacity_hint(w, s);
+  text += fmt::format("best plan: {}{}\n\n", summary, host_tables_summary(best));
+  const std::string hint = r.best_eval.feasible ? "" : capacity_hint(w, s, tiers);
   if (!r.best_eval.feasible) {
     text += fmt::format("no feasible plan found: {}\n{}\n\n", r.best_eval.reason, hint.empty() ? "" : hint);
   }
@@ -91,7 +121,8 @@ ShardOutcome run_shard(ShardRequest req) {
     const auto& m = p->memory[static_cast<std::size_t>(b.rank)];
     ranks.push_back({{"rank", b.rank}, {"period_s", b.period}, {"compute_busy_s", b.compute_busy},
                      {"exposed_communication_s", b.exposed_communication}, {"embedding_bytes", double(m.embedding)},
-                     {"memory_total_bytes", double(m.total())}, {"memory_capacity_bytes", double(m.capacity)}});
+                     {"memory_total_bytes", double(m.total())}, {"memory_capacity_bytes", double(m.capacity)},
+                     {"host_memory_bytes", double(m.host)}, {"host_memory_capacity_bytes", double(m.host_capacity)}});
   }
   const nlohmann::json j = {
       {"context", nlohmann::json::parse(context_json(*p))},
@@ -100,7 +131,7 @@ ShardOutcome run_shard(ShardRequest req) {
                 {"plan", nlohmann::json::parse(out.plan)}, {"ranks", ranks}}},
       {"baselines", base_json},
       {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed},
-                  {"timed_out", r.timed_out}}},
+                  {"timed_out", r.timed_out}, {"memory_tiers", tiers}}},
   };
   out.json = j.dump(2) + "\n";
   return out;

@@ -25,6 +25,9 @@ struct ShardRequest {
   std::string timeout;                 ///< stop after this wall-clock time even with `evaluations` ("" = none)
   std::uint64_t seed = 1;
   PlanFormat plan_format = PlanFormat::kPerfcast;
+  /// Host-memory tables (fused_uvm, fused_uvm_caching) in the baselines and the search:
+  /// "on", "off", or "auto" (on when no HBM-only baseline fits).
+  std::string memory_tiers = "auto";
   /// Called now and then with (plans simulated, best iteration time in s); may be empty.
   std::function<void(std::size_t, double)> progress;
 };

@@ -19,8 +19,8 @@ std::optional<Candidate> FixedPlansProposer::propose() {
   return Candidate{"baseline:" + p.name, p.plan, std::nullopt};
 }
 
-LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed)
-    : w_(&w), s_(&s), rng_(seed), budget_(embedding_budget(w, s)) {}
+LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers)
+    : w_(&w), s_(&s), rng_(seed), budget_(embedding_budget(w, s)), memory_tiers_(memory_tiers) {}
 
 void LocalSearchProposer::feedback(const Candidate& c, const PlanEvaluation& e) {
   if (!current_ || better(e, current_eval_)) {
@@ -60,8 +60,40 @@ void assign_table_wise(TableSharding& s, const EmbeddingTableSpec& t, int rank) 
 
 }  // namespace
 
+std::string LocalSearchProposer::tier_move(ShardingPlan& p) {
+  static constexpr double kLoadFactors[] = {0.05, 0.1, 0.2, 0.5};
+  const std::size_t t = static_cast<std::size_t>(rng_() % p.tables.size());
+  if (p.tables[t].type == ShardingType::kDataParallel) return "";
+  TableSharding& ts = touch(p, t);
+  const auto choice = rng_() % 4;
+  switch (ts.storage) {
+    case EmbeddingStorage::kHbm:
+      ts.storage = EmbeddingStorage::kHostUvmCaching;
+      ts.cache_load_factor = kLoadFactors[choice];
+      return "to_uvm_caching";
+    case EmbeddingStorage::kHostUvmCaching:
+      if (choice == 0 && ts.cache_load_factor < 1) {
+        ts.cache_load_factor = std::min(1.0, 2 * ts.cache_load_factor);
+        return "cache_grow";
+      }
+      if (choice == 1 && ts.cache_load_factor > 0.01) {
+        ts.cache_load_factor = std::max(0.01, ts.cache_load_factor / 2);
+        return "cache_shrink";
+      }
+      ts.cache_load_factor = 0;
+      ts.storage = choice == 2 ? EmbeddingStorage::kHostUvm : EmbeddingStorage::kHbm;
+      return choice == 2 ? "to_uvm" : "to_hbm";
+    case EmbeddingStorage::kHostUvm:
+      ts.storage = choice < 2 ? EmbeddingStorage::kHostUvmCaching : EmbeddingStorage::kHbm;
+      ts.cache_load_factor = choice < 2 ? kLoadFactors[choice + 1] : 0;
+      return choice < 2 ? "to_uvm_caching" : "to_hbm";
+  }
+  return "";
+}
+
 std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   const int n = s_->world_size();
+  if (memory_tiers_ && !p.tables.empty() && (n < 2 || rng_() % 4 == 0)) return tier_move(p);
   if (n < 2) return "";
   const auto T = p.tables.size();
   auto pick = [&](std::size_t k) { return static_cast<std::size_t>(rng_() % k); };

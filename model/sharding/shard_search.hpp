@@ -59,9 +59,13 @@ class FixedPlansProposer final : public Proposer {
 /// (table_row_wise), column-wise over ranks of its node (table_column_wise), or two
 /// column blocks each row-wise over a node (grid). Accepts a neighbour when it is better (feasible first,
 /// then faster).
+///
+/// `memory_tiers`: also move tables between HBM and host memory (one move in four; every
+/// move on one GPU): a table to fused_uvm_caching with a load factor of 5, 10, 20 or 50%,
+/// a cache twice or half as large, a cached table to fused_uvm or back to HBM.
 class LocalSearchProposer final : public Proposer {
  public:
-  LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed);
+  LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers = false);
   std::optional<Candidate> propose() override;
   void feedback(const Candidate& c, const PlanEvaluation& e) override;
   void recycle(Candidate&& c) override { scratch_ = std::move(c.plan); }
@@ -88,8 +92,11 @@ class LocalSearchProposer final : public Proposer {
   }
   PlanEvaluation current_eval_;
   int stale_ = 0;
+  bool memory_tiers_ = false;
   /// Applies one random move to `p`; returns its name, or "" when the move did not apply.
   std::string mutate(ShardingPlan& p);
+  /// One move of a table between HBM and host memory (memory_tiers), or "".
+  std::string tier_move(ShardingPlan& p);
   int busiest_rank() const;
   int idlest_rank() const;
 };

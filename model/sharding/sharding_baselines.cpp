@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -133,27 +134,85 @@ Bytes embedding_budget(const DlrmSpec& w, const SystemSpec& s) {
   return m.front().capacity - m.front().total();
 }
 
-std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s) {
+std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s, bool memory_tiers) {
   double need = 0;
   for (const auto& t : w.tables) need += table_bytes(w, t);
   const Bytes per_rank = embedding_budget(w, s);
+  const Bytes host_per_rank = s.host_memory.per_rank(s.gpus_per_node);
+  const Bytes usable = std::max(per_rank, 0.0) + (memory_tiers ? host_per_rank : 0.0);
   const int n = s.world_size();
-  if (per_rank > 0 && need <= per_rank * n) return "";
+  if (usable > 0 && need <= usable * n) return "";
   std::string hint = fmt::format(
       "no plan can fit: the {} tables need {} (weights and optimizer state), {} rank{} hold{} at most {} for embeddings "
-      "({} each after the {:.0f}% reserve, dense model, I/O buffers and activations)",
-      w.tables.size(), format_bytes(need), n, n == 1 ? "" : "s", n == 1 ? "s" : "", format_bytes(std::max(per_rank, 0.0) * n), format_bytes(std::max(per_rank, 0.0)),
-      MemoryOptions{}.reserved_share * 100);
-  if (per_rank > 0) {
-    const auto gpus = static_cast<long long>(std::ceil(need / per_rank));
+      "({} of HBM each after the {:.0f}% reserve, dense model, I/O buffers and activations{})",
+      w.tables.size(), format_bytes(need), n, n == 1 ? "" : "s", n == 1 ? "s" : "", format_bytes(usable * n),
+      format_bytes(std::max(per_rank, 0.0)), MemoryOptions{}.reserved_share * 100,
+      memory_tiers ? fmt::format(", and {} of host memory", format_bytes(host_per_rank)) : "");
+  if (usable > 0) {
+    const auto gpus = static_cast<long long>(std::ceil(need / usable));
     hint += fmt::format("; at least {} such GPUs are needed (a system with more GPUs, or --set system.nodes=N where the "
                         "system has a network)", gpus);
   }
-  hint += "; host-memory (UVM) embedding tiers are not modelled";
+  if (!memory_tiers && host_per_rank > 0 && need <= (std::max(per_rank, 0.0) + host_per_rank) * n) {
+    hint += "; with tables in host memory they could fit (shard --memory-tiers on)";
+  }
   return hint;
 }
 
-std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed) {
+namespace {
+
+/// Lookups per iteration per byte of a table: the tables that lose least by leaving HBM
+/// come first.
+double lookup_density(const DlrmSpec& w, const EmbeddingTableSpec& t) {
+  return t.pooling / std::max(table_bytes(w, t), 1.0);
+}
+
+/// The rank most over its HBM capacity, or -1 when every rank fits its HBM.
+int most_over_device(const std::vector<RankMemory>& m) {
+  int worst = -1;
+  for (const auto& r : m) {
+    if (r.fits_device()) continue;
+    if (worst < 0 || r.total() - r.capacity > m[static_cast<std::size_t>(worst)].total() - m[static_cast<std::size_t>(worst)].capacity)
+      worst = r.rank;
+  }
+  return worst;
+}
+
+}  // namespace
+
+ShardingPlan with_host_memory(const ShardingPlan& plan, const DlrmSpec& w, const SystemSpec& s) {
+  ShardingPlan p = plan;
+  constexpr double kMinLoadFactor = 0.01;
+  for (std::size_t step = 0; step < 16 * p.tables.size() + 16; ++step) {
+    const int rank = most_over_device(estimate_memory(w, p, s));
+    if (rank < 0) break;
+    // On `rank`: the HBM table of least lookup density, else the cached one.
+    std::optional<std::size_t> to_host, to_shrink;
+    for (std::size_t t = 0; t < p.tables.size(); ++t) {
+      const auto& ts = p.tables[t];
+      if (ts.type == ShardingType::kDataParallel) continue;
+      const bool here = std::any_of(ts.shards.begin(), ts.shards.end(), [&](const Shard& sh) { return sh.rank == rank; });
+      if (!here) continue;
+      const double d = lookup_density(w, w.tables[t]);
+      if (ts.storage == EmbeddingStorage::kHbm && (!to_host || d < lookup_density(w, w.tables[*to_host]))) to_host = t;
+      if (ts.storage == EmbeddingStorage::kHostUvmCaching && ts.cache_load_factor > kMinLoadFactor &&
+          (!to_shrink || d < lookup_density(w, w.tables[*to_shrink])))
+        to_shrink = t;
+    }
+    if (to_host) {
+      p.tables[*to_host].storage = EmbeddingStorage::kHostUvmCaching;
+      p.tables[*to_host].cache_load_factor = kDefaultCacheLoadFactor;
+    } else if (to_shrink) {
+      auto& lf = p.tables[*to_shrink].cache_load_factor;
+      lf = std::max(kMinLoadFactor, lf / 2);
+    } else {
+      break;
+    }
+  }
+  return p;
+}
+
+std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers) {
   const int n = s.world_size();
   std::vector<NamedPlan> out;
   ShardingPlan rr = default_plan(w, n);
@@ -176,7 +235,17 @@ std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, st
   out.push_back({"lookup_greedy", greedy(w, s, lookup, "lookup_greedy")});
   out.push_back({"size_lookup_greedy", greedy(w, s, size_lookup, "size_lookup_greedy")});
   out.push_back({"torchrec_greedy", torchrec_greedy(w, s)});
-  return out;
+  if (!memory_tiers) return out;
+  std::vector<NamedPlan> with_tiers;
+  for (auto& b : out) {
+    const bool fits = most_over_device(estimate_memory(w, b.plan, s)) < 0;
+    with_tiers.push_back(b);
+    if (fits) continue;
+    ShardingPlan tiered = with_host_memory(b.plan, w, s);
+    tiered.source = b.name + "+host_memory";
+    with_tiers.push_back({tiered.source, std::move(tiered)});
+  }
+  return with_tiers;
 }
 
 }  // namespace perfcast

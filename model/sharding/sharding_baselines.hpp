@@ -33,13 +33,24 @@ struct NamedPlan {
 [[nodiscard]] Bytes table_bytes(const DlrmSpec& w, const EmbeddingTableSpec& t);
 
 /// Why no plan can fit, when the tables' weights and optimizer state exceed what all ranks
-/// together can hold for embeddings (n x embedding_budget): the bytes needed and
-/// available, and the GPU count that would hold them. "" when they could fit (a plan may
-/// still be infeasible through its placement). Host-memory tiers (TorchRec's
-/// fused_uvm / fused_uvm_caching kernels) are not modelled.
-[[nodiscard]] std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s);
+/// together can hold for embeddings (n x embedding_budget, plus each rank's share of host
+/// memory when `memory_tiers`): the bytes needed and available, and the GPU count that
+/// would hold them. "" when they could fit (a plan may still be infeasible through its
+/// placement).
+[[nodiscard]] std::string capacity_hint(const DlrmSpec& w, const SystemSpec& s, bool memory_tiers = false);
 
-/// All baselines, in a stable order. `seed` drives the random sharder.
-[[nodiscard]] std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed);
+/// `plan` with tables moved to host memory until every rank fits its HBM (TorchRec's
+/// planner moves tables to fused_uvm_caching under memory pressure the same way): on the
+/// rank most over its capacity, the HBM table with the fewest lookups per byte becomes
+/// fused_uvm_caching at the default load factor; when none is left, its cached table with
+/// the fewest lookups per byte halves its load factor (down to 1%). Stops when every rank
+/// fits, or when nothing more can move (the plan stays infeasible).
+[[nodiscard]] ShardingPlan with_host_memory(const ShardingPlan& plan, const DlrmSpec& w, const SystemSpec& s);
+
+/// All baselines, in a stable order. `seed` drives the random sharder. `memory_tiers`:
+/// each baseline that does not fit in HBM is followed by its with_host_memory version
+/// ("NAME+host_memory").
+[[nodiscard]] std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed,
+                                                    bool memory_tiers = false);
 
 }  // namespace perfcast

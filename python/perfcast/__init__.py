@@ -103,16 +103,19 @@ def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, co
     return _json.loads(_perfcast.comm(s, st, collective, sizes, int(ranks), nodes, False))
 
 
-def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None):
+def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None,
+          memory_tiers="auto"):
     """``perfcast shard --json -``: the best plan found (``best.plan``, in ``plan_format``
     "perfcast" or "torchrec"), the baselines and the search statistics. ``budget`` is a
     time ("10s", "500ms") or seconds; ``evaluations`` > 0 stops after that many plans
-    instead (deterministic for a seed)."""
+    instead (deterministic for a seed). ``memory_tiers`` "auto", "on" or "off": tables in
+    host memory (fused_uvm, fused_uvm_caching) in the search (auto: when nothing fits in HBM)."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     if not isinstance(budget, str):
         budget = "%rs" % float(budget)
-    result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, int(evaluations), int(seed), plan_format)
+    result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, int(evaluations), int(seed), plan_format,
+                                    memory_tiers)
     return _json.loads(result)
 
 

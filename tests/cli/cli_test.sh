@@ -194,7 +194,13 @@ expect "predict searched plan" 0 "predicted iteration time" -- "$perfcast" predi
   for t in 1 2 3 4 5 6 7; do printf ', "table_%s": {"sharding_type": "table_wise", "ranks": [%s]}' $t $t; done
   printf '}}\n'; } > "$tmp/twrw_plan.json"
 expect "table_row_wise across nodes" 2 '/tables/table_0/ranks: table_row_wise shards must be on the ranks of one node' -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --plan "$tmp/twrw_plan.json" --json "$tmp/out.json"
-expect "shard infeasible explains" 1 "at least 2 such GPUs are needed" -- "$perfcast" shard --system "$src/configs/systems/h100_sxm.json" --workload "$src/configs/workloads/dlrm_mlperf.json" --evaluations 10
+h1=$src/configs/systems/h100_sxm.json
+mlperf=$src/configs/workloads/dlrm_mlperf.json
+expect "shard infeasible in HBM explains" 1 "at least 2 such GPUs are needed" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers off
+expect "... and names host memory" 1 "with tables in host memory they could fit (shard --memory-tiers on)" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers off
+expect "shard puts tables in host memory when nothing fits in HBM" 0 "in host memory (" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 200
+expect "shard infeasible with host memory explains" 1 "and 8.38 GiB of host memory" -- "$perfcast" shard --system "$h1" --set system.host_memory.capacity=10GB --workload "$mlperf" --evaluations 10
+expect "bad --memory-tiers" 2 "--memory-tiers" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers maybe
 
 if [ "$fails" -gt 0 ]; then echo "$fails CLI test(s) failed"; exit 1; fi
 echo "all CLI tests passed"

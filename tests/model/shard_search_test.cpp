@@ -148,3 +148,78 @@ TEST_CASE("local search: proposals carry plan_hash, kept incrementally, and scra
   b.tables[5] = table_wise(w.tables[5], (a.tables[5].ranks[0] + 1) % 8);
   CHECK(plan_hash(a) != plan_hash(b));
 }
+
+TEST_CASE("memory accounting of host-memory tables worked by hand", "[shard][memory][host_memory]") {
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  DlrmSpec w = small_dlrm(2, 1000, 16);
+  w.embedding_optimizer = EmbeddingOptimizer::kRowwiseAdagrad;
+  ShardingPlan p;
+  p.tables = {table_wise(w.tables[0], 3), table_wise(w.tables[1], 3)};
+  p.tables[0].storage = EmbeddingStorage::kHostUvm;
+  p.tables[1].storage = EmbeddingStorage::kHostUvmCaching;
+  p.tables[1].cache_load_factor = 0.25;
+  const auto m = estimate_memory(w, p, s);
+  // Both tables keep weights (1000 x 16 x 4 B) and Adagrad state (4 B per row) in host memory.
+  CHECK(m[3].host == Approx(2 * (1000.0 * 16 * 4 + 1000 * 4)));
+  // The cached table adds its cache, 25% of its weights, and the cache's bookkeeping,
+  // 1000 rows x (4 + 16 x 0.25) B, to HBM; the fused_uvm table adds nothing.
+  CHECK(m[3].embedding == Approx(0.25 * 1000 * 16 * 4 + 1000 * (4 + 16 * 0.25)));
+  // DGX H100: 2 TB of host memory, 10% reserved, over 8 GPUs.
+  CHECK(m[3].host_capacity == Approx(2e12 * 0.9 / 8));
+  CHECK(m[3].fits());
+  SystemSpec no_host = s;
+  no_host.host_memory.capacity = 0;
+  const auto m2 = estimate_memory(w, p, no_host);
+  CHECK_FALSE(m2[3].fits());
+  CHECK(m2[0].fits());
+  CHECK_THAT(memory_verdict(m2), Catch::Contains("rank 3") && Catch::Contains("declares no host_memory"));
+}
+
+namespace {
+
+/// Keeps every evaluated plan with its verdict (proposes nothing).
+class KeepEvaluations final : public Proposer {
+ public:
+  std::optional<Candidate> propose() override { return std::nullopt; }
+  void feedback(const Candidate& c, const PlanEvaluation& e) override { seen.emplace_back(c.plan, e); }
+  std::vector<std::pair<ShardingPlan, PlanEvaluation>> seen;
+};
+
+}  // namespace
+
+TEST_CASE("with memory tiers dlrm_mlperf fits one H100, and no feasible plan exceeds HBM or host memory", "[shard][host_memory]") {
+  const SystemSpec s = load_system(src("configs/systems/h100_sxm.json"));
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  REQUIRE_THAT(capacity_hint(w, s), Catch::Contains("shard --memory-tiers on"));
+  CHECK(capacity_hint(w, s, true).empty());
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  const auto baselines = baseline_plans(w, s, 1, true);
+  FixedPlansProposer fixed(baselines);
+  LocalSearchProposer local(w, s, 1, true);
+  KeepEvaluations keep;
+  SearchOptions opt;
+  opt.max_evaluations = 400;
+  const SearchResult r = run_search({&fixed, &local, &keep}, ev, opt);
+  REQUIRE(r.best_eval.feasible);
+  int feasible = 0, host_tables = 0;
+  for (const auto& [plan, e] : keep.seen) {
+    const auto m = estimate_memory(w, plan, s);
+    INFO("plan with verdict " << e.reason);
+    REQUIRE(e.feasible == (m[0].fits_device() && m[0].fits_host()));
+    if (!e.feasible) continue;
+    ++feasible;
+    for (const auto& t : plan.tables) host_tables += t.storage != EmbeddingStorage::kHbm ? 1 : 0;
+    REQUIRE(m[0].total() <= m[0].capacity);
+    REQUIRE(m[0].host <= m[0].host_capacity);
+  }
+  CHECK(feasible > 10);
+  CHECK(host_tables > 0);
+  // The HBM-only plans do not fit; the search's best is no slower than the tiered baselines.
+  for (const auto& b : baselines) {
+    const PlanEvaluation e = ev.evaluate(b.plan);
+    const bool tiered = b.name.find("+host_memory") != std::string::npos;
+    CHECK(e.feasible == tiered);
+    if (tiered) CHECK(r.best_eval.iteration_time <= e.iteration_time);
+  }
+}
