@@ -1,7 +1,9 @@
 // Sharding search throughput: plans simulated per second and wall time to plan, on one
 // core: `taskset -c 0 build/bench/perfcast_bench_shard` (`--scratch`: without incremental
 // evaluation; `--phases`: where a from-scratch evaluation's time goes; `--check`: exact
-// results, to compare before and after a change).
+// results, to compare before and after a change; `--memory-tiers`: the search may also put
+// tables in host memory, as `shard --memory-tiers on`). Case 4, dlrm_mlperf on one H100,
+// always searches with memory tiers (nothing fits in HBM).
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +29,8 @@ bool g_incremental = true;
 /// `--check`: also print the best time to the last bit and a digest of every evaluated
 /// plan's time and verdict, to show that a speed-up changed no result.
 bool g_check = false;
+/// `--memory-tiers`: baselines and local moves with host-memory tables.
+bool g_tiers = false;
 
 /// FNV-1a over the bits of every evaluation the search makes, in order (proposes nothing).
 class Digest final : public Proposer {
@@ -62,10 +66,10 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations) {
+void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t evaluations, bool tiers = g_tiers) {
   const auto comm = make_collective_model(s);
   PlanEvaluator ev(s, w, *comm);
-  const auto baselines = baseline_plans(w, s, 1);
+  const auto baselines = baseline_plans(w, s, 1, tiers);
   double best_baseline = 1e30;
   for (const auto& b : baselines) {
     const auto e = ev.evaluate(b.plan);
@@ -73,7 +77,7 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   }
   PlanEvaluator search_ev(s, w, *comm, 3, g_incremental);
   FixedPlansProposer fixed(baselines);
-  LocalSearchProposer local(w, s, 1);
+  LocalSearchProposer local(w, s, 1, tiers);
   SearchOptions opt;
   opt.max_evaluations = evaluations;
   Digest digest;
@@ -82,8 +86,8 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   const double cpu0 = thread_cpu_s();
   const SearchResult r = run_search(proposers, search_ev, opt);
   const double cpu_s = thread_cpu_s() - cpu0;
-  std::printf("%-44s tables %4zu ranks %3d  %6zu plans in %6.2f s = %7.0f plans/s  best %.3f ms vs best baseline %.3f ms (%+.1f%%)\n",
-              label, w.tables.size(), s.world_size(), r.evaluations, r.wall_s, r.evaluations / r.wall_s,
+  std::printf("%-44s%s tables %4zu ranks %3d  %6zu plans in %6.2f s = %7.0f plans/s  best %.3f ms vs best baseline %.3f ms (%+.1f%%)\n",
+              label, tiers ? " [memory tiers]" : "", w.tables.size(), s.world_size(), r.evaluations, r.wall_s, r.evaluations / r.wall_s,
               r.best_eval.iteration_time * 1e3, best_baseline * 1e3, (r.best_eval.iteration_time / best_baseline - 1) * 100);
   std::printf("  %.0f plans per CPU second (this thread's CPU time %.2f s; differs from the wall time on a loaded machine)\n",
               r.evaluations / cpu_s, cpu_s);
@@ -164,14 +168,17 @@ int main(int argc, char** argv) {
     phases("64-table DLRM on dgx_h100", dgx, t64, 2000);
     return 0;
   }
-  int only = 0;  // `--case N`: run only the N-th case (1-3), e.g. under a profiler
+  int only = 0;  // `--case N`: run only the N-th case (1-4), e.g. under a profiler
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--scratch") g_incremental = false;
     if (std::string(argv[i]) == "--check") g_check = true;
+    if (std::string(argv[i]) == "--memory-tiers") g_tiers = true;
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only = std::stoi(argv[++i]);
   }
   if (only == 0 || only == 1) run("64-table DLRM on dgx_h100", dgx, t64, 5000);
-  if (only == 0 || only == 2) run("dlrm_mlperf on dgx_h100", dgx, load_workload(src + "/configs/workloads/dlrm_mlperf.json"), 5000);
+  const DlrmSpec mlperf = load_workload(src + "/configs/workloads/dlrm_mlperf.json");
+  if (only == 0 || only == 2) run("dlrm_mlperf on dgx_h100", dgx, mlperf, 5000);
+  if (only == 0 || only == 4) run("dlrm_mlperf on one H100", load_system(src + "/configs/systems/h100_sxm.json"), mlperf, 5000, true);
   if (only != 0 && only != 3) return 0;
   JsonDocument doc = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   apply_override(doc, "nodes", "8");

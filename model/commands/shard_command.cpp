@@ -79,17 +79,17 @@ ShardOutcome run_shard(ShardRequest req) {
   // Baselines side by side (their evaluations are cached in the evaluator's estimates).
   PlanEvaluator again(s, w, *comm, 3, true, cal);
   nlohmann::json base_json = nlohmann::json::array();
-  std::string text = fmt::format("perfcast shard: {} on {} ({} ranks), {} tables\n\n{:<22} {:>14} {:>9}  {}\n", w.name, s.name,
+  std::string text = fmt::format("perfcast shard: {} on {} ({} ranks), {} tables\n\n{:<32} {:>12} {:>5}  {}\n", w.name, s.name,
                                  s.world_size(), w.tables.size(), "plan", "iteration", "fits", "");
   for (const auto& b : baselines) {
     const PlanEvaluation e = again.evaluate(b.plan);
     base_json.push_back({{"name", b.name}, {"iteration_time_s", e.iteration_time}, {"feasible", e.feasible},
                          {"reason", e.reason}});
-    text += fmt::format("{:<22} {:>14} {:>9}  {}\n", b.name, format_time(e.iteration_time), e.feasible ? "yes" : "no",
+    text += fmt::format("{:<32} {:>12} {:>5}  {}\n", b.name, format_time(e.iteration_time), e.feasible ? "yes" : "no",
                         e.feasible ? "" : e.reason);
   }
   const auto& best = r.best->plan;
-  text += fmt::format("{:<22} {:>14} {:>9}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s{})\n\n", "best (search)",
+  text += fmt::format("{:<32} {:>12} {:>5}  found by {} ({} plans simulated in {:.2f} s, {:.0f} plans/s{})\n\n", "best (search)",
                       format_time(r.best_eval.iteration_time), r.best_eval.feasible ? "yes" : "no", r.best->origin,
                       r.evaluations, r.wall_s, r.evaluations / std::max(r.wall_s, 1e-9),
                       r.timed_out ? "; stopped by --timeout, best so far" : "");

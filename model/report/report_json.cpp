@@ -126,6 +126,10 @@ std::string render_json(const Prediction& p) {
                     {"reserved_bytes", m.reserved}, {"total_bytes", m.total()}, {"capacity_bytes", m.capacity},
                     {"fits", m.fits()}}},
     });
+    if (m.host > 0) {  // tables in host memory: their bytes and the rank's share of the node's host memory
+      ranks.back()["memory"]["host_bytes"] = m.host;
+      ranks.back()["memory"]["host_capacity_bytes"] = m.host_capacity;
+    }
   }
   j["ranks"] = ranks;
   nlohmann::json cp = nlohmann::json::array();

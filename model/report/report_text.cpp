@@ -90,6 +90,22 @@ RankRow column_statistic(const std::vector<RankRow>& rows, double q, const std::
   return out;
 }
 
+/// "host memory (fused_uvm / fused_uvm_caching tables): rank 0 92.1 GiB of 209.5 GiB", the
+/// rank using most; "" when no rank keeps tables in host memory.
+std::string host_memory_line(const std::vector<RankMemory>& memory) {
+  const RankMemory* most = nullptr;
+  int ranks = 0;
+  for (const auto& m : memory) {
+    if (m.host <= 0) continue;
+    ++ranks;
+    if (!most || m.host > most->host) most = &m;
+  }
+  if (!most) return "";
+  return fmt::format("host memory (fused_uvm / fused_uvm_caching tables) on {} rank{}: most on rank {}, {} of {}{}\n", ranks,
+                     ranks == 1 ? "" : "s", most->rank, format_bytes(most->host), format_bytes(most->host_capacity),
+                     most->fits_host() ? "" : " (does not fit)");
+}
+
 std::string rank_table(const Prediction& p) {
   const auto& ranks = p.analysis.ranks;
   if (ranks.empty()) return "";
@@ -131,6 +147,7 @@ std::string rank_table(const Prediction& p) {
   out += rank_row(column_statistic(rows, 0, "min"));
   out += rank_row(column_statistic(rows, 0.5, "median"));
   out += rank_row(column_statistic(rows, 1, "max"));
+  out += host_memory_line(p.memory);
   return out;
 }
 
