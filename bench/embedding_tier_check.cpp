@@ -126,8 +126,8 @@ int main(int argc, char** argv) {
       const bool fwd = pass == EmbeddingPass::kForward;
       const double measured = (fwd ? r.fwd_ms : r.bwd_ms) * 1e-3;
       const double err = e.time / measured - 1;
-      const std::string set = r.fit ? "fit" : "held-out";
-      errors[r.host ? "host " + set : std::string("hbm (not fitted)")].push_back(err);
+      const std::string set = !r.host ? "-" : r.fit ? "fit" : "held-out";
+      errors[r.host ? "host " + set : std::string("hbm (nothing fitted)")].push_back(err);
       std::string implied = "";
       if (r.host && w.host_overlapped > 0) {
         // The efficiency that would make this row exact: the link time scales as 1/efficiency.

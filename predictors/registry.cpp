@@ -10,10 +10,12 @@ const std::vector<RegistryEntry>& builtin_registry() {
        "wave- and tile-quantized roofline with split-K for short, wide problems",
        "GPU spec peaks x gemm efficiency 0.77 (A100 FP32 measured 15027/19500 GFLOP/s, docs/reference-paper.md s.3)"},
       {"embedding_forward.spec_l2", "embedding_forward",
-       "HBM bytes of expected unique rows + L2 hits of repeats within the concurrent tables' working set",
-       "HiPC heuristic (docs/reference-paper.md s.4.1): 45 warps/SM, 0.9 of L2, f(D) 1.55/1.1"},
+       "HBM bytes of expected unique rows + L2 hits of repeats within the concurrent tables' working set; host-memory "
+       "tables (fused_uvm): rows missing an LRU share of L2 over the host link; fused_uvm_caching: an LRU cache prefetch first",
+       "HiPC heuristic (docs/reference-paper.md s.4.1): 45 warps/SM, 0.9 of L2, f(D) 1.55/1.1; host link at 0.42 (gather) / "
+       "0.605 (update) of its rate, fitted to FBGEMM UVM timings on H100 (docs/embedding.md)"},
       {"embedding_backward.spec_l2", "embedding_backward",
-       "index sort + per-unique-row read-modify-write of weights and optimizer state",
+       "index sort + per-unique-row read-modify-write of weights and optimizer state (over the host link for host-memory rows and state)",
        "same as forward; sort cost 96 B/index assumed (4 radix passes of 12-byte pairs)"},
       {"embedding_forward.calibrated", "embedding_forward",
        "overhead + max(HBM bytes / e_memory, L2 bytes / e_l2, bag waves x pooling x round time), one kernel for all tables",
