@@ -44,6 +44,15 @@ int run(const RunArgs& a) {
   const int world = a.devices > 0 ? a.devices : system.world_size();
   const ShardingPlan plan = a.plan.empty() ? default_plan(workload, world)
                                            : parse_plan(load_json_file(a.plan), workload, world, system.gpus_per_node);
+  // The reference executor keeps every table in HBM: a host-memory plan would run as
+  // something else than it says.
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    if (plan.tables[t].storage != EmbeddingStorage::kHbm) {
+      throw ConfigError(a.plan, "", fmt::format("table \"{}\" uses compute_kernel \"{}\"; perfcast run executes HBM-resident "
+                                                "tables only (fused, dense)", workload.tables[t].name,
+                                                compute_kernel_name(plan.tables[t])));
+    }
+  }
   std::string why;
   if (!validation::executor_available(&why)) {
     log().error("perfcast run needs a CUDA GPU: {}", why);

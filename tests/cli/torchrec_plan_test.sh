@@ -62,6 +62,8 @@ expect "UVM predicted" 0 "predicted iteration time" -- "$perfcast" predict --sys
 uvm_only=$(number iteration_time_s "$tmp/uvm_only_out.json" '{')
 [ -n "$uvm_only" ] && awk -v u="$uvm_only" -v c="$uvm" 'BEGIN { exit !(u > c) }' && echo "ok   UVM is slower than UVM caching ($uvm_only s)" \
   || { echo "FAIL UVM predicts $uvm_only s, UVM caching $uvm s"; fails=$((fails + 1)); }
+expect "run refuses a host-memory plan (its executor keeps tables in HBM)" 2 "perfcast run executes HBM-resident tables only" -- \
+  "$perfcast" run --system "$sys" --workload "$wl" --plan "$tmp/uvm_plan.json"
 sed 's/"compute_kernel": "fused"/"compute_kernel": "quant"/' "$tmp/torchrec_plan.json" > "$tmp/quant_plan.json"
 expect "quantized kernel refused, not ignored" 2 'compute_kernel: compute_kernel "quant" is not modelled' -- \
   "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/quant_plan.json" --json "$tmp/out.json"
