@@ -63,6 +63,12 @@ struct HostSpec {
   /// Extra fixed time of one NCCL collective that NCCL's own model leaves out, s.
   /// 20us: collectives.md section 0 (PyTorch harness floor ~40 us against the model's 15 us).
   Seconds collective_launch_overhead = 20e-6;
+  /// Launches a stream may have pending (issued, not finished) before the next launch call
+  /// blocks until the oldest finishes; 0: unlimited. 1024: CUDA does not document it; launch
+  /// calls are measured to stall after about 1000 pending kernels per stream (NVIDIA
+  /// developer forum, "CUDA stream are blocked when launch lots of kernels (>1000)", 2018,
+  /// and StackOverflow question 53970187).
+  int launch_queue_depth = 1024;
 };
 
 /// Host (CPU) memory of one node, where fused_uvm and fused_uvm_caching embedding tables

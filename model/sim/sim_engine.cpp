@@ -76,6 +76,26 @@ void Engine::wait_host(RankCursor& st, int e) const {
   }
 }
 
+int Engine::queue_slot_event(const RankCursor& st, std::size_t s, int kernels) const {
+  const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
+  if (depth == 0 || kernels <= 0) return -1;
+  // The op's last launch is number launches + k - 1; it fits once launch number
+  // (launches + k - 1 - depth) has finished (streams run their launches in order).
+  const std::size_t k = std::min(static_cast<std::size_t>(kernels), depth);
+  const std::size_t last = st.launches[s] + k - 1;
+  if (last < depth) return -1;
+  return st.launch_ring[s][(last - depth) % depth];
+}
+
+void Engine::record_launch(RankCursor& st, std::size_t s, int e) const {
+  const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
+  if (depth == 0) return;
+  auto& ring = st.launch_ring[s];
+  if (ring.empty()) ring.assign(depth, -1);
+  ring[st.launches[s] % depth] = e;
+  st.launches[s]++;
+}
+
 void Engine::advance(RankCursor& st, int rank) const {
   if (++st.op == static_cast<int>(g_.ranks[static_cast<std::size_t>(rank)].ops.size())) {
     st.op = 0;
@@ -143,6 +163,7 @@ int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, Se
   place(ev, st.host, seg, st.stream_last[s], deps_end, dep_event);
   ev.end = kUnresolved;  // set when every rank of the group has arrived
   const int last = log_.push(ev);
+  record_launch(st, s, last);
   rendezvous_.arrive(rank, st, *op.collective, last);
   return last;
 }
@@ -164,6 +185,7 @@ int Engine::issue_kernels(RankCursor& st, int rank, const Op& op, const OpTiming
     ev.end = ev.start + overrides_.of(log_.size(), est.time);
     last = log_.push(ev);
     st.stream_last[s] = last;
+    record_launch(st, s, last);
   }
   return last;
 }
@@ -185,6 +207,12 @@ bool Engine::step(int rank) {
   Seconds deps_end = 0;
   int dep_event = -1;
   if (!dependencies_end(st, op, deps_end, dep_event)) return false;
+  // A full launch queue blocks the host until the stream's oldest pending launch finishes.
+  const int slot = queue_slot_event(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()));
+  if (slot >= 0) {
+    if (!log_.resolved(slot)) return false;
+    wait_host(st, slot);
+  }
 
   const int seg = issue_host_segment(st, rank, op, timing);
   const int last = op.collective ? issue_collective(st, rank, op, seg, deps_end, dep_event)

@@ -73,6 +73,10 @@ struct RankCursor {
   std::vector<int> coll_seq;       ///< per group: collectives issued so far
   int waiting_event = -1;          ///< host blocked on an unresolved event
   bool done = false;
+  /// Per stream: the last HostSpec::launch_queue_depth GPU events issued (a ring, filled
+  /// lazily), and how many were issued in all.
+  std::array<std::vector<int>, kStreamCount> launch_ring;
+  std::array<std::size_t, kStreamCount> launches{};
 };
 
 /// Collective instances while their ranks arrive: the n-th collective a group issues is
@@ -140,6 +144,11 @@ class Engine {
   [[nodiscard]] Seconds host_op_overhead(const Op& op) const;
   /// Moves the host past event `e` when it ends later.
   void wait_host(RankCursor& st, int e) const;
+  /// The launch queue (HostSpec::launch_queue_depth): the event on stream `s` that must
+  /// finish before `kernels` more launches fit, or -1 when they fit.
+  [[nodiscard]] int queue_slot_event(const RankCursor& st, std::size_t s, int kernels) const;
+  /// Records GPU event `e` as launched on stream `s`.
+  void record_launch(RankCursor& st, std::size_t s, int e) const;
   /// Next op; past the last, the next iteration (or done).
   void advance(RankCursor& st, int rank) const;
   /// Start of a GPU event from its three constraints (launch, stream free, inputs), with

@@ -18,7 +18,8 @@ ReplayRankBuilder::ReplayRankBuilder(const KinetoTrace& t, int k0, int k1, Secon
                                      ReplayRankInfo& info, const std::vector<TraceKernelShape>* shapes, const GpuSpec* gpu,
                                      const KernelCalibration* calibration)
     : t_(t), k0_(k0), k1_(k1), offset_(offset), infer_waits_(infer_waits), info_(info), lanes_(map_lanes(t)),
-      shapes_(shapes), gpu_(gpu), calibration_(calibration) {
+      shapes_(shapes), gpu_(gpu), calibration_(calibration), pending_(t) {
+  typical_launch_ = typical_launch_call(t);
   has_nccl_.assign(t.ops.size(), 0);
   for (const auto& a : t.gpu) {
     if (!a.is_nccl() || a.launch < 0) continue;
@@ -100,6 +101,41 @@ void ReplayRankBuilder::launch(int ci, const RuntimeCall& c, ThreadState& th) {
   }
 }
 
+PendingLaunches::PendingLaunches(const KinetoTrace& t) {
+  for (const auto& a : t.gpu) {
+    if (a.launch < 0) continue;
+    auto& [calls, ends] = of_[a.stream];
+    calls.push_back(t.runtime[static_cast<std::size_t>(a.launch)].start);
+    ends.push_back(a.end());
+  }
+  for (auto& [stream, v] : of_) {
+    std::sort(v.first.begin(), v.first.end());
+    std::sort(v.second.begin(), v.second.end());
+  }
+}
+
+std::int64_t PendingLaunches::at(std::int64_t stream, Seconds at) const {
+  const auto it = of_.find(stream);
+  if (it == of_.end()) return 0;
+  const auto& [calls, ends] = it->second;
+  const auto called = std::lower_bound(calls.begin(), calls.end(), at) - calls.begin();
+  const auto finished = std::upper_bound(ends.begin(), ends.end(), at) - ends.begin();
+  return std::max<std::int64_t>(0, called - finished);
+}
+
+Seconds typical_launch_call(const KinetoTrace& t) {
+  std::vector<Seconds> d;
+  for (const auto& c : t.runtime) {
+    if (c.activities.empty()) continue;
+    const GpuActivity& a = t.gpu[static_cast<std::size_t>(c.activities.front())];
+    if (!host_blocking_copy(a, c)) d.push_back(c.duration);
+  }
+  if (d.empty()) return 0;
+  const std::size_t p10 = d.size() / 10;
+  std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(p10), d.end());
+  return d[p10];
+}
+
 namespace {
 
 /// The wait of a blocking call on the trace clock: until the awaited GPU end, within the call.
@@ -113,7 +149,16 @@ void ReplayRankBuilder::launch_activity(int ci, const RuntimeCall& c, ThreadStat
   const GpuActivity& a = t_.gpu[static_cast<std::size_t>(ai)];
   const bool blocking = host_blocking_copy(a, c);
   Seconds host = 0;
-  if (first) host = std::max(0.0, (blocking ? c.start : c.end()) - cursor_);
+  // A launch that waited for a full queue: longer than a typical call, with half a queue of
+  // its stream's launches pending. The wait is the simulator's to recompute, not host time.
+  const Seconds excess = c.duration - typical_launch_;
+  const Seconds stall =
+      first && !blocking && excess > kQueueStallMin && pending_.at(a.stream, c.start) >= kQueueStallPending ? excess : 0.0;
+  if (stall > 0) {
+    info_.queue_blocked += stall;
+    info_.queue_blocked_calls++;
+  }
+  if (first) host = std::max(0.0, (blocking ? c.start : c.end() - stall) - cursor_);
   Op op;
   op.phase = phase_of(t_, ci);
   op.stream = a.is_nccl() ? Stream::kComm : lanes_.of.at(a.stream);

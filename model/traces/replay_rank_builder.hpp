@@ -44,6 +44,29 @@ inline constexpr Seconds kNoTime = std::numeric_limits<double>::quiet_NaN();
 inline constexpr Seconds kUnexplainedStart = 10e-6;
 /// How many earlier ops infer_waits searches for the producer.
 inline constexpr int kInferSearchLimit = 1024;
+/// A launch call longer than the rank's typical launch call by more than this may be a wait
+/// for a full launch queue (a launch call takes 2-10 us; the reference's T4 is 4 us).
+inline constexpr Seconds kQueueStallMin = 5e-6;
+/// ... when at least this many earlier launches on its stream were still unfinished when
+/// it was called: half the queue depth CUDA is measured to hold (HostSpec::launch_queue_depth),
+/// so that a slow call on a merely busy GPU does not count.
+inline constexpr int kQueueStallPending = 512;
+
+/// Per trace stream: launch-call starts and kernel ends, sorted, to count the launches a
+/// call found pending (launched, not finished).
+class PendingLaunches {
+ public:
+  explicit PendingLaunches(const KinetoTrace& t);
+  /// Launches on `stream` called before `at` whose GPU work had not finished at `at`.
+  [[nodiscard]] std::int64_t at(std::int64_t stream, Seconds at) const;
+
+ private:
+  std::unordered_map<std::int64_t, std::pair<std::vector<Seconds>, std::vector<Seconds>>> of_;
+};
+/// The rank's typical launch call that did not wait: the 10th percentile of its
+/// non-blocking kernel / memcpy launch calls (0 if none). Not the median: in a GPU-bound
+/// trace most calls wait for the queue.
+[[nodiscard]] Seconds typical_launch_call(const KinetoTrace& t);
 
 // ---- how trace records are read (replay_rules.cpp) ----
 [[nodiscard]] bool is_stream_sync(std::string_view n);
@@ -137,6 +160,8 @@ class ReplayRankBuilder {
   std::unordered_map<std::int64_t, ThreadState> threads_;
   std::unordered_map<std::int64_t, int> stream_last_;  ///< last op per trace stream
   int current_activity_ = -1;  ///< GPU activity of the op being pushed
+  Seconds typical_launch_ = 0;  ///< typical_launch_call(t_)
+  PendingLaunches pending_;
   Seconds cursor_ = 0;  ///< host time (trace clock) up to which host time is accounted
   Seconds launch_time_ = 0;
   int launch_calls_ = 0;

@@ -27,7 +27,12 @@
 ///  - host time, measured: each op's `OpTiming::host_time` is the host time from the
 ///    previous op's launch returning to this op's launch returning (gaps, CPU op time and
 ///    the launch call, T1..T5 of the reference merged); time spent blocked in a sync is
-///    not host time (the simulator recomputes the wait); markers at each step start carry
+///    not host time (the simulator recomputes the wait), nor is a launch call's wait for a
+///    full launch queue: a call longer than the rank's typical launch call (10th percentile)
+///    by more than kQueueStallMin, made while at least kQueueStallPending earlier launches
+///    of its stream had not finished, counts only the typical call as host time, the rest as
+///    `queue_blocked`, and the simulator's launch queue (HostSpec::launch_queue_depth)
+///    recomputes the wait, so that a faster GPU shortens a GPU-bound step; markers at each step start carry
 ///    the host time up to the step boundary, the first one the rank's late start on the
 ///    aligned clock (see RankAlignment).
 ///
@@ -125,6 +130,10 @@ struct ReplayRankInfo {
   Seconds host_time = 0;         ///< sum of the ops' host time
   Seconds launch_call_mean = 0;  ///< mean duration of kernel/memcpy launch calls (the reference's T4)
   Seconds blocked = 0;           ///< measured host time blocked in syncs (not host time)
+  /// Measured time launch calls spent waiting for a full launch queue (not host time; the
+  /// simulator's launch queue recomputes the wait), and how many calls waited.
+  Seconds queue_blocked = 0;
+  int queue_blocked_calls = 0;
   std::vector<int> step_markers; ///< op index of each step's marker, plus the end marker
   std::vector<std::int64_t> step_numbers;
   std::vector<Seconds> measured; ///< per step, see file comment

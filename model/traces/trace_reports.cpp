@@ -154,14 +154,14 @@ std::string render_replay_text(const ReplayResult& r) {
   if (r.step_count > static_cast<int>(r.ranks.size()))
     out += fmt::format("|error| over {} steps: geomean {:.2f}%, max {:.2f}%\n", r.step_count,
                        100 * r.step_geomean_abs_error, 100 * r.step_max_abs_error);
-  out += fmt::format("\n{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11}  lanes\n", "rank", "gpu ops",
-                     "colls", "syncs", "joins", "stepped", "inferred", "start", "launch call", "blocked");
+  out += fmt::format("\n{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>11}  lanes\n", "rank", "gpu ops",
+                     "colls", "syncs", "joins", "stepped", "inferred", "start", "launch call", "blocked", "queue wait");
   for (const auto& i : g.ranks) {
     std::string lanes;
     for (const auto& l : i.lanes) lanes += (lanes.empty() ? "" : ", ") + l;
-    out += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11}  {}\n", i.rank, i.gpu_ops,
+    out += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>11}  {}\n", i.rank, i.gpu_ops,
                        i.collectives, i.host_syncs, i.joins, i.stepped_back, i.inferred, format_time(i.start_offset),
-                       format_time(i.launch_call_mean), format_time(i.blocked), lanes);
+                       format_time(i.launch_call_mean), format_time(i.blocked), format_time(i.queue_blocked), lanes);
   }
   if (!r.options.evaluate.empty() && r.selected_steps > 0)
     out += fmt::format("selected ({}): {} rank-steps, mean step measured {}, simulated {}, error {}\n",
@@ -224,6 +224,8 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
                        {"host_time_s", info.host_time},
                        {"launch_call_mean_s", info.launch_call_mean},
                        {"blocked_s", info.blocked},
+                       {"queue_blocked_s", info.queue_blocked},
+                       {"queue_blocked_calls", info.queue_blocked_calls},
                        {"lanes", info.lanes}}}});
   }
   j["ranks"] = ranks;

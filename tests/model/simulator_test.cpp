@@ -363,3 +363,33 @@ TEST_CASE("timeline assembly: iteration ends per rank stay ordered, the period i
   CHECK(t.iteration_time == Approx(15 * us));
   CHECK(t.events.size() == events.size());
 }
+
+TEST_CASE("a full launch queue blocks the host until the stream's oldest pending launch ends", "[simulator][launch_queue]") {
+  // 8 kernels of 100 us, host 1 us per op + 1 us per launch, a queue of 3 launches.
+  Scenario s(1);
+  for (int i = 0; i < 8; ++i) s.kernel(0, "k" + std::to_string(i), 100 * us);
+  HostSpec h = host(1 * us, 1 * us);
+  h.launch_queue_depth = 3;
+  const Timeline t = s.run(h, 2);
+  auto host_start = [&](int iteration, int op) {
+    for (const auto& e : t.events)
+      if (e.iteration == iteration && e.op == op && e.lane == Lane::kHost) return e.start;
+    return -1.0;
+  };
+  // k0 launched at 2 us runs 2-102, k1 102-202, k2 202-302: three pending. k3's launch waits
+  // for k0 to end (102 us), k4's for k1 (202 us), ...: op n (n >= 3) starts at the end of
+  // kernel n - 3, i.e. 2 + 100 (n - 2) us.
+  CHECK(host_start(0, 2) == Approx(4 * us));
+  CHECK(host_start(0, 3) == Approx(102 * us));
+  CHECK(host_start(0, 7) == Approx(502 * us));
+  // Across iterations the queue carries on: iteration 1's op 0 waits for kernel 5 (602 us).
+  CHECK(host_start(1, 0) == Approx(602 * us));
+  // The GPU never idles: the period is the kernels' 800 us.
+  CHECK(t.iteration_time == Approx(800 * us));
+  // Unlimited (0): the host runs ahead, op 7 at 14 us.
+  h.launch_queue_depth = 0;
+  const Timeline u = s.run(h, 2);
+  for (const auto& e : u.events)
+    if (e.iteration == 0 && e.op == 7 && e.lane == Lane::kHost) CHECK(e.start == Approx(14 * us));
+  CHECK(u.iteration_time == Approx(800 * us));
+}

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "model/traces/kineto_trace.hpp"
 #include "model/traces/trace_replay.hpp"
 #include "model/traces/trace_stats.hpp"
@@ -200,4 +202,72 @@ TEST_CASE("replay of the A100 DLRM iterations (HTA, rank 3)", "[replay][shared]"
   const ReplayResult ri = replay_traces(traces, infer);
   CHECK(std::fabs(ri.ranks[0].error()) < 0.03);  // 1.2% when written
   CHECK(ri.replay->ranks[0].inferred > 0);
+}
+
+namespace {
+
+/// A GPU-bound one-rank trace as CUDA would record it: per step `kernels` launches of
+/// `kernel_us` on one stream; each launch is 1 us of CPU work and a 4 us call, except that
+/// a call finds 1024 launches pending (the launch queue) and returns 1 us after the oldest
+/// one finishes. `scale` multiplies every kernel's recorded duration afterwards, its start
+/// kept (a trace whose kernels ran `scale` times as long, on the same host timeline).
+std::string gpu_bound_trace(double kernel_us, int steps, int kernels, double scale) {
+  nlohmann::json ev = nlohmann::json::array();
+  std::vector<double> kend;
+  double t = 1000, gpu_free = 0;
+  int corr = 1;
+  for (int k = 0; k < steps; ++k) {
+    const double step_start = t;
+    for (int i = 0; i < kernels; ++i, ++corr) {
+      const std::size_t g = kend.size();
+      const double call_start = t + 1;
+      const double slot_free = g >= 1024 ? kend[g - 1024] + 1 : 0;
+      const double call_end = std::max(call_start + 4, slot_free);
+      const double start = std::max(call_end + 3, gpu_free);
+      kend.push_back(start + kernel_us);
+      gpu_free = kend.back();
+      ev.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mul"}, {"pid", 100}, {"tid", 1}, {"ts", t},
+                    {"dur", call_end - t + 0.5}, {"args", {{"External id", corr}}}});
+      ev.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 100}, {"tid", 1},
+                    {"ts", call_start}, {"dur", call_end - call_start}, {"args", {{"correlation", corr}, {"cbid", 211}}}});
+      ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "mul_kernel"}, {"pid", 0}, {"tid", 7}, {"ts", start},
+                    {"dur", kernel_us * scale},
+                    {"args", {{"correlation", corr}, {"stream", 7}, {"device", 0}, {"grid", {1, 1, 1}}, {"block", {128, 1, 1}}}}});
+      t = call_end + 1;
+    }
+    ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(k + 1)}, {"pid", 100},
+                  {"tid", 1}, {"ts", step_start}, {"dur", t - step_start}});
+  }
+  const nlohmann::json trace = {{"schemaVersion", 1},
+                                {"deviceProperties", {{{"id", 0}, {"name", "Test GPU"}, {"totalGlobalMem", 34079899648LL},
+                                                       {"computeMajor", 9}, {"computeMinor", 0}, {"numSms", 132}}}},
+                                {"traceEvents", ev}};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("perfcast_gpu_bound_" + std::to_string(static_cast<int>(scale * 100)) + ".json");
+  std::ofstream(path) << trace.dump();
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("a GPU-bound trace: launch-queue waits are not host time, so faster kernels shorten the step", "[replay][launch_queue]") {
+  // 2500 kernels of 20 us per step: 50 ms of GPU work, 15 ms of host work (6 us per launch).
+  const std::string measured = gpu_bound_trace(20, 3, 2500, 1.0);
+  const ReplayResult r = replay_traces(load_kineto_traces({measured}));
+  REQUIRE(r.ranks.size() == 1);
+  const auto& info = r.replay->ranks[0];
+  // From launch 1025 on (6,476 calls) each call waits for a kernel to finish: about 20 us
+  // less the 6 us of host work, some 90 ms in all, while the host's own work is 45 ms.
+  CHECK(info.queue_blocked_calls > 5500);
+  CHECK(info.queue_blocked > 75 * ms);
+  CHECK(info.host_time < 3 * 17 * ms);
+  // The middle step, GPU-bound: simulated as measured (50 ms), within 1%.
+  CHECK(r.ranks[0].steps[1].measured == Approx(50 * ms).epsilon(0.01));
+  CHECK(r.ranks[0].steps[1].simulated == Approx(r.ranks[0].steps[1].measured).epsilon(0.01));
+
+  // Every kernel halved on the same host timeline: the step follows the GPU (25 ms), where
+  // host time that still held the queue waits would have kept it at 50 ms.
+  const ReplayResult h = replay_traces(load_kineto_traces({gpu_bound_trace(20, 3, 2500, 0.5)}));
+  CHECK(h.ranks[0].steps[1].simulated == Approx(25 * ms).epsilon(0.02));
+  CHECK(h.ranks[0].steps[1].simulated < 0.6 * r.ranks[0].steps[1].simulated);
 }
