@@ -379,3 +379,37 @@ TEST_CASE("PARAM DLRM 8x V100: execution traces link, import and predicted repla
     CHECK(std::find(names.begin(), names.end(), f) != names.end());
   for (const auto& rr : r.ranks) CHECK(rr.simulated > 0);
 }
+
+TEST_CASE("torch.compile regions: their kernels keep measured times, not a region-shaped guess", "[import][compile]") {
+  // One CompiledFunction op (a scalar input: its shapes say nothing) launching a Triton
+  // kernel and an aten elementwise kernel, and an aten::mm inside it launching a GEMM.
+  nlohmann::json ev = nlohmann::json::array();
+  auto op = [&](const std::string& name, double ts, double dur, nlohmann::json dims, nlohmann::json types) {
+    ev.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"pid", 1}, {"tid", 1}, {"ts", ts}, {"dur", dur},
+                  {"args", {{"Input Dims", dims}, {"Input type", types}}}});
+  };
+  auto launch = [&](int corr, double ts, const std::string& kernel, double kts, double kdur) {
+    ev.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 1}, {"tid", 1}, {"ts", ts},
+                  {"dur", 4}, {"args", {{"correlation", corr}}}});
+    ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", kernel}, {"pid", 0}, {"tid", 7}, {"ts", kts}, {"dur", kdur},
+                  {"args", {{"correlation", corr}, {"stream", 7}, {"device", 0}}}});
+  };
+  ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#1"}, {"pid", 1}, {"tid", 1}, {"ts", 0}, {"dur", 9000}});
+  op("CompiledFunction", 10, 8000, nlohmann::json::array({nlohmann::json::array()}), {"float"});
+  launch(1, 20, "triton_poi_fused_add_mul_0", 30, 4200);
+  launch(2, 40, "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >", 4300, 3000);
+  op("aten::mm", 50, 20, {{1024, 1024}, {1024, 1024}}, {"float", "float"});
+  launch(3, 55, "ampere_sgemm_128x64_nn", 7400, 500);
+  const nlohmann::json trace = {{"schemaVersion", 1}, {"traceEvents", ev}};
+  const KinetoTrace t = parse_kineto_trace(trace.dump(), "compiled.json");
+  REQUIRE(t.gpu.size() == 3);
+  const auto shapes = trace_kernel_shapes(t);
+  for (int i : {0, 1}) {
+    INFO("kernel " << t.gpu[static_cast<std::size_t>(i)].name);
+    CHECK_FALSE(shapes[static_cast<std::size_t>(i)].recognized());
+    CHECK_THAT(shapes[static_cast<std::size_t>(i)].reason, Catch::Contains("torch.compile region (CompiledFunction)"));
+  }
+  CHECK_THAT(shapes[0].reason, Catch::StartsWith("Triton kernel"));
+  CHECK(shapes[2].family == TraceKernelFamily::kGemm);
+  CHECK(std::get<GemmDesc>(*shapes[2].desc).m == 1024);
+}
