@@ -44,6 +44,10 @@ int run(const RunArgs& a) {
   const int world = a.devices > 0 ? a.devices : system.world_size();
   const ShardingPlan plan = a.plan.empty() ? default_plan(workload, world)
                                            : parse_plan(load_json_file(a.plan), workload, world, system.gpus_per_node);
+  if (workload.pipeline != TrainPipeline::kNone) {
+    throw ConfigError(workload.file, "/pipeline", "perfcast run executes a plain training loop; set \"pipeline\": \"none\" "
+                                                  "to compare it with a prediction");
+  }
   // The reference executor keeps every table in HBM: a host-memory plan would run as
   // something else than it says.
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {

@@ -38,8 +38,12 @@ void add_data_parallel_tables_backward(const RankContext& c, RankDraft& d, int d
 /// The loss backward, then each top MLP layer's backward from the last; each layer's
 /// gradients join the DDP bucket.
 void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
-  int prev = d.add({"loss.backward", Phase::kBackward, Stream::kCompute, {elementwise("bce_backward", c.batch, 5, 12)}, {},
-                    {d.loss}, false});
+  Op loss_grad{"loss.backward", Phase::kBackward, Stream::kCompute, {elementwise("bce_backward", c.batch, 5, 12)}, {},
+               {d.loss}, false};
+  // sparse_dist: the backward waits for the next batch's input all-to-all (TorchRec's
+  // wait_sparse_data_dist before the backward).
+  if (c.pipelined() && d.inputs_ready >= 0 && d.inputs_ready != d.batch_copy) loss_grad.deps.push_back(d.inputs_ready);
+  int prev = d.add(std::move(loss_grad));
   for (std::size_t i = c.w.top_mlp.size(); i-- > 0;) {
     const bool relu_out = i + 1 < c.w.top_mlp.size();  // the logit layer has no ReLU
     prev = d.add(c.linear_backward(numbered("top_mlp.", i, ".backward"), d.top_in[i], c.w.top_mlp[i], true, relu_out, prev));

@@ -32,26 +32,40 @@ void add_batch_copy(const RankContext& c, RankDraft& d) {
 }
 
 /// Several ranks with sparse tables: the all-to-all of lengths, then of indices, to the
-/// ranks that hold the shards (TorchRec input_dist).
+/// ranks that hold the shards (TorchRec input_dist). Under the sparse_dist pipeline it is
+/// the next batch's, whose copy the previous iteration issued.
 void add_input_distribution(const RankContext& c, RankDraft& d) {
   if (c.world <= 1 || !c.has_sparse_tables()) return;
-  d.add(c.all_to_all_op("input_dist.lengths", Phase::kForward, &RankContext::input_length_pairs, {d.batch_copy}));
-  d.inputs_ready = d.add(c.all_to_all_op("input_dist.indices", Phase::kForward, &RankContext::input_index_pairs, {d.batch_copy}));
+  Op lengths = c.all_to_all_op("input_dist.lengths", Phase::kForward, &RankContext::input_length_pairs, {});
+  c.reads_input(lengths, d.batch_copy);
+  d.add(std::move(lengths));
+  Op indices = c.all_to_all_op("input_dist.indices", Phase::kForward, &RankContext::input_index_pairs, {});
+  c.reads_input(indices, d.batch_copy);
+  d.inputs_ready = d.add(std::move(indices));
 }
 
 /// Mixed precision: the cast of the dense features; then one GEMM (+bias, ReLU) per layer.
 void add_bottom_mlp(const RankContext& c, RankDraft& d) {
-  int prev = d.batch_copy;
+  int prev = -1;  // the dense features: the batch copy (an input), then each layer
   if (c.mixed_precision()) {  // autocast: the fp32 dense features cast to the GEMMs' half type
-    prev = d.add({"dense_features.cast", Phase::kForward, Stream::kCompute,
-                  {elementwise("cast", double(c.batch) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {d.batch_copy}, false});
+    Op cast{"dense_features.cast", Phase::kForward, Stream::kCompute,
+            {elementwise("cast", double(c.batch) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {}, false};
+    c.reads_input(cast, d.batch_copy);
+    prev = d.add(std::move(cast));
   }
   const auto& mlp = c.w.bottom_mlp;
   for (std::size_t i = 1; i < mlp.size(); ++i) {
-    prev = d.add({numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
-                  {GemmDesc{c.batch, mlp[i], mlp[i - 1], 1, c.w.mlp_dtype, true}}, {}, {prev}, false});
+    Op layer{numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
+             {GemmDesc{c.batch, mlp[i], mlp[i - 1], 1, c.w.mlp_dtype, true}}, {}, {}, false};
+    if (prev >= 0) {
+      layer.deps.push_back(prev);
+    } else {
+      c.reads_input(layer, d.batch_copy);
+    }
+    prev = d.add(std::move(layer));
     d.bottom_layers.push_back(prev);
   }
+  if (prev < 0) prev = d.batch_copy;
   d.bottom_out = prev;
 }
 
@@ -59,10 +73,14 @@ void add_bottom_mlp(const RankContext& c, RankDraft& d) {
 /// all-to-all) and of its data-parallel tables (local batch).
 void add_embedding_lookups(const RankContext& c, RankDraft& d) {
   if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/false)) {
-    d.lookup = d.add(single_kernel_op("embedding_lookup", Phase::kForward, std::move(*e), {d.inputs_ready}));
+    Op op = single_kernel_op("embedding_lookup", Phase::kForward, std::move(*e), {});
+    c.reads_input(op, d.inputs_ready);
+    d.lookup = d.add(std::move(op));
   }
   if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
-    d.lookup_dp = d.add(single_kernel_op("embedding_lookup.data_parallel", Phase::kForward, std::move(*e), {d.batch_copy}));
+    Op op = single_kernel_op("embedding_lookup.data_parallel", Phase::kForward, std::move(*e), {});
+    c.reads_input(op, d.batch_copy);
+    d.lookup_dp = d.add(std::move(op));
   }
 }
 

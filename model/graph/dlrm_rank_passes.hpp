@@ -104,6 +104,14 @@ class RankContext {
   std::vector<ShardRef> local;           ///< this rank's shards, in table order
   HostLink host_link;                    ///< to host memory (tables stored there)
 
+  /// TorchRec's sparse_dist pipeline: the batch's inputs were copied and distributed in the
+  /// previous iteration.
+  [[nodiscard]] bool pipelined() const { return w.pipeline == TrainPipeline::kSparseDist; }
+  /// `op` reads `input` (a batch copy or input all-to-all, -1: none): this iteration's, or
+  /// under the pipeline the previous iteration's.
+  void reads_input(Op& op, int input) const {
+    if (input >= 0) (pipelined() ? op.prev_deps : op.deps).push_back(input);
+  }
   /// Bytes of an activation element of the MLPs (tf32 keeps fp32 storage).
   [[nodiscard]] double act_bytes() const { return dtype_bytes(w.mlp_dtype); }
   /// fp16 / bf16 MLPs: autocast casts, and the optimizer writes a half copy of the weights.

@@ -3,8 +3,9 @@
 /// One training iteration per rank, in host order: value-type ops that carry their
 /// kernels (or one collective), the stream they run on and their data dependencies.
 ///
-/// Contract: `deps` point to earlier ops of the same rank and iteration; every rank of a
-/// group issues that group's collectives in the same order.
+/// Contract: `deps` point to earlier ops of the same rank and iteration, `prev_deps` to any
+/// ops of the same rank's previous iteration; every rank of a group issues that group's
+/// collectives in the same order.
 
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct Op {
   /// A forward op re-run in the backward (activation recomputation): phase kBackward, but a
   /// Python module call, so it pays HostSpec::op_overhead, not backward_op_overhead.
   bool recompute = false;
+  /// Ops of the previous iteration whose outputs this op reads: inputs a training pipeline
+  /// prepared one iteration ahead (TorchRec's sparse_dist). In the first iteration, none.
+  std::vector<int> prev_deps;
 };
 
 struct RankProgram {

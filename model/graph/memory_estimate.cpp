@@ -1,5 +1,7 @@
 #include "model/graph/memory_estimate.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace perfcast {
@@ -34,6 +36,9 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
   const double global = static_cast<double>(w.batch_size);
   const double b = global / n;
   const double act = dtype_bytes(w.mlp_dtype);
+  // TorchRec's sparse_dist pipeline holds two batches' inputs (its TRAIN_SPARSE_DIST
+  // storage estimate, docs/sharding-planners.md section 2.5).
+  const double depth = std::max(options.pipeline_depth, w.pipeline == TrainPipeline::kSparseDist ? 2 : 1);
   std::vector<RankMemory> out(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     auto& m = out[static_cast<std::size_t>(r)];
@@ -58,7 +63,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
       // Inputs (indices + offsets) and pooled fp32 outputs of this shard.
       const double batch = dp ? b : global;
       const double share = rw ? rows / static_cast<double>(spec.rows) : 1.0;
-      m.io += options.pipeline_depth * batch * (spec.pooling * share + 1) * w.index_bytes + batch * cols * 4;
+      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + batch * cols * 4;
     }
   }
   const double params = w.dense_parameters();

@@ -92,6 +92,14 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   if (w.gradient_bucket <= 0) root.fail("gradient_bucket", "must be positive");
   w.first_bucket = root.quantity_or("first_bucket", Dimension::kBytes, w.first_bucket);
   w.sync_each_iteration = root.bool_or("sync_each_iteration", true);
+  if (auto pipe = root.find("pipeline")) {
+    const std::string p = pipe->as_enum({"none", "sparse_dist", "semi_sync"});
+    if (p == "semi_sync") {
+      pipe->fail("\"semi_sync\" (TorchRec's TrainPipelineSemiSync: the next batch's lookup before this batch's backward) "
+                 "is not modelled; use \"none\" or \"sparse_dist\"");
+    }
+    w.pipeline = p == "sparse_dist" ? TrainPipeline::kSparseDist : TrainPipeline::kNone;
+  }
 
   const JsonObject emb = root.object("embedding");
   w.embedding_dtype = parse_dtype(emb, "dtype", {"fp32", "fp16", "bf16"}, DType::kFp32);

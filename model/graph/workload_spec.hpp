@@ -29,6 +29,14 @@ struct EmbeddingTableSpec {
 enum class Interaction { kDot, kCat };
 enum class DenseOptimizer { kSgd, kAdam };
 
+/// How the training loop feeds batches (TorchRec's train pipelines):
+///  - kNone: copy the batch, distribute its indices, then forward and backward (a plain loop);
+///  - kSparseDist: TrainPipelineSparseDist. Iteration k starts the index all-to-all of batch
+///    k+1 and the copy of batch k+2 before batch k's forward, on their own streams; batch
+///    k's lookup reads the indices distributed in iteration k-1, and the backward waits for
+///    batch k+1's all-to-all (wait_sparse_data_dist). Two batches' inputs are held.
+enum class TrainPipeline { kNone, kSparseDist };
+
 struct DlrmSpec {
   std::string name;
   std::string file;
@@ -44,6 +52,7 @@ struct DlrmSpec {
   Bytes gradient_bucket = 25e6;            ///< DDP bucket_cap_mb (25 MB default)
   Bytes first_bucket = 1024.0 * 1024.0;    ///< DDP's first bucket (1 MiB default)
   bool sync_each_iteration = true;         ///< host reads the loss every iteration (loss.item())
+  TrainPipeline pipeline = TrainPipeline::kNone;  ///< "pipeline": "none" | "sparse_dist"
   std::vector<EmbeddingTableSpec> tables;
 
   [[nodiscard]] std::int64_t dense_features() const { return bottom_mlp.front(); }

@@ -24,6 +24,7 @@ Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const
   cursors_.resize(world);
   for (std::size_t r = 0; r < world; ++r) {
     cursors_[r].op_last_event.assign(g_.ranks[r].ops.size(), -1);
+    cursors_[r].op_prev_event.assign(g_.ranks[r].ops.size(), -1);
     cursors_[r].coll_seq.assign(g_.groups.size(), 0);
     if (g_.ranks[r].ops.empty()) cursors_[r].done = true;
   }
@@ -99,6 +100,7 @@ void Engine::record_launch(RankCursor& st, std::size_t s, int e) const {
 void Engine::advance(RankCursor& st, int rank) const {
   if (++st.op == static_cast<int>(g_.ranks[static_cast<std::size_t>(rank)].ops.size())) {
     st.op = 0;
+    std::swap(st.op_prev_event, st.op_last_event);
     std::fill(st.op_last_event.begin(), st.op_last_event.end(), -1);
     if (++st.iter == iterations_) st.done = true;
   }
@@ -127,14 +129,18 @@ void Engine::place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, 
 bool Engine::dependencies_end(const RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const {
   deps_end = 0;
   dep_event = -1;
-  for (int d : op.deps) {
-    const int e = st.op_last_event[static_cast<std::size_t>(d)];
+  auto take = [&](int e) {
     if (!log_.resolved(e)) return false;
     if (e >= 0 && (dep_event < 0 || log_.end_of(e) > deps_end)) {
       deps_end = log_.end_of(e);
       dep_event = e;
     }
-  }
+    return true;
+  };
+  for (int d : op.deps)
+    if (!take(st.op_last_event[static_cast<std::size_t>(d)])) return false;
+  for (int d : op.prev_deps)
+    if (!take(st.op_prev_event[static_cast<std::size_t>(d)])) return false;
   return true;
 }
 

@@ -70,6 +70,7 @@ struct RankCursor {
   int host_cause = -1;
   std::array<int, kStreamCount> stream_last{-1, -1, -1};  ///< last event per stream
   std::vector<int> op_last_event;  ///< current iteration, per op: its last event (or what it passed on)
+  std::vector<int> op_prev_event;  ///< the same for the previous iteration (Op::prev_deps)
   std::vector<int> coll_seq;       ///< per group: collectives issued so far
   int waiting_event = -1;          ///< host blocked on an unresolved event
   bool done = false;

@@ -393,3 +393,27 @@ TEST_CASE("a full launch queue blocks the host until the stream's oldest pending
     if (e.iteration == 0 && e.op == 7 && e.lane == Lane::kHost) CHECK(e.start == Approx(14 * us));
   CHECK(u.iteration_time == Approx(800 * us));
 }
+
+TEST_CASE("prev_deps: an input prepared one iteration ahead overlaps the compute that reads it", "[simulator][pipeline]") {
+  // A 100 us copy and a 50 us kernel that reads it, the host waiting for the kernel (as a
+  // loss.item() does); host 1 us per op and per launch.
+  Scenario s(1);
+  const int copy = s.copy(0, "batch", 100 * us);
+  const int k = s.kernel(0, "compute", 50 * us);
+  s.g.ranks[0].ops[static_cast<std::size_t>(k)].deps = {copy};
+  s.g.ranks[0].ops[static_cast<std::size_t>(k)].host_waits = true;
+  const Timeline plain = s.run(host(1 * us, 1 * us), 3);
+  // Plain loop: iteration 1's copy is launched 2 us after kernel 0 ends (152 -> 154),
+  // runs 154-254, then the kernel 254-304: 152 us per iteration.
+  CHECK(plain.iteration_time == Approx(152 * us));
+  s.g.ranks[0].ops[static_cast<std::size_t>(k)].deps.clear();
+  s.g.ranks[0].ops[static_cast<std::size_t>(k)].prev_deps = {copy};
+  const Timeline piped = s.run(host(1 * us, 1 * us), 3);
+  // Pipelined: iteration 0's kernel reads nothing (the pipeline's fill, 4-54 us); copy 1
+  // is launched at 56 and runs 102-202, kernel 1 waits for copy 0 (102-152), the host for
+  // kernel 1; copy 2 runs 202-302. The copies set the pace, 100 us per iteration, with the
+  // kernel hidden under the next copy.
+  CHECK(piped.iteration_time == Approx(100 * us));
+  CHECK(piped.iteration_end[0][0] == Approx(102 * us));  // copy 0: 2-102 (kernel 0: 4-54)
+  CHECK(piped.iteration_end[0][1] == Approx(202 * us));  // copy 1: 102-202; kernel 1 after copy 0: 102-152
+}
