@@ -13,6 +13,7 @@ namespace {
 struct PlanOptions {
   PlanSearchRequest req;
   std::string budget;  ///< --budget, a duration; empty: none
+  std::string overlaps = "search";  ///< --overlaps: search | off
   std::string json_out, csv_out;
   int top = 10;
 };
@@ -33,6 +34,10 @@ Action add_plan(CLI::App& app) {
   cmd->add_option("--micro-batches", req.space.micro_batches, "micro-batch sizes to try (default 1,2,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--overlaps", o->overlaps,
+                  "search: also try overlapping the DP gradient reduction (dp > 1) and TP communication (tp > 1, "
+                  "Transformer Engine) (default); off: neither")
+      ->check(CLI::IsMember({"search", "off"}));
   cmd->add_option("--budget", o->budget,
                   "wall-clock limit (e.g. 60s): no new candidate is predicted after it; the ranking covers those predicted");
   cmd->add_option("--threads", req.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
@@ -41,6 +46,7 @@ Action add_plan(CLI::App& app) {
   cmd->add_option("--csv", o->csv_out, "write one CSV row per predicted plan to FILE, or - for standard output");
   return [o]() {
     if (!o->budget.empty()) o->req.timeout_s = parse_duration_option("--budget", o->budget);
+    if (o->overlaps == "off") o->req.space.overlap_grad_reduce = o->req.space.tp_comm_overlap = {false};
     const PlanSearchResult r = search_parallel_plans(o->req, draw_progress);
     if (!r.not_run.empty())
       log().warn("stopped by --budget {}: {} candidates not predicted", o->budget, r.not_run.size());

@@ -25,12 +25,15 @@ std::vector<std::string> ParallelismChoice::overrides() const {
           fmt::format("workload.micro_batch={}", micro_batch),
           fmt::format("workload.recompute=\"{}\"", recompute_name(recompute)),
           fmt::format("workload.distributed_optimizer={}", distributed_optimizer ? "true" : "false"),
-          fmt::format("workload.sequence_parallel={}", sequence_parallel() ? "true" : "false")};
+          fmt::format("workload.sequence_parallel={}", sequence_parallel() ? "true" : "false"),
+          fmt::format("workload.overlap_grad_reduce={}", overlap_grad_reduce ? "true" : "false"),
+          fmt::format("workload.tp_comm_overlap={}", tp_comm_overlap ? "true" : "false")};
 }
 
 std::string ParallelismChoice::label() const {
-  return fmt::format("tp {} pp {} dp {}, micro-batch {}, recompute {}{}", tp, pp, dp, micro_batch, recompute_name(recompute),
-                     distributed_optimizer ? ", distributed optimizer" : "");
+  return fmt::format("tp {} pp {} dp {}, micro-batch {}, recompute {}{}{}{}", tp, pp, dp, micro_batch, recompute_name(recompute),
+                     distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
+                     tp_comm_overlap ? ", TP comm overlap" : "");
 }
 
 namespace {
@@ -58,6 +61,8 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.recompute = c.recompute;
   w.distributed_optimizer = c.distributed_optimizer;
   w.sequence_parallel = c.sequence_parallel();
+  w.overlap_grad_reduce = c.overlap_grad_reduce;
+  w.tp_comm_overlap = c.tp_comm_overlap;
   try {
     resolve_parallelism(w, world);
   } catch (const ConfigError& e) {
@@ -110,13 +115,21 @@ std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, c
         if (w.global_batch % (mb * dp) != 0) continue;  // not a shape of this batch: not listed
         for (const bool dist : o.distributed_optimizer) {
           if (dist && dp == 1) continue;  // nothing to shard
-          ParallelismChoice c;
-          c.tp = tp;
-          c.pp = pp;
-          c.dp = dp;
-          c.micro_batch = mb;
-          c.distributed_optimizer = dist;
-          screen_recompute_settings(w, s, c, o.recomputes, out);
+          for (const bool grad_overlap : o.overlap_grad_reduce) {
+            if (grad_overlap && dp == 1) continue;  // no gradient reduction
+            for (const bool tp_overlap : o.tp_comm_overlap) {
+              if (tp_overlap && tp == 1) continue;  // no TP communication
+              ParallelismChoice c;
+              c.tp = tp;
+              c.pp = pp;
+              c.dp = dp;
+              c.micro_batch = mb;
+              c.distributed_optimizer = dist;
+              c.overlap_grad_reduce = grad_overlap;
+              c.tp_comm_overlap = tp_overlap;
+              screen_recompute_settings(w, s, c, o.recomputes, out);
+            }
+          }
         }
       }
     }

@@ -23,12 +23,15 @@ struct ParallelismChoice {
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;  ///< Megatron's --overlap-grad-reduce (dp > 1 only)
+  bool tp_comm_overlap = false;      ///< Transformer Engine's TP communication overlap (tp > 1 only)
 
   [[nodiscard]] bool sequence_parallel() const { return tp > 1; }
   bool operator==(const ParallelismChoice&) const = default;
   /// The `--set` lines that give a workload this choice ("workload.parallelism.tp=4", ...).
   [[nodiscard]] std::vector<std::string> overrides() const;
-  /// "tp 4 pp 2 dp 2, micro-batch 1, recompute none, distributed optimizer"
+  /// "tp 4 pp 2 dp 2, micro-batch 1, recompute none, distributed optimizer, overlap grad
+  /// reduce, TP comm overlap"
   [[nodiscard]] std::string label() const;
 };
 
@@ -38,6 +41,10 @@ struct SpaceOptions {
   std::vector<std::int64_t> micro_batches{1, 2, 4, 8};
   std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   std::vector<bool> distributed_optimizer{false, true};  ///< `true` only where dp > 1
+  /// Overlaps, which change no memory: `true` only where dp > 1 (gradient reduction) and
+  /// tp > 1 (TP communication; needs Transformer Engine, as Megatron-Core runs it).
+  std::vector<bool> overlap_grad_reduce{false, true};
+  std::vector<bool> tp_comm_overlap{false, true};
   /// Largest TP size. 0: the GPUs of one node (TP across nodes is not searched: its
   /// all-reduces per layer would cross the network).
   int max_tp = 0;
@@ -53,7 +60,7 @@ struct ScreenedChoice {
 };
 
 /// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, pp,
-/// micro-batch, distributed optimizer, recompute ascending). Shapes that do not divide and
+/// micro-batch, distributed optimizer, overlaps, recompute ascending). Shapes that do not divide and
 /// choices whose memory estimate exceeds the GPU's memory are rejected; of the recompute
 /// settings that fit for one shape, only the lightest is kept (heavier ones recompute the
 /// same forward work again and change nothing else, so they cannot be faster).

@@ -61,6 +61,8 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
   c.micro_batch = w.micro_batch;
   c.recompute = w.recompute;
   c.distributed_optimizer = w.distributed_optimizer;
+  c.overlap_grad_reduce = w.overlap_grad_reduce && c.dp > 1;
+  c.tp_comm_overlap = w.tp_comm_overlap && c.tp > 1;
   return c;
 }
 

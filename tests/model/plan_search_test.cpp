@@ -40,12 +40,14 @@ TEST_CASE("resize_overrides: whole nodes, or part of one node", "[plan]") {
 TEST_CASE("plan search: hand-counted space of GPT-2 on 4 GPUs", "[plan]") {
   const PlanSearchResult r = search_parallel_plans(small_request());
   // tp in {1,2,4} x pp | 12 with tp x pp | 4: (1,1) (1,2) (1,4) (2,1) (2,2) (4,1); dp = 4 2 1 2 1 1.
-  // x micro-batch {1,2} (16 % (mb x dp) == 0 for all) x distributed optimizer {off, on where dp > 1}:
-  // 3 shapes with dp > 1 x 2 x 2 + 3 shapes with dp 1 x 2 = 18; x 3 recompute settings = 54.
-  // GPT-2 fits everywhere, so recompute none is kept and the other 36 are dominated.
+  // x micro-batch {1,2} (16 % (mb x dp) == 0 for all) x distributed optimizer {off, on where
+  // dp > 1} x overlapped gradient reduction {off, on where dp > 1} x TP communication overlap
+  // {off, on where tp > 1}, per micro-batch: (1,1) 2x2, (1,2) 2x2, (1,4) 1, (2,1) 2x2x2,
+  // (2,2) 2, (4,1) 2 = 21; x 2 micro-batches = 42; x 3 recompute settings = 126.
+  // GPT-2 fits everywhere, so recompute none is kept and the other 84 are dominated.
   CHECK(r.gpus == 4);
-  CHECK(r.ranked.size() == 18);
-  CHECK(r.rejected.size() == 36);
+  CHECK(r.ranked.size() == 42);
+  CHECK(r.rejected.size() == 84);
   CHECK(r.not_run.empty());
   for (const auto& rej : r.rejected) CHECK(rej.rejected.rfind("dominated", 0) == 0);
   for (std::size_t k = 1; k < r.ranked.size(); ++k) {
@@ -70,26 +72,34 @@ TEST_CASE("plan search: best equals a brute-force sweep over the same space", "[
       for (const std::int64_t mb : {1, 2}) {
         for (const bool dist : {false, true}) {
           if (dist && 4 / (tp * pp) == 1) continue;
-          for (const Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            ParallelismChoice c;
-            c.tp = tp;
-            c.pp = pp;
-            c.dp = 4 / (tp * pp);
-            c.micro_batch = mb;
-            c.recompute = rc;
-            c.distributed_optimizer = dist;
-            PredictRequest q = req.base;
-            q.overrides.insert(q.overrides.end(), {"system.nodes=1", "system.gpus_per_node=4"});
-            for (const auto& o : c.overrides()) q.overrides.push_back(o);
-            const auto p = predict(q);
-            ++predicted;
-            if (memory_verdict(p->memory).empty()) best = std::min(best, p->timeline.iteration_time);
+          for (const bool grad : {false, true}) {
+            if (grad && 4 / (tp * pp) == 1) continue;
+            for (const bool tpo : {false, true}) {
+              if (tpo && tp == 1) continue;
+              for (const Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                ParallelismChoice c;
+                c.tp = tp;
+                c.pp = pp;
+                c.dp = 4 / (tp * pp);
+                c.micro_batch = mb;
+                c.recompute = rc;
+                c.distributed_optimizer = dist;
+                c.overlap_grad_reduce = grad;
+                c.tp_comm_overlap = tpo;
+                PredictRequest q = req.base;
+                q.overrides.insert(q.overrides.end(), {"system.nodes=1", "system.gpus_per_node=4"});
+                for (const auto& o : c.overrides()) q.overrides.push_back(o);
+                const auto p = predict(q);
+                ++predicted;
+                if (memory_verdict(p->memory).empty()) best = std::min(best, p->timeline.iteration_time);
+              }
+            }
           }
         }
       }
     }
   }
-  CHECK(predicted == 54);
+  CHECK(predicted == 126);
   CHECK(r.ranked[0].iteration_time <= best);
   CHECK(r.ranked[0].iteration_time == best);  // the same prediction: exactly equal
 }
