@@ -44,6 +44,12 @@ int run(const RunArgs& a) {
   const int world = a.devices > 0 ? a.devices : system.world_size();
   const ShardingPlan plan = a.plan.empty() ? default_plan(workload, world)
                                            : parse_plan(load_json_file(a.plan), workload, world, system.gpus_per_node);
+  if (workload.interaction == Interaction::kDcnV2) {
+    throw ConfigError(workload.file, "/interaction", "perfcast run does not execute DCNv2 cross layers yet (dot or cat)");
+  }
+  if (workload.dense_optimizer == DenseOptimizer::kAdagrad) {
+    throw ConfigError(workload.file, "/dense_optimizer", "perfcast run executes the sgd and adam dense optimizers only");
+  }
   if (workload.pipeline != TrainPipeline::kNone) {
     throw ConfigError(workload.file, "/pipeline", "perfcast run executes a plain training loop; set \"pipeline\": \"none\" "
                                                   "to compare it with a prediction");

@@ -53,13 +53,30 @@ void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
 }
 
 /// Dot: the backward of the lower triangle, of the Gram matrix (two GEMMs) and the sum
-/// of both feature gradients; cat: one copy.
+/// of both feature gradients; cat: one copy; dcn_v2: the cross layers' backward, then the copy.
 void add_interaction_backward(const RankContext& c, RankDraft& d) {
   const double ab = c.act_bytes();
   const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
   const double dim = static_cast<double>(c.w.bottom_mlp.back());
   const double width = static_cast<double>(c.w.interaction_width());
-  Op op{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {d.top_grad}, false};
+  int grad = d.top_grad;
+  if (c.w.interaction == Interaction::kDcnV2) {
+    // Each cross layer from the last: the elementwise part (dy = g * x0, dx0 += g * y, the
+    // residual), W's gradient (r x width), z's (B x r), V's (width x r), x_l's (B x width),
+    // the bias gradient.
+    const auto w64 = static_cast<std::int64_t>(width);
+    const std::int64_t r = c.w.dcn_rank;
+    for (int l = c.w.dcn_layers; l-- > 0;) {
+      grad = d.add({numbered("dcn.cross.", l, ".backward"), Phase::kBackward, Stream::kCompute,
+                    {elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ab),
+                     GemmDesc{r, w64, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, r, w64, 1, c.w.mlp_dtype, false},
+                     GemmDesc{w64, r, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, w64, r, 1, c.w.mlp_dtype, false},
+                     elementwise("bias_grad", c.batch * width, 1, ab)},
+                    {}, {grad}, false});
+      d.params_ready(c, grad, 2.0 * double(w64) * double(r) + double(w64));  // V, W and W's bias
+    }
+  }
+  Op op{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
   if (c.w.interaction == Interaction::kDot) {
     const auto t = static_cast<std::int64_t>(tp);
     const auto k = static_cast<std::int64_t>(dim);
@@ -123,13 +140,18 @@ void add_embedding_backward(const RankContext& c, RankDraft& d) {
 }
 
 /// The dense optimizer after every gradient bucket (SGD: read weight and grad, write
-/// weight; Adam: also read and write two moments), the half copy of the weights under
+/// weight; Adam: also read and write two moments; Adagrad: one accumulator), the half copy of the weights under
 /// mixed precision, and the host reading the loss (`sync_each_iteration`).
 void add_optimizer_step(const RankContext& c, RankDraft& d) {
   const double params = c.w.dense_parameters();
-  const bool adam = c.w.dense_optimizer == DenseOptimizer::kAdam;
-  int prev = d.add({adam ? "dense_optimizer.adam" : "dense_optimizer.sgd", Phase::kOptimizer, Stream::kCompute,
-                    {elementwise(adam ? "adam" : "sgd", params, adam ? 12 : 2, adam ? 28 : 12)}, {}, d.allreduces, false});
+  // FLOPs and bytes per parameter: SGD reads weight and grad, writes weight (12 B); Adam
+  // also reads and writes two moments (28 B); Adagrad one accumulator (20 B).
+  const DenseOptimizer o = c.w.dense_optimizer;
+  const char* name = o == DenseOptimizer::kAdam ? "adam" : o == DenseOptimizer::kAdagrad ? "adagrad" : "sgd";
+  const double flops = o == DenseOptimizer::kAdam ? 12 : o == DenseOptimizer::kAdagrad ? 5 : 2;
+  const double bytes = o == DenseOptimizer::kAdam ? 28 : o == DenseOptimizer::kAdagrad ? 20 : 12;
+  int prev = d.add({std::string("dense_optimizer.") + name, Phase::kOptimizer, Stream::kCompute,
+                    {elementwise(name, params, flops, bytes)}, {}, d.allreduces, false});
   if (c.mixed_precision()) {  // the half copy of the fp32 master parameters the next forward reads
     prev = d.add({"copy_main_params", Phase::kOptimizer, Stream::kCompute,
                   {elementwise("cast", params, 0, 4 + c.act_bytes())}, {}, {prev}, false});

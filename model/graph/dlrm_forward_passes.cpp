@@ -115,7 +115,8 @@ void add_embedding_exchange(const RankContext& c, RankDraft& d) {
 }
 
 /// Dot interaction: concat, the batched Gram matrix of the features, the lower triangle
-/// concatenated with the bottom output; cat interaction: one concat.
+/// concatenated with the bottom output; cat interaction: one concat; dcn_v2: the concat,
+/// then one op per cross layer.
 void add_interaction(const RankContext& c, RankDraft& d) {
   const double ab = c.act_bytes();
   const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
@@ -133,6 +134,17 @@ void add_interaction(const RankContext& c, RankDraft& d) {
     inter.kernels.push_back(elementwise("concat", c.batch * width, 0, 2 * ab));
   }
   d.interaction = d.add(std::move(inter));
+  if (c.w.interaction != Interaction::kDcnV2) return;
+  // DCNv2 cross layers: z = x_l V (B x width . width x r), y = z W + b (r x width, bias
+  // epilogue), x_{l+1} = x0 * y + x_l (reads three, writes one).
+  const auto w64 = static_cast<std::int64_t>(width);
+  for (int l = 0; l < c.w.dcn_layers; ++l) {
+    d.interaction = d.add({numbered("dcn.cross.", l), Phase::kForward, Stream::kCompute,
+                           {GemmDesc{c.batch, c.w.dcn_rank, w64, 1, c.w.mlp_dtype, false},
+                            GemmDesc{c.batch, w64, c.w.dcn_rank, 1, c.w.mlp_dtype, true},
+                            elementwise("dcn_cross", c.batch * width, 2, 4 * ab)},
+                           {}, {d.interaction}, false});
+  }
 }
 
 /// One GEMM (+bias, ReLU) per top MLP layer, then the sigmoid + binary cross-entropy loss.

@@ -202,8 +202,12 @@ Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t 
 }
 
 void RankDraft::grad_ready(const RankContext& c, int op, std::int64_t in, std::int64_t out) {
+  params_ready(c, op, double(in) * double(out) + double(out));
+}
+
+void RankDraft::params_ready(const RankContext& c, int op, double params) {
   if (c.world == 1) return;
-  bucket_bytes += (double(in) * out + out) * 4.0;
+  bucket_bytes += params * 4.0;
   const double cap = buckets == 0 ? c.w.first_bucket : c.w.gradient_bucket;
   if (bucket_bytes >= cap) flush_bucket(c, op);
 }

@@ -206,6 +206,8 @@ struct RankDraft {
   /// DDP: a layer's gradients join the open bucket; a full bucket is all-reduced at once
   /// (first bucket `first_bucket`, then `gradient_bucket` bytes).
   void grad_ready(const RankContext& c, int op, std::int64_t in, std::int64_t out);
+  /// The same for `params` fp32 parameters of any shape.
+  void params_ready(const RankContext& c, int op, double params);
   /// All-reduces the open bucket after `op`.
   void flush_bucket(const RankContext& c, int op);
 };

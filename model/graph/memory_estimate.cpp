@@ -67,12 +67,15 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     }
   }
   const double params = w.dense_parameters();
-  const double dense_states = w.dense_optimizer == DenseOptimizer::kAdam ? 2 : 0;
+  const double dense_states = w.dense_optimizer == DenseOptimizer::kAdam ? 2 : w.dense_optimizer == DenseOptimizer::kAdagrad ? 1 : 0;
   const double dense = params * 4 * (3 + dense_states);  // weights + grads + DDP buckets + state
   double saved = 0;
   for (auto width : w.bottom_mlp) saved += b * static_cast<double>(width) * act;
   for (auto width : w.top_mlp) saved += b * static_cast<double>(width) * act;
   saved += b * static_cast<double>(w.interaction_width()) * act;
+  // DCNv2: each cross layer keeps its input (width), V x (rank) and W V x + b (width).
+  if (w.interaction == Interaction::kDcnV2)
+    saved += w.dcn_layers * b * (2.0 * static_cast<double>(w.interaction_width()) + static_cast<double>(w.dcn_rank)) * act;
   const double received = b * pooled_dims * 4;  // the local batch's pooled rows from every table
   for (auto& m : out) {
     m.dense = dense;

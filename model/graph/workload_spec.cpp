@@ -30,7 +30,7 @@ std::int64_t DlrmSpec::interaction_width() const {
   const std::int64_t d = bottom_mlp.back();
   const auto t = static_cast<std::int64_t>(tables.size());
   if (interaction == Interaction::kDot) return d + (t + 1) * t / 2;  // dense + strictly lower triangle
-  std::int64_t w = d;
+  std::int64_t w = d;  // cat and dcn_v2: the concatenation (DCN keeps its width)
   for (const auto& tb : tables) w += tb.dim;
   return w;
 }
@@ -39,6 +39,8 @@ double DlrmSpec::dense_parameters() const {
   double p = 0;
   for (std::size_t i = 1; i < bottom_mlp.size(); ++i) p += double(bottom_mlp[i - 1]) * bottom_mlp[i] + bottom_mlp[i];
   double in = static_cast<double>(interaction_width());
+  // DCNv2: per cross layer V (width x r, no bias), W (r x width) and its bias (width).
+  if (interaction == Interaction::kDcnV2) p += dcn_layers * (2.0 * in * double(dcn_rank) + in);
   for (auto w : top_mlp) {
     p += in * w + w;
     in = static_cast<double>(w);
@@ -85,9 +87,19 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   w.batch_size = root.integer("batch_size", 1, std::int64_t{1} << 31);
   w.bottom_mlp = parse_widths(root, "bottom_mlp", 2);
   w.top_mlp = parse_widths(root, "top_mlp", 1);
-  w.interaction = root.enum_or("interaction", {"dot", "cat"}, "dot") == "dot" ? Interaction::kDot : Interaction::kCat;
+  const std::string interaction = root.enum_or("interaction", {"dot", "cat", "dcn_v2"}, "dot");
+  w.interaction = interaction == "dot" ? Interaction::kDot : interaction == "cat" ? Interaction::kCat : Interaction::kDcnV2;
+  if (w.interaction == Interaction::kDcnV2) {
+    const JsonObject dcn = root.object("dcn");
+    w.dcn_layers = static_cast<int>(dcn.integer("layers", 1, 64));
+    w.dcn_rank = dcn.integer("rank", 1, 1 << 20);
+    dcn.finish();
+  } else if (root.find("dcn")) {
+    root.fail("dcn", "\"dcn\" (cross layers) applies to \"interaction\": \"dcn_v2\" only");
+  }
   w.mlp_dtype = parse_dtype(root, "mlp_dtype", {"fp32", "tf32", "bf16", "fp16"}, DType::kFp32);
-  w.dense_optimizer = root.enum_or("dense_optimizer", {"sgd", "adam"}, "sgd") == "sgd" ? DenseOptimizer::kSgd : DenseOptimizer::kAdam;
+  const std::string dense_opt = root.enum_or("dense_optimizer", {"sgd", "adam", "adagrad"}, "sgd");
+  w.dense_optimizer = dense_opt == "sgd" ? DenseOptimizer::kSgd : dense_opt == "adam" ? DenseOptimizer::kAdam : DenseOptimizer::kAdagrad;
   w.gradient_bucket = root.quantity_or("gradient_bucket", Dimension::kBytes, w.gradient_bucket);
   if (w.gradient_bucket <= 0) root.fail("gradient_bucket", "must be positive");
   w.first_bucket = root.quantity_or("first_bucket", Dimension::kBytes, w.first_bucket);

@@ -26,8 +26,13 @@ struct EmbeddingTableSpec {
   IndexDistribution distribution;
 };
 
-enum class Interaction { kDot, kCat };
-enum class DenseOptimizer { kSgd, kAdam };
+/// Feature interaction: dot (DLRM's pairwise dots), cat (concatenation), dcn_v2 (the
+/// concatenation through DCNv2 low-rank cross layers, Wang et al. 2021, TorchRec's
+/// LowRankCrossNet: x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l).
+enum class Interaction { kDot, kCat, kDcnV2 };
+/// Optimizer of the dense (MLP) parameters: SGD, Adam (two fp32 moments), Adagrad (one fp32
+/// accumulator; torch.optim.Adagrad, as the MLPerf DLRM-DCNv2 reference's --adagrad runs it).
+enum class DenseOptimizer { kSgd, kAdam, kAdagrad };
 
 /// How the training loop feeds batches (TorchRec's train pipelines):
 ///  - kNone: copy the batch, distribute its indices, then forward and backward (a plain loop);
@@ -44,6 +49,8 @@ struct DlrmSpec {
   std::vector<std::int64_t> bottom_mlp;    ///< [dense features, layer widths...]
   std::vector<std::int64_t> top_mlp;       ///< [layer widths...], last is 1
   Interaction interaction = Interaction::kDot;
+  int dcn_layers = 0;           ///< dcn_v2: cross layers ("dcn": {"layers": N, "rank": r})
+  std::int64_t dcn_rank = 0;    ///< dcn_v2: low-rank dimension r of each layer's V (width x r) and W (r x width)
   DType mlp_dtype = DType::kFp32;          ///< GEMM math type
   DType embedding_dtype = DType::kFp32;    ///< embedding weight storage
   int index_bytes = 8;                     ///< int64 (8) or int32 (4)

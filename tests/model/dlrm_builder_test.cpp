@@ -181,3 +181,36 @@ TEST_CASE("TorchRec sparse_dist pipeline: inputs one iteration ahead, the backwa
   // Two batches of inputs are held: the I/O memory grows.
   CHECK(piped->memory[0].io > plain->memory[0].io);
 }
+
+TEST_CASE("DLRM-DCNv2: cross layers in the graph, the parameters and the gradients, by hand", "[dlrm][dcn]") {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  const DlrmSpec w = load_workload(src + "/configs/workloads/dlrm_dcnv2_mlperf.json");
+  REQUIRE(w.interaction == Interaction::kDcnV2);
+  // Width: the bottom output (128) and 26 tables of 128 = 3,456.
+  CHECK(w.interaction_width() == 3456);
+  // Bottom 13-512-256-128: 171,392; three cross layers of V 3456x512, W 512x3456 and a 3456
+  // bias: 3 x 3,542,400 = 10,627,200; top 3456-1024-1024-512-256-1: 5,245,953.
+  CHECK(w.dense_parameters() == 171392.0 + 10627200.0 + 5245953.0);
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8, 8);
+  const auto& ops = g.ranks[0].ops;
+  const auto cross = std::find_if(ops.begin(), ops.end(), [](const Op& o) { return o.name == "dcn.cross.1"; });
+  REQUIRE(cross != ops.end());
+  // Local batch 65536 / 8: z = x V is 8192 x 512 x 3456, y = z W + b is 8192 x 3456 x 512.
+  REQUIRE(cross->kernels.size() == 3);
+  CHECK(std::get<GemmDesc>(cross->kernels[0]) == GemmDesc{8192, 512, 3456, 1, DType::kFp32, false});
+  CHECK(std::get<GemmDesc>(cross->kernels[1]) == GemmDesc{8192, 3456, 512, 1, DType::kFp32, true});
+  CHECK(std::get<ElementwiseDesc>(cross->kernels[2]).elements == 8192 * 3456);
+  int cross_ops = 0, cross_backward_gemms = 0;
+  for (const auto& o : ops) {
+    if (o.name.rfind("dcn.cross.", 0) != 0) continue;
+    ++cross_ops;
+    for (const auto& k : o.kernels) cross_backward_gemms += o.phase == Phase::kBackward && std::holds_alternative<GemmDesc>(k);
+  }
+  CHECK(cross_ops == 6);                // 3 forward, 3 backward
+  CHECK(cross_backward_gemms == 3 * 4);  // dW, dz, dV, dx per layer
+  // DDP all-reduces every dense gradient once, in fp32.
+  double reduced = 0;
+  for (const auto& o : ops)
+    if (o.collective && o.name.rfind("allreduce.bucket", 0) == 0) reduced += g.collectives[static_cast<std::size_t>(*o.collective)].desc.bytes;
+  CHECK(reduced == Approx(w.dense_parameters() * 4).epsilon(1e-12));
+}

@@ -105,6 +105,10 @@ def build_model(torch, w, device):
                 self.register_buffer("lj", lj)
             else:
                 width = d + sum(t["dim"] for t in w["tables"])
+            if w["interaction"] == "dcn_v2":  # TorchRec's LowRankCrossNet: x_{l+1} = x0 * (W (V x_l) + b) + x_l
+                r = w["dcn_rank"]
+                self.dcn_v = nn.ModuleList(nn.Linear(width, r, bias=False, device=device) for _ in range(w["dcn_layers"]))
+                self.dcn_w = nn.ModuleList(nn.Linear(r, width, bias=True, device=device) for _ in range(w["dcn_layers"]))
             self.top = mlp([width] + w["top_mlp"], False)
 
         def forward(self, dense, bags):
@@ -116,6 +120,10 @@ def build_model(torch, w, device):
                 r = torch.cat([x, z[:, self.li, self.lj]], dim=1)
             else:
                 r = torch.cat([x] + ys, dim=1)
+            if w["interaction"] == "dcn_v2":
+                x0 = r
+                for v, lin in zip(self.dcn_v, self.dcn_w):
+                    r = x0 * lin(v(r)) + r
             return self.top(r)
 
     return Dlrm()
@@ -131,6 +139,8 @@ def run_workload(torch, w, args, device):
     lr = 0.01
     if w["dense_optimizer"] == "adam":
         dense_opt = torch.optim.Adam(dense_params, lr=lr)
+    elif w["dense_optimizer"] == "adagrad":
+        dense_opt = torch.optim.Adagrad(dense_params, lr=lr)
     else:
         dense_opt = torch.optim.SGD(dense_params, lr=lr)
     if w["embedding_optimizer"] == "sgd":

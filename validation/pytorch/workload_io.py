@@ -73,9 +73,15 @@ def read_dlrm(doc, file="<input>"):
         w[key] = list(v)
     if w["top_mlp"][-1] != 1:
         raise WorkloadError(file, "/top_mlp", "the last top MLP layer must have width 1")
-    w["interaction"] = _enum(doc, "interaction", ["dot", "cat"], "dot", file, "")
+    w["interaction"] = _enum(doc, "interaction", ["dot", "cat", "dcn_v2"], "dot", file, "")
+    if w["interaction"] == "dcn_v2":
+        dcn = doc.get("dcn")
+        if not isinstance(dcn, dict):
+            raise WorkloadError(file, "/dcn", "missing required object (layers, rank) for interaction dcn_v2")
+        w["dcn_layers"] = _int(dcn, "layers", file, "/dcn", 1, 64)
+        w["dcn_rank"] = _int(dcn, "rank", file, "/dcn", 1, 2 ** 20)
     w["mlp_dtype"] = _enum(doc, "mlp_dtype", ["fp32", "tf32", "bf16", "fp16"], "fp32", file, "")
-    w["dense_optimizer"] = _enum(doc, "dense_optimizer", ["sgd", "adam"], "sgd", file, "")
+    w["dense_optimizer"] = _enum(doc, "dense_optimizer", ["sgd", "adam", "adagrad"], "sgd", file, "")
     w["gradient_bucket"] = parse_bytes(doc.get("gradient_bucket", "25MB"), file, "/gradient_bucket")
     w["sync_each_iteration"] = bool(doc.get("sync_each_iteration", True))
     emb = doc.get("embedding")
