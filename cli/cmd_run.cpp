@@ -50,6 +50,9 @@ int run(const RunArgs& a) {
   if (workload.dense_optimizer == DenseOptimizer::kAdagrad) {
     throw ConfigError(workload.file, "/dense_optimizer", "perfcast run executes the sgd and adam dense optimizers only");
   }
+  if (workload.bottom_mlp_rank >= 0) {
+    throw ConfigError(workload.file, "/bottom_mlp_rank", "perfcast run executes a data-parallel bottom MLP only");
+  }
   if (workload.pipeline != TrainPipeline::kNone) {
     throw ConfigError(workload.file, "/pipeline", "perfcast run executes a plain training loop; set \"pipeline\": \"none\" "
                                                   "to compare it with a prediction");

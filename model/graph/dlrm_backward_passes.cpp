@@ -114,16 +114,22 @@ void add_embedding_exchange_backward(const RankContext& c, RankDraft& d) {
                                                    Phase::kBackward, ag, {node_ready}, c.node_group())));
   }
   if (c.world == 1) d.embedding_grads_ready.push_back(grad);
+  // Hybrid layout: the bottom output's gradients back to the bottom MLP's rank.
+  d.bottom_grad_ready = grad;
+  if (c.hybrid_dense() && c.world > 1) {
+    d.bottom_grad_ready = d.add(c.all_to_all_op("bottom_mlp.output_dist.backward", Phase::kBackward,
+                                                &RankContext::bottom_output_pairs, {grad}, true));
+  }
 }
 
 /// Each bottom MLP layer's backward from the last (the first layer has no data
 /// gradient); the last DDP bucket is all-reduced after it.
 void add_bottom_mlp_backward(const RankContext& c, RankDraft& d) {
-  int prev = d.interaction_grad;
+  int prev = d.bottom_grad_ready >= 0 ? d.bottom_grad_ready : d.interaction_grad;
   for (std::size_t i = d.bottom_layers.size(); i-- > 0;) {
     const std::int64_t bin = c.w.bottom_mlp[i], bout = c.w.bottom_mlp[i + 1];
-    prev = d.add(c.linear_backward(numbered("bottom_mlp.", i, ".backward"), bin, bout, i > 0, true, prev));
-    d.grad_ready(c, prev, bin, bout);
+    prev = d.add(c.linear_backward(numbered("bottom_mlp.", i, ".backward"), bin, bout, i > 0, true, prev, c.bottom_batch()));
+    if (!c.hybrid_dense()) d.grad_ready(c, prev, bin, bout);  // hybrid: one copy, nothing to all-reduce
   }
   d.flush_bucket(c, prev);
 }
@@ -143,7 +149,7 @@ void add_embedding_backward(const RankContext& c, RankDraft& d) {
 /// weight; Adam: also read and write two moments; Adagrad: one accumulator), the half copy of the weights under
 /// mixed precision, and the host reading the loss (`sync_each_iteration`).
 void add_optimizer_step(const RankContext& c, RankDraft& d) {
-  const double params = c.w.dense_parameters();
+  const double params = c.w.dense_parameters() - (c.runs_bottom_mlp() ? 0.0 : c.w.bottom_parameters());
   // FLOPs and bytes per parameter: SGD reads weight and grad, writes weight (12 B); Adam
   // also reads and writes two moments (28 B); Adagrad one accumulator (20 B).
   const DenseOptimizer o = c.w.dense_optimizer;

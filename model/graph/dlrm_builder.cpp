@@ -50,6 +50,10 @@ DlrmGraphBuilder::DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_p
   if (world_ % gpus_per_node_ != 0) {
     throw ConfigError(w.file, "", fmt::format("{} ranks do not form nodes of {} GPUs", world_, gpus_per_node_));
   }
+  if (w.bottom_mlp_rank >= world_size) {
+    throw ConfigError(w.file, "/bottom_mlp_rank",
+                      fmt::format("rank {} does not exist (the system has {} ranks)", w.bottom_mlp_rank, world_size));
+  }
   if (w.batch_size % world_size != 0) {
     throw ConfigError(w.file, "/batch_size",
                       fmt::format("the global batch {} does not divide over the system's {} ranks", w.batch_size, world_size));

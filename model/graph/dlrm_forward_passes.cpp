@@ -25,7 +25,9 @@ Op single_kernel_op(std::string name, Phase phase, KernelDesc kernel, std::vecto
 /// The host-to-device copy of the local batch: fp32 dense features and label, and each
 /// table's indices plus one offset per bag.
 void add_batch_copy(const RankContext& c, RankDraft& d) {
-  double batch_bytes = c.batch * (c.w.dense_features() * 4.0 + 4.0);  // dense features + label
+  // Dense features (only to the bottom MLP's rank, for its samples) and labels.
+  const double dense_rows = c.runs_bottom_mlp() ? double(c.bottom_batch()) : 0.0;
+  double batch_bytes = dense_rows * c.w.dense_features() * 4.0 + c.batch * 4.0;
   for (const auto& t : c.w.tables) batch_bytes += c.batch * (t.pooling + 1) * c.w.index_bytes;
   d.batch_copy = d.add({"batch_h2d", Phase::kInput, Stream::kCopy, {MemcpyDesc{batch_bytes, CopyKind::kHostToDevice}}, {}, {}, false});
   d.inputs_ready = d.batch_copy;
@@ -46,17 +48,19 @@ void add_input_distribution(const RankContext& c, RankDraft& d) {
 
 /// Mixed precision: the cast of the dense features; then one GEMM (+bias, ReLU) per layer.
 void add_bottom_mlp(const RankContext& c, RankDraft& d) {
+  if (!c.runs_bottom_mlp()) return;  // hybrid layout: another rank runs it
+  const std::int64_t rows = c.bottom_batch();
   int prev = -1;  // the dense features: the batch copy (an input), then each layer
   if (c.mixed_precision()) {  // autocast: the fp32 dense features cast to the GEMMs' half type
     Op cast{"dense_features.cast", Phase::kForward, Stream::kCompute,
-            {elementwise("cast", double(c.batch) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {}, false};
+            {elementwise("cast", double(rows) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {}, false};
     c.reads_input(cast, d.batch_copy);
     prev = d.add(std::move(cast));
   }
   const auto& mlp = c.w.bottom_mlp;
   for (std::size_t i = 1; i < mlp.size(); ++i) {
     Op layer{numbered("bottom_mlp.", i - 1), Phase::kForward, Stream::kCompute,
-             {GemmDesc{c.batch, mlp[i], mlp[i - 1], 1, c.w.mlp_dtype, true}}, {}, {}, false};
+             {GemmDesc{rows, mlp[i], mlp[i - 1], 1, c.w.mlp_dtype, true}}, {}, {}, false};
     if (prev >= 0) {
       layer.deps.push_back(prev);
     } else {
@@ -112,6 +116,12 @@ void add_embedding_exchange(const RankContext& c, RankDraft& d) {
   }
   if (c.world == 1 && d.lookup >= 0) d.embeddings_ready.push_back(d.lookup);
   if (d.lookup_dp >= 0) d.embeddings_ready.push_back(d.lookup_dp);
+  // Hybrid layout: the bottom MLP's rank sends each rank its samples' output.
+  d.bottom_ready = d.bottom_out;
+  if (c.hybrid_dense() && c.world > 1) {
+    d.bottom_ready = d.add(c.all_to_all_op("bottom_mlp.output_dist", Phase::kForward, &RankContext::bottom_output_pairs,
+                                           deps_of(d.bottom_out)));
+  }
 }
 
 /// Dot interaction: concat, the batched Gram matrix of the features, the lower triangle
@@ -123,7 +133,7 @@ void add_interaction(const RankContext& c, RankDraft& d) {
   const double dim = static_cast<double>(c.w.bottom_mlp.back());
   const double width = static_cast<double>(c.w.interaction_width());
   std::vector<int> deps = d.embeddings_ready;
-  deps.push_back(d.bottom_out);
+  if (d.bottom_ready >= 0) deps.push_back(d.bottom_ready);
   Op inter{"interaction", Phase::kForward, Stream::kCompute, {}, {}, std::move(deps), false};
   if (c.w.interaction == Interaction::kDot) {
     inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ab));

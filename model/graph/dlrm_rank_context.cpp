@@ -160,6 +160,15 @@ double RankContext::rw_bytes() const {
   return double(w.batch_size) * dims * 4.0;
 }
 
+std::vector<double> RankContext::bottom_output_pairs() const {
+  std::vector<double> pairs(static_cast<std::size_t>(world) * static_cast<std::size_t>(world), 0.0);
+  const auto from = static_cast<std::size_t>(w.bottom_mlp_rank);
+  const double bytes = double(batch) * double(w.bottom_mlp.back()) * act_bytes();
+  for (std::size_t j = 0; j < static_cast<std::size_t>(world); ++j)
+    if (j != from) pairs[from * static_cast<std::size_t>(world) + j] = bytes;
+  return pairs;
+}
+
 std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, bool dp) const {
   EmbeddingDesc e;
   e.batch = dp ? batch : w.batch_size;
@@ -190,8 +199,9 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
 }
 
 Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
-                                int dep) const {
+                                int dep, std::int64_t rows) const {
   const double ab = act_bytes();
+  const std::int64_t batch = rows > 0 ? rows : this->batch;
   Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
   op.kernels.reserve(4);
   if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));

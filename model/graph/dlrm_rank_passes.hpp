@@ -112,6 +112,12 @@ class RankContext {
   void reads_input(Op& op, int input) const {
     if (input >= 0) (pipelined() ? op.prev_deps : op.deps).push_back(input);
   }
+  /// NVIDIA's hybrid-parallel layout: one rank runs the bottom MLP for the global batch.
+  [[nodiscard]] bool hybrid_dense() const { return w.bottom_mlp_rank >= 0; }
+  /// This rank runs the bottom MLP (every rank when it is data-parallel).
+  [[nodiscard]] bool runs_bottom_mlp() const { return !hybrid_dense() || rank == w.bottom_mlp_rank; }
+  /// Samples the bottom MLP of this rank processes: the global batch on the hybrid layout's rank.
+  [[nodiscard]] std::int64_t bottom_batch() const { return hybrid_dense() ? w.batch_size : batch; }
   /// Bytes of an activation element of the MLPs (tf32 keeps fp32 storage).
   [[nodiscard]] double act_bytes() const { return dtype_bytes(w.mlp_dtype); }
   /// fp16 / bf16 MLPs: autocast casts, and the optimizer writes a half copy of the weights.
@@ -152,6 +158,9 @@ class RankContext {
   /// Pooled all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
   /// table-, column- and table-column-wise shards i holds.
   [[nodiscard]] std::vector<double> output_pairs() const;
+  /// Hybrid dense layout: the bottom MLP's rank sends rank j its local batch's bottom output
+  /// (local batch x width x activation bytes).
+  [[nodiscard]] std::vector<double> bottom_output_pairs() const;
   /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4.
   [[nodiscard]] double rw_bytes() const;
   /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
@@ -163,7 +172,7 @@ class RankContext {
   /// The backward of a linear layer `in` -> `out` (+ ReLU when `relu_out`): ReLU backward,
   /// data gradient (`dgrad`), weight gradient, bias gradient.
   [[nodiscard]] Op linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
-                                   int dep) const;
+                                   int dep, std::int64_t rows = 0) const;
 
  private:
   [[nodiscard]] std::vector<double> input_pairs(bool lengths) const;
@@ -178,7 +187,8 @@ struct RankDraft {
   int batch_copy = -1;         ///< batch_h2d
   int inputs_ready = -1;       ///< indices on the ranks that look them up (the input all-to-all, or the copy)
   std::vector<int> bottom_layers;  ///< bottom_mlp.i
-  int bottom_out = -1;         ///< the bottom MLP's output (or the cast / copy before it)
+  int bottom_out = -1;         ///< the bottom MLP's output (or the cast / copy before it); -1: not on this rank
+  int bottom_ready = -1;       ///< the bottom output of this rank's samples (hybrid layout: after its all-to-all)
   int lookup = -1;             ///< embedding_lookup (sharded tables)
   int lookup_dp = -1;          ///< embedding_lookup.data_parallel
   int output_dist = -1;        ///< pooled all-to-all
@@ -193,6 +203,7 @@ struct RankDraft {
   // backward
   int top_grad = -1;          ///< the last top_mlp backward
   int interaction_grad = -1;  ///< interaction.backward
+  int bottom_grad_ready = -1; ///< the bottom output's gradient on the bottom MLP's rank(s)
   std::vector<int> embedding_grads_ready;  ///< what the embedding backward waits on
   std::vector<int> allreduces;             ///< DDP gradient buckets (the dense optimizer waits on them)
   double bucket_bytes = 0;                 ///< gradients in the open bucket

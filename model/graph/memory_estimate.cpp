@@ -67,19 +67,24 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     }
   }
   const double params = w.dense_parameters();
+  const double bottom_params = w.bottom_parameters();
   const double dense_states = w.dense_optimizer == DenseOptimizer::kAdam ? 2 : w.dense_optimizer == DenseOptimizer::kAdagrad ? 1 : 0;
-  const double dense = params * 4 * (3 + dense_states);  // weights + grads + DDP buckets + state
+  const double per_param = 4 * (3 + dense_states);  // weights + grads + DDP buckets + state, fp32
   double saved = 0;
-  for (auto width : w.bottom_mlp) saved += b * static_cast<double>(width) * act;
+  double bottom_saved = 0;  // the bottom MLP's activations: its rank's samples (the global batch on the hybrid layout's rank)
+  for (auto width : w.bottom_mlp) bottom_saved += b * static_cast<double>(width) * act;
   for (auto width : w.top_mlp) saved += b * static_cast<double>(width) * act;
   saved += b * static_cast<double>(w.interaction_width()) * act;
   // DCNv2: each cross layer keeps its input (width), V x (rank) and W V x + b (width).
   if (w.interaction == Interaction::kDcnV2)
     saved += w.dcn_layers * b * (2.0 * static_cast<double>(w.interaction_width()) + static_cast<double>(w.dcn_rank)) * act;
   const double received = b * pooled_dims * 4;  // the local batch's pooled rows from every table
+  const bool hybrid = w.bottom_mlp_rank >= 0;
   for (auto& m : out) {
-    m.dense = dense;
-    m.activations = 2 * saved;  // activations and their gradients
+    const bool bottom_here = !hybrid || m.rank == w.bottom_mlp_rank;
+    // Hybrid layout: the bottom MLP lives on its rank only (one copy, no DDP bucket), for the global batch.
+    m.dense = (params - bottom_params) * per_param + (bottom_here ? bottom_params * (hybrid ? per_param - 4 : per_param) : 0.0);
+    m.activations = 2 * (saved + (bottom_here ? bottom_saved * (hybrid ? n : 1) : 0.0));  // activations and their gradients
     m.io += 2 * received;       // pooled rows and their gradients
   }
   return out;

@@ -35,6 +35,12 @@ std::int64_t DlrmSpec::interaction_width() const {
   return w;
 }
 
+double DlrmSpec::bottom_parameters() const {
+  double p = 0;
+  for (std::size_t i = 1; i < bottom_mlp.size(); ++i) p += double(bottom_mlp[i - 1]) * bottom_mlp[i] + bottom_mlp[i];
+  return p;
+}
+
 double DlrmSpec::dense_parameters() const {
   double p = 0;
   for (std::size_t i = 1; i < bottom_mlp.size(); ++i) p += double(bottom_mlp[i - 1]) * bottom_mlp[i] + bottom_mlp[i];
@@ -104,6 +110,7 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   if (w.gradient_bucket <= 0) root.fail("gradient_bucket", "must be positive");
   w.first_bucket = root.quantity_or("first_bucket", Dimension::kBytes, w.first_bucket);
   w.sync_each_iteration = root.bool_or("sync_each_iteration", true);
+  w.bottom_mlp_rank = static_cast<int>(root.integer_or("bottom_mlp_rank", 0, 1 << 20, -1));
   if (auto pipe = root.find("pipeline")) {
     const std::string p = pipe->as_enum({"none", "sparse_dist", "semi_sync"});
     if (p == "semi_sync") {

@@ -60,9 +60,17 @@ struct DlrmSpec {
   Bytes first_bucket = 1024.0 * 1024.0;    ///< DDP's first bucket (1 MiB default)
   bool sync_each_iteration = true;         ///< host reads the loss every iteration (loss.item())
   TrainPipeline pipeline = TrainPipeline::kNone;  ///< "pipeline": "none" | "sparse_dist"
+  /// "bottom_mlp_rank": -1 (absent): the bottom MLP is data-parallel, each rank its local
+  /// batch. r: NVIDIA's hybrid-parallel DLRM: rank r runs the bottom MLP for the whole global
+  /// batch (its dense features copied there only) and sends each rank its samples' output
+  /// with an all-to-all; the gradients come back the same way, and the bottom MLP's weights
+  /// exist once, so DDP does not all-reduce them.
+  int bottom_mlp_rank = -1;
   std::vector<EmbeddingTableSpec> tables;
 
   [[nodiscard]] std::int64_t dense_features() const { return bottom_mlp.front(); }
+  /// Parameters of the bottom MLP alone.
+  [[nodiscard]] double bottom_parameters() const;
   /// Width of the top MLP's input.
   [[nodiscard]] std::int64_t interaction_width() const;
   /// Total dense parameters (weights + biases of both MLPs).

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/graph/dlrm_builder.hpp"
+#include "model/graph/memory_estimate.hpp"
 #include "model/predict/predict.hpp"
 
 using namespace perfcast;
@@ -213,4 +214,43 @@ TEST_CASE("DLRM-DCNv2: cross layers in the graph, the parameters and the gradien
   for (const auto& o : ops)
     if (o.collective && o.name.rfind("allreduce.bucket", 0) == 0) reduced += g.collectives[static_cast<std::size_t>(*o.collective)].desc.bytes;
   CHECK(reduced == Approx(w.dense_parameters() * 4).epsilon(1e-12));
+}
+
+TEST_CASE("hybrid dense layout: the bottom MLP on one rank for the global batch, its output exchanged", "[dlrm][hybrid]") {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  DlrmSpec w = load_workload(src + "/configs/workloads/dlrm_default.json");
+  w.bottom_mlp_rank = 2;
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8, 8);
+  auto find = [&](int rank, const std::string& name) -> const Op* {
+    for (const auto& o : g.ranks[static_cast<std::size_t>(rank)].ops)
+      if (o.name == name) return &o;
+    return nullptr;
+  };
+  // Rank 2 runs the bottom MLP for the whole global batch; the others run none.
+  const Op* first = find(2, "bottom_mlp.0");
+  REQUIRE(first != nullptr);
+  CHECK(std::get<GemmDesc>(first->kernels[0]).m == w.batch_size);
+  CHECK(find(5, "bottom_mlp.0") == nullptr);
+  CHECK(find(5, "bottom_mlp.0.backward") == nullptr);
+  // Every rank takes part in the exchange: rank 2 sends each other rank its local batch's
+  // bottom output (local batch x width x 4 B, fp32 MLPs), and nothing to itself.
+  const Op* ex = find(5, "bottom_mlp.output_dist");
+  REQUIRE(ex != nullptr);
+  const auto& pairs = g.collectives[static_cast<std::size_t>(*ex->collective)].desc.pair_bytes;
+  const double local = double(w.batch_size / 8) * double(w.bottom_mlp.back()) * 4.0;
+  CHECK(pairs[2 * 8 + 5] == local);
+  CHECK(pairs[2 * 8 + 2] == 0);
+  CHECK(pairs[5 * 8 + 2] == 0);
+  REQUIRE(find(5, "bottom_mlp.output_dist.backward") != nullptr);
+  // DDP all-reduces the top MLP only: the bottom MLP's weights exist once.
+  double reduced = 0;
+  for (const auto& o : g.ranks[5].ops)
+    if (o.collective && o.name.rfind("allreduce.bucket", 0) == 0) reduced += g.collectives[static_cast<std::size_t>(*o.collective)].desc.bytes;
+  CHECK(reduced == Approx((w.dense_parameters() - w.bottom_parameters()) * 4).epsilon(1e-12));
+  // Memory: the bottom MLP (weights, gradients, SGD: no state, no DDP bucket) only on rank 2.
+  const SystemSpec s = load_system(src + "/configs/systems/dgx_h100.json");
+  const auto m = estimate_memory(w, default_plan(w, 8), s);
+  CHECK(m[5].dense == Approx((w.dense_parameters() - w.bottom_parameters()) * 12));
+  CHECK(m[2].dense - m[5].dense == Approx(w.bottom_parameters() * 8));
+  CHECK(m[2].activations > m[5].activations);
 }
