@@ -78,7 +78,11 @@ void add_bottom_mlp(const RankContext& c, RankDraft& d) {
 void add_embedding_lookups(const RankContext& c, RankDraft& d) {
   if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/false)) {
     Op op = single_kernel_op("embedding_lookup", Phase::kForward, std::move(*e), {});
-    c.reads_input(op, d.inputs_ready);
+    if (c.semi_sync() && d.inputs_ready != d.batch_copy) {
+      op.deps.push_back(d.inputs_ready);  // the next batch's indices, distributed this iteration
+    } else {
+      c.reads_input(op, d.inputs_ready);
+    }
     d.lookup = d.add(std::move(op));
   }
   if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
@@ -132,9 +136,11 @@ void add_interaction(const RankContext& c, RankDraft& d) {
   const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
   const double dim = static_cast<double>(c.w.bottom_mlp.back());
   const double width = static_cast<double>(c.w.interaction_width());
-  std::vector<int> deps = d.embeddings_ready;
+  std::vector<int> deps;
   if (d.bottom_ready >= 0) deps.push_back(d.bottom_ready);
   Op inter{"interaction", Phase::kForward, Stream::kCompute, {}, {}, std::move(deps), false};
+  // semi_sync: this batch's embeddings were looked up and exchanged one iteration earlier.
+  for (int e : d.embeddings_ready) (c.semi_sync() ? inter.prev_deps : inter.deps).push_back(e);
   if (c.w.interaction == Interaction::kDot) {
     inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ab));
     inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),

@@ -106,7 +106,10 @@ class RankContext {
 
   /// TorchRec's sparse_dist pipeline: the batch's inputs were copied and distributed in the
   /// previous iteration.
-  [[nodiscard]] bool pipelined() const { return w.pipeline == TrainPipeline::kSparseDist; }
+  [[nodiscard]] bool pipelined() const { return w.pipeline != TrainPipeline::kNone; }
+  /// TorchRec's semi_sync pipeline: this iteration looks up the next batch's embeddings;
+  /// the interaction reads those the previous iteration exchanged.
+  [[nodiscard]] bool semi_sync() const { return w.pipeline == TrainPipeline::kSemiSync; }
   /// `op` reads `input` (a batch copy or input all-to-all, -1: none): this iteration's, or
   /// under the pipeline the previous iteration's.
   void reads_input(Op& op, int input) const {

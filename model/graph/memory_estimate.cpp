@@ -85,7 +85,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     // Hybrid layout: the bottom MLP lives on its rank only (one copy, no DDP bucket), for the global batch.
     m.dense = (params - bottom_params) * per_param + (bottom_here ? bottom_params * (hybrid ? per_param - 4 : per_param) : 0.0);
     m.activations = 2 * (saved + (bottom_here ? bottom_saved * (hybrid ? n : 1) : 0.0));  // activations and their gradients
-    m.io += 2 * received;       // pooled rows and their gradients
+    m.io += (w.pipeline == TrainPipeline::kSemiSync ? 3 : 2) * received;  // pooled rows (semi_sync: two batches') and their gradients
   }
   return out;
 }

@@ -113,11 +113,7 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   w.bottom_mlp_rank = static_cast<int>(root.integer_or("bottom_mlp_rank", 0, 1 << 20, -1));
   if (auto pipe = root.find("pipeline")) {
     const std::string p = pipe->as_enum({"none", "sparse_dist", "semi_sync"});
-    if (p == "semi_sync") {
-      pipe->fail("\"semi_sync\" (TorchRec's TrainPipelineSemiSync: the next batch's lookup before this batch's backward) "
-                 "is not modelled; use \"none\" or \"sparse_dist\"");
-    }
-    w.pipeline = p == "sparse_dist" ? TrainPipeline::kSparseDist : TrainPipeline::kNone;
+    w.pipeline = p == "sparse_dist" ? TrainPipeline::kSparseDist : p == "semi_sync" ? TrainPipeline::kSemiSync : TrainPipeline::kNone;
   }
 
   const JsonObject emb = root.object("embedding");

@@ -40,7 +40,12 @@ enum class DenseOptimizer { kSgd, kAdam, kAdagrad };
 ///    k+1 and the copy of batch k+2 before batch k's forward, on their own streams; batch
 ///    k's lookup reads the indices distributed in iteration k-1, and the backward waits for
 ///    batch k+1's all-to-all (wait_sparse_data_dist). Two batches' inputs are held.
-enum class TrainPipeline { kNone, kSparseDist };
+///  - kSemiSync: TrainPipelineSemiSync ("each batch prediction is calculated on parameters
+///    last updated B-2 ... the Embedding All-to-All from B fully overlapped with forward pass
+///    of B-1"): as kSparseDist, and iteration k also looks up and exchanges batch k+1's
+///    embeddings (from the indices distributed this iteration), while batch k's interaction
+///    reads the embeddings exchanged in iteration k-1. Two batches' pooled embeddings are held.
+enum class TrainPipeline { kNone, kSparseDist, kSemiSync };
 
 struct DlrmSpec {
   std::string name;
@@ -59,7 +64,7 @@ struct DlrmSpec {
   Bytes gradient_bucket = 25e6;            ///< DDP bucket_cap_mb (25 MB default)
   Bytes first_bucket = 1024.0 * 1024.0;    ///< DDP's first bucket (1 MiB default)
   bool sync_each_iteration = true;         ///< host reads the loss every iteration (loss.item())
-  TrainPipeline pipeline = TrainPipeline::kNone;  ///< "pipeline": "none" | "sparse_dist"
+  TrainPipeline pipeline = TrainPipeline::kNone;  ///< "pipeline": "none" | "sparse_dist" | "semi_sync"
   /// "bottom_mlp_rank": -1 (absent): the bottom MLP is data-parallel, each rank its local
   /// batch. r: NVIDIA's hybrid-parallel DLRM: rank r runs the bottom MLP for the whole global
   /// batch (its dense features copied there only) and sends each rank its samples' output

@@ -254,3 +254,35 @@ TEST_CASE("hybrid dense layout: the bottom MLP on one rank for the global batch,
   CHECK(m[2].dense - m[5].dense == Approx(w.bottom_parameters() * 8));
   CHECK(m[2].activations > m[5].activations);
 }
+
+TEST_CASE("TorchRec semi_sync pipeline: the interaction reads the previous iteration's embeddings", "[dlrm][pipeline]") {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  DlrmSpec w = load_workload(src + "/configs/workloads/dlrm_mlperf.json");
+  w.pipeline = TrainPipeline::kSemiSync;
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8, 8);
+  const auto& ops = g.ranks[1].ops;
+  auto index = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return static_cast<int>(i);
+    FAIL("no op " << name);
+    return -1;
+  };
+  const int indices = index("input_dist.indices"), exchange = index("output_dist");
+  // The lookup reads the indices distributed in this iteration (the next batch's) ...
+  CHECK(ops[static_cast<std::size_t>(index("embedding_lookup"))].deps == std::vector<int>{indices});
+  // ... and the interaction the embeddings exchanged in the previous one.
+  const auto& inter = ops[static_cast<std::size_t>(index("interaction"))];
+  CHECK(std::find(inter.prev_deps.begin(), inter.prev_deps.end(), exchange) != inter.prev_deps.end());
+  CHECK(std::find(inter.deps.begin(), inter.deps.end(), exchange) == inter.deps.end());
+  // Rule: each pipeline stage only removes waits, so on DGX H100 semi_sync <= sparse_dist <= none.
+  const SystemSpec s = load_system(src + "/configs/systems/dgx_h100.json");
+  double t[3];
+  const TrainPipeline kinds[3] = {TrainPipeline::kNone, TrainPipeline::kSparseDist, TrainPipeline::kSemiSync};
+  for (int k = 0; k < 3; ++k) {
+    w.pipeline = kinds[k];
+    t[k] = predict_parsed(s, w, default_plan(w, 8), {})->timeline.iteration_time;
+  }
+  CHECK(t[1] <= t[0]);
+  CHECK(t[2] <= t[1]);
+  CHECK(t[2] < t[0]);
+}
