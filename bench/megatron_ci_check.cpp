@@ -130,7 +130,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
     return skip_missing ? 77 : 2;
   }
-  int fit_host = 0;
   std::vector<std::string> host_overrides;
   std::map<std::string, int> skipped;
   struct Case {
@@ -174,10 +173,9 @@ int main(int argc, char** argv) {
         if (g < best) best = g, host_overrides = o;
       }
     }
-    std::printf("fitted on the %s rows: %s, %s -> geomean |error| %.2f%%; the tp > 1 rows below are held out\n\n", "tp 1",
+    std::printf("fitted on the tp 1 rows: %s, %s -> geomean |error| %.2f%%; the tp > 1 rows below are held out\n\n",
                 host_overrides[0].c_str(), host_overrides[1].c_str(), 100 * best);
   }
-  (void)fit_host;
   std::vector<double> errors, errors_deterministic, errors_tuned, held_out;
   std::printf("%-34s %3s %3s %3s %3s %6s %-9s %-5s %10s %10s %8s\n", "model (test case)", "tp", "pp", "dp", "mb", "prec",
               "recompute", "det", "meas s", "pred s", "error");

@@ -44,7 +44,7 @@ struct Op {
   bool recompute = false;
   /// Ops of the previous iteration whose outputs this op reads: inputs a training pipeline
   /// prepared one iteration ahead (TorchRec's sparse_dist). In the first iteration, none.
-  std::vector<int> prev_deps;
+  std::vector<int> prev_deps{};
 };
 
 struct RankProgram {

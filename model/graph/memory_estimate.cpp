@@ -6,22 +6,27 @@
 
 namespace perfcast {
 
-ShardFootprint shard_footprint(const DlrmSpec& w, const TableSharding& ts, const Shard& sh) {
-  const double rows = static_cast<double>(sh.rows), cols = static_cast<double>(sh.cols);
+Bytes embedding_weight_and_state_bytes(const DlrmSpec& w, double rows, double cols) {
   double state = 0;
   switch (w.embedding_optimizer) {
     case EmbeddingOptimizer::kSgd: state = 0; break;
     case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
     case EmbeddingOptimizer::kAdam: state = 2 * rows * cols * 4; break;
   }
+  return rows * cols * dtype_bytes(w.embedding_dtype) + state;
+}
+
+ShardFootprint shard_footprint(const DlrmSpec& w, const TableSharding& ts, const Shard& sh) {
+  const double rows = static_cast<double>(sh.rows), cols = static_cast<double>(sh.cols);
   const double weights = rows * cols * dtype_bytes(w.embedding_dtype);
+  const double stored = embedding_weight_and_state_bytes(w, rows, cols);
   ShardFootprint f;
   if (ts.type == ShardingType::kDataParallel) {
-    f.device = weights + state + rows * cols * 4;  // DP tables also hold a dense gradient
+    f.device = stored + rows * cols * 4;  // DP tables also hold a dense gradient
   } else if (ts.storage == EmbeddingStorage::kHbm) {
-    f.device = weights + state;
+    f.device = stored;
   } else {
-    f.host = weights + state;
+    f.host = stored;
     if (ts.storage == EmbeddingStorage::kHostUvmCaching) {
       const double lf = ts.cache_load_factor;
       f.device = lf * weights + rows * (4 + 16 * lf);

@@ -55,6 +55,10 @@ struct MemoryOptions {
 [[nodiscard]] std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& plan, const SystemSpec& s,
                                                       const MemoryOptions& options = {});
 
+/// Embedding weights and optimizer state of `rows` x `cols` of a table of `w`, bytes (SGD
+/// none, row-wise Adagrad one fp32 per row, Adam two fp32 moments per element).
+[[nodiscard]] Bytes embedding_weight_and_state_bytes(const DlrmSpec& w, double rows, double cols);
+
 /// Bytes one shard of table `t` (of `w`) takes in HBM and in host memory under plan entry `ts`:
 /// rows and optimizer state (in host memory for host-stored tables), and the HBM cache.
 struct ShardFootprint {

@@ -117,14 +117,7 @@ ShardingPlan torchrec_greedy(const DlrmSpec& w, const SystemSpec& s) {
 }  // namespace
 
 Bytes table_bytes(const DlrmSpec& w, const EmbeddingTableSpec& t) {
-  const double rows = static_cast<double>(t.rows), dim = static_cast<double>(t.dim);
-  double state = 0;
-  switch (w.embedding_optimizer) {
-    case EmbeddingOptimizer::kSgd: state = 0; break;
-    case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
-    case EmbeddingOptimizer::kAdam: state = 2 * rows * dim * 4; break;
-  }
-  return rows * dim * dtype_bytes(w.embedding_dtype) + state;
+  return embedding_weight_and_state_bytes(w, static_cast<double>(t.rows), static_cast<double>(t.dim));
 }
 
 Bytes embedding_budget(const DlrmSpec& w, const SystemSpec& s) {

@@ -141,18 +141,25 @@ TEST_CASE("mixed precision: the dense features are cast and the master weights c
   CHECK(p.ops.back().name == "loss.item");
 }
 
+namespace {
+
+/// Index of the op named `name` in `ops` (fails the test when there is none).
+int op_index(const std::vector<Op>& ops, const std::string& name) {
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name) return static_cast<int>(i);
+  FAIL("no op " << name);
+  return -1;
+}
+
+}  // namespace
+
 TEST_CASE("TorchRec sparse_dist pipeline: inputs one iteration ahead, the backward waits for the next batch's", "[dlrm][pipeline]") {
   const std::string src = PERFCAST_SOURCE_DIR;
   DlrmSpec w = load_workload(src + "/configs/workloads/dlrm_default.json");
   w.pipeline = TrainPipeline::kSparseDist;
   const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8, 8);
   const auto& ops = g.ranks[3].ops;
-  auto index = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name) return static_cast<int>(i);
-    FAIL("no op " << name);
-    return -1;
-  };
+  auto index = [&](const std::string& name) { return op_index(ops, name); };
   const int copy = index("batch_h2d"), indices = index("input_dist.indices");
   CHECK(ops[static_cast<std::size_t>(indices)].deps.empty());
   CHECK(ops[static_cast<std::size_t>(indices)].prev_deps == std::vector<int>{copy});
@@ -261,12 +268,7 @@ TEST_CASE("TorchRec semi_sync pipeline: the interaction reads the previous itera
   w.pipeline = TrainPipeline::kSemiSync;
   const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8, 8);
   const auto& ops = g.ranks[1].ops;
-  auto index = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name) return static_cast<int>(i);
-    FAIL("no op " << name);
-    return -1;
-  };
+  auto index = [&](const std::string& name) { return op_index(ops, name); };
   const int indices = index("input_dist.indices"), exchange = index("output_dist");
   // The lookup reads the indices distributed in this iteration (the next batch's) ...
   CHECK(ops[static_cast<std::size_t>(index("embedding_lookup"))].deps == std::vector<int>{indices});
