@@ -1,9 +1,10 @@
-// Megatron-LM CI step times on one DGX H100 against perfcast's predictions, with the
-// shipped defaults and nothing fitted: configs/systems/dgx_h100.json and the
-// megatron_core runtime profile.
+// Megatron-LM CI step times on one DGX H100 and one DGX A100 against perfcast's predictions,
+// with the shipped defaults and nothing fitted: configs/systems/dgx_h100.json or
+// dgx_a100.json and a runtime profile: megatron_core_ci (Megatron-Core as its CI runs it,
+// fitted on the DGX A100 rows) unless --runtime says otherwise.
 //
 // Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the GPT rows measured
-// on DGX H100 that perfcast can express: no expert, context or virtual-pipeline parallelism,
+// on DGX H100 or DGX A100 that perfcast can express: no expert, context or virtual-pipeline parallelism,
 // no Megatron FSDP, no multi-latent attention. Each row's configuration (layers, widths,
 // heads and query groups, sequence, vocabulary, batch, TP / PP / DP, precision,
 // recompute, sequence parallelism, and the flags swiglu, rope, untied embeddings, unfused
@@ -11,10 +12,15 @@
 // overlap) becomes a workload; the measured value is the median logged iteration time.
 // These are small CI models, often in deterministic mode: host- and launch-bound runs.
 //
-// Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--fit-host 1]
-// --fit-host 1: grid-search the runtime's host op overhead and backward op overhead on the
-// tp 1 rows (training set) and report the tp > 1 rows (held out) with them.
+// Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--gpus h100|a100|both]
+//                                   [--runtime NAME] [--fit none|tp1|a100] [--max-error E]
+// --fit tp1: grid-search the runtime's host op overhead and backward op overhead on the
+// tp 1 rows (training set) and report the tp > 1 rows (held out) with them; --fit a100: fit
+// on the DGX A100 rows and hold out the DGX H100 rows (a different GPU and CPU: the runtime's
+// host costs are scaled to each system's CPU, docs/collectives-and-runtimes.md).
+// --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
 // Exit 77 when the data file is missing and --skip-missing is given.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -71,7 +77,8 @@ bool trivial(const std::string& v) { return v.empty() || v == "1"; }
 
 /// Why perfcast cannot express the row, or "".
 std::string unsupported(const Row& r, const std::map<std::string, std::string>& flags) {
-  if (r.at("gpu").find("H100") == std::string::npos) return "not H100";
+  if (r.at("gpu").find("DGX H100") == std::string::npos && r.at("gpu").find("DGX A100") == std::string::npos)
+    return "not DGX H100 / DGX A100";
   if (r.at("model").rfind("GPT", 0) != 0) return "not GPT";
   if (!trivial(r.at("ep")) || !trivial(r.at("cp")) || !trivial(r.at("vp"))) return "expert / context / virtual pipeline";
   if (flags.count("use-megatron-fsdp") || !r.at("fsdp").empty()) return "Megatron FSDP";
@@ -115,70 +122,177 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
   return w;
 }
 
+/// Which system file a row was measured on.
+std::string system_of(const Row& r) { return r.at("gpu").find("H100") != std::string::npos ? "dgx_h100" : "dgx_a100"; }
+
+struct Case {
+  Row row;
+  nlohmann::json workload;
+  std::string system;  ///< stem of configs/systems/<system>.json
+  bool deterministic = false;
+};
+
+/// Rows measured on the GPUs asked for that perfcast can express; counts the others by reason.
+std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus, const std::string& runtime,
+                           std::map<std::string, int>& skipped) {
+  std::vector<Case> cases;
+  for (const Row& r : rows) {
+    const auto flags = flags_of(r.at("other_config"));
+    std::string why = unsupported(r, flags);
+    const std::string sys = system_of(r);
+    if (why.empty() && gpus != "both" && sys != "dgx_" + gpus) why = "not " + gpus;
+    if (!why.empty()) {
+      skipped[why]++;
+      continue;
+    }
+    nlohmann::json w = workload_of(r, flags);
+    w["runtime"] = runtime;
+    cases.push_back({r, std::move(w), sys, flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True"});
+  }
+  return cases;
+}
+
+/// Predicted iteration time of a case, s; < 0 when it cannot be predicted (the reason counted).
+double predict_case(const Case& c, const std::vector<std::string>& overrides, std::map<std::string, int>* failed) {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  JsonDocument sys = load_json_file(src + "/configs/systems/" + c.system + ".json");
+  JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};  // beside the shipped runtimes
+  try {
+    return predict_documents(std::move(sys), std::move(wl), std::nullopt, overrides, 3)->timeline.iteration_time;
+  } catch (const std::exception& e) {
+    if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
+    return -1.0;
+  }
+}
+
+/// "test_case (dev)" / "test_case (lts)": a test case in one container, the key that pairs
+/// a DGX H100 row with a DGX A100 row.
+std::string pairing_key(const Row& r) {
+  const std::string& fw = r.at("framework");
+  const auto at = fw.find("test_case ");
+  const std::string tc = at == std::string::npos ? r.at("model") : fw.substr(at + 10);
+  return tc + (fw.find("(lts container)") != std::string::npos ? " (lts)" : " (dev)");
+}
+
+/// Host speed of DGX H100's CPU relative to DGX A100's, as the median ratio of DGX A100 to
+/// DGX H100 step times of the test cases measured on both (same container) that this tool
+/// does not predict (BERT, T5, GPT with expert / context / virtual pipeline parallelism):
+/// small, host-bound steps, kept apart from the rows the check reports.
+void print_host_speed(const std::vector<Row>& rows) {
+  std::map<std::string, double> h100, a100;
+  for (const Row& r : rows) {
+    if (unsupported(r, flags_of(r.at("other_config"))).empty()) continue;  // a row the check predicts
+    const bool h = r.at("gpu").find("DGX H100") != std::string::npos, a = r.at("gpu").find("DGX A100") != std::string::npos;
+    if (h || a) (h ? h100 : a100)[pairing_key(r)] = std::stod(r.at("step_time_s"));
+  }
+  std::vector<double> ratios;
+  for (const auto& [key, th] : h100)
+    if (const auto it = a100.find(key); it != a100.end() && th > 0) ratios.push_back(it->second / th);
+  if (ratios.empty()) {
+    std::printf("no test case measured on both systems\n");
+    return;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  std::printf("DGX A100 / DGX H100 step time over %zu test cases measured on both (not predicted here): median %.3f, "
+              "quartiles %.3f / %.3f\n", n, median, ratios[n / 4], ratios[(3 * n) / 4]);
+}
+
+/// What no model seeing only perfcast's inputs can explain: rows of one system with the same
+/// prediction (the same configuration as perfcast reads it) measured at different times.
+/// Prints the geomean |measured / group median - 1| over the rows of groups of two or more.
+void print_scatter(const std::map<std::pair<std::string, long long>, std::vector<double>>& groups) {
+  std::vector<double> dev;
+  int n_groups = 0;
+  for (const auto& [key, measured] : groups) {
+    if (measured.size() < 2) continue;
+    ++n_groups;
+    std::vector<double> m = measured;
+    std::sort(m.begin(), m.end());
+    const std::size_t n = m.size();
+    const double median = n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
+    for (double x : m) dev.push_back(x / median - 1);
+  }
+  if (dev.empty()) return;
+  const ErrorSummary s = summarize_errors(dev, 1e-3);
+  std::printf("scatter: %zu rows in %d groups that perfcast cannot tell apart (same system, same prediction): "
+              "mean |measured / group median - 1| %.2f%%, max %.2f%%\n",
+              s.count, n_groups, 100 * s.mape, 100 * s.max_abs);
+}
+
+/// Grid search of the runtime's forward and backward host op overheads minimising the
+/// geomean |error| over the cases `train` selects; returns the --set overrides.
+template <typename Train>
+std::vector<std::string> fit_host(const std::vector<Case>& cases, Train train, double& best_error) {
+  std::vector<std::string> best_overrides;
+  best_error = 1e30;
+  // Forward 50-1000 us in 25 us steps; backward 0-200 us (autograd ops pay far less than
+  // Python module calls: the vTrain fit found 10 us against 140 us).
+  for (double fwd = 50; fwd <= 1000; fwd += 25) {
+    for (double bwd : {0, 5, 10, 25, 50, 100, 200}) {
+      const std::vector<std::string> o = {fmt::format("runtime.host.op_overhead={}us", fwd),
+                                          fmt::format("runtime.host.backward_op_overhead={}us", bwd)};
+      std::vector<double> e;
+      for (const Case& c : cases) {
+        if (!train(c)) continue;
+        const double t = predict_case(c, o, nullptr);
+        if (t > 0) e.push_back(t / std::stod(c.row.at("step_time_s")) - 1);
+      }
+      const double g = geomean_abs_error(e);
+      if (g < best_error) best_error = g, best_overrides = o;
+    }
+  }
+  return best_overrides;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Megatron-LM CI step times on DGX H100 against perfcast's predictions (shipped defaults)"};
+  CLI::App app{"Megatron-LM CI step times on DGX H100 / DGX A100 against perfcast's predictions (shipped defaults)"};
   const std::string src = PERFCAST_SOURCE_DIR;
   std::string data = src + "/../shared/data/public-measurements/megatron_ci_step_times.csv";
-  int skip_missing = 0, fit_host_flag = 0;
+  std::string gpus = "both", fit = "none", runtime = "megatron_core_ci";
+  int skip_missing = 0, host_speed = 0;
+  double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
-  app.add_option("--fit-host", fit_host_flag, "1: fit the runtime's host op overheads on the tp 1 rows");
+  app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
+  app.add_option("--runtime", runtime, "runtime profile of the predictions (configs/runtimes/NAME.json)");
+  app.add_option("--fit", fit, "none; tp1: fit host costs on tp 1 rows; a100: fit on DGX A100 rows, hold out DGX H100")
+      ->check(CLI::IsMember({"none", "tp1", "a100"}));
+  app.add_option("--max-error", max_error, "exit 1 when the DGX H100 rows' geomean |error| is above this fraction");
+  app.add_option("--host-speed", host_speed, "1: print the DGX H100 / DGX A100 host speed ratio from paired test cases and exit");
   app.add_option("--skip-missing", skip_missing, "exit 77 (skipped) when the data file is missing");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
     return skip_missing ? 77 : 2;
   }
-  std::vector<std::string> host_overrides;
+  if (fit == "a100" && gpus != "both") {
+    std::fprintf(stderr, "--fit a100 needs --gpus both\n");
+    return 2;
+  }
+  const std::vector<Row> rows = read_rows(data);
+  if (host_speed) {
+    print_host_speed(rows);
+    return 0;
+  }
   std::map<std::string, int> skipped;
-  struct Case {
-    Row row;
-    nlohmann::json workload;
-    bool deterministic = false;
+  const std::vector<Case> cases = cases_of(rows, gpus, runtime, skipped);
+  auto in_train = [&](const Case& c) {
+    return fit == "tp1" ? c.row.at("tp") == "1" : fit == "a100" ? c.system == "dgx_a100" : false;
   };
-  std::vector<Case> cases;
-  for (const Row& r : read_rows(data)) {
-    const auto flags = flags_of(r.at("other_config"));
-    if (const std::string why = unsupported(r, flags); !why.empty()) {
-      skipped[why]++;
-      continue;
-    }
-    cases.push_back({r, workload_of(r, flags), flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True"});
+  std::vector<std::string> host_overrides;
+  if (fit != "none") {
+    double fit_error = 0;
+    host_overrides = fit_host(cases, in_train, fit_error);
+    std::printf("fitted on the %s rows: %s, %s -> geomean |error| %.2f%%; the other rows below are held out\n\n",
+                fit == "tp1" ? "tp 1" : "DGX A100", host_overrides[0].c_str(), host_overrides[1].c_str(), 100 * fit_error);
   }
-  // Predicted iteration time of a case, s; < 0 when it cannot be predicted (the reason counted).
-  auto predict_case = [&](const Case& c, const std::vector<std::string>& overrides, std::map<std::string, int>* failed) {
-    JsonDocument sys = load_json_file(src + "/configs/systems/dgx_h100.json");
-    JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};  // beside the shipped runtimes
-    try {
-      return predict_documents(std::move(sys), std::move(wl), std::nullopt, overrides, 3)->timeline.iteration_time;
-    } catch (const std::exception& e) {
-      if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
-      return -1.0;
-    }
-  };
-  if (fit_host_flag) {
-    double best = 1e30;
-    for (double fwd : {50, 100, 150, 200, 250, 300, 350, 400, 500, 600, 800}) {
-      for (double bwd : {0, 25, 50, 100, 150, 200, 250, 300, 400, 500}) {
-        const std::vector<std::string> o = {fmt::format("runtime.host.op_overhead={}us", fwd),
-                                            fmt::format("runtime.host.backward_op_overhead={}us", bwd)};
-        std::vector<double> e;
-        for (const Case& c : cases) {
-          if (c.row.at("tp") != "1") continue;
-          const double t = predict_case(c, o, nullptr);
-          if (t > 0) e.push_back(t / std::stod(c.row.at("step_time_s")) - 1);
-        }
-        const double g = geomean_abs_error(e);
-        if (g < best) best = g, host_overrides = o;
-      }
-    }
-    std::printf("fitted on the tp 1 rows: %s, %s -> geomean |error| %.2f%%; the tp > 1 rows below are held out\n\n",
-                host_overrides[0].c_str(), host_overrides[1].c_str(), 100 * best);
-  }
-  std::vector<double> errors, errors_deterministic, errors_tuned, held_out;
-  std::printf("%-34s %3s %3s %3s %3s %6s %-9s %-5s %10s %10s %8s\n", "model (test case)", "tp", "pp", "dp", "mb", "prec",
-              "recompute", "det", "meas s", "pred s", "error");
+  std::map<std::string, std::vector<double>> errors_by;
+  std::map<std::pair<std::string, long long>, std::vector<double>> same_prediction;  // (system, predicted ns) -> measured  // "all", per system, deterministic or not, held out
+  std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10s %10s %8s\n", "model (test case)", "system", "tp", "pp", "dp",
+              "mb", "prec", "recompute", "det", "meas s", "pred s", "error");
   for (const Case& c : cases) {
     const Row& r = c.row;
     const nlohmann::json& w = c.workload;
@@ -186,25 +300,29 @@ int main(int argc, char** argv) {
     if (predicted < 0) continue;
     const double measured = std::stod(r.at("step_time_s"));
     const double err = predicted / measured - 1;
-    errors.push_back(err);
-    (c.deterministic ? errors_deterministic : errors_tuned).push_back(err);
-    if (r.at("tp") != "1") held_out.push_back(err);
+    errors_by["all"].push_back(err);
+    same_prediction[{c.system, std::llround(predicted * 1e9)}].push_back(measured);
+    errors_by[c.system].push_back(err);
+    errors_by[c.deterministic ? "deterministic mode" : "not deterministic"].push_back(err);
+    if (fit != "none" && !in_train(c)) errors_by["held out"].push_back(err);
     std::string name = r.at("model");
     if (name.size() > 34) name = name.substr(0, 34);
-    std::printf("%-34s %3s %3s %3s %3s %6s %-9s %-5s %10.4f %10.4f %+7.1f%%\n", name.c_str(), r.at("tp").c_str(),
-                r.at("pp").c_str(), r.at("dp").c_str(), r.at("micro_batch").c_str(), std::string(w["precision"]).c_str(),
-                std::string(w["recompute"]).c_str(), c.deterministic ? "yes" : "no", measured, predicted, 100 * err);
+    std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10.4f %10.4f %+7.1f%%\n", name.c_str(), c.system.c_str() + 4,
+                r.at("tp").c_str(), r.at("pp").c_str(), r.at("dp").c_str(), r.at("micro_batch").c_str(),
+                std::string(w["precision"]).c_str(), std::string(w["recompute"]).c_str(), c.deterministic ? "yes" : "no",
+                measured, predicted, 100 * err);
   }
-  const ErrorSummary all = summarize_errors(errors);
-  if (!host_overrides.empty())
-    std::printf("\nheld out (tp > 1, %zu rows): geomean |error| %.2f%%", held_out.size(), 100 * geomean_abs_error(held_out));
-  std::printf("\n%zu rows: geomean |error| %.2f%%, bias %+.2f%%, max |error| %.2f%%\n", all.count, 100 * all.geomean_abs,
-              100 * all.mean_signed, 100 * all.max_abs);
-  if (!errors_deterministic.empty())
-    std::printf("  deterministic mode (%zu rows): geomean %.2f%%\n", errors_deterministic.size(),
-                100 * geomean_abs_error(errors_deterministic));
-  if (!errors_tuned.empty())
-    std::printf("  not deterministic (%zu rows): geomean %.2f%%\n", errors_tuned.size(), 100 * geomean_abs_error(errors_tuned));
+  std::printf("\n");
+  for (const auto& [group, errs] : errors_by) {
+    const ErrorSummary s = summarize_errors(errs);
+    std::printf("%-19s %3zu rows: geomean |error| %6.2f%%, bias %+7.2f%%, max |error| %6.2f%%\n", group.c_str(), s.count,
+                100 * s.geomean_abs, 100 * s.mean_signed, 100 * s.max_abs);
+  }
+  print_scatter(same_prediction);
   for (const auto& [why, n] : skipped) std::printf("skipped %d rows: %s\n", n, why.c_str());
+  if (max_error >= 0 && errors_by.count("dgx_h100") && geomean_abs_error(errors_by["dgx_h100"]) > max_error) {
+    std::printf("DGX H100 geomean |error| above %.2f%%\n", 100 * max_error);
+    return 1;
+  }
   return 0;
 }

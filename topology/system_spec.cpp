@@ -185,6 +185,7 @@ SystemSpec parse_system(const JsonDocument& doc) {
   if (auto host = root.find("host")) s.host = parse_host_spec(host->as_object(), s.host);
   s.host_memory.host_to_device = s.host_memory.device_to_host = s.gpu.pcie_bandwidth;
   if (auto hm = root.find("host_memory")) s.host_memory = parse_host_memory(hm->as_object(), s.host_memory);
+  if (auto cpu = root.find("cpu")) s.cpu = parse_cpu(cpu->as_object());
   if (auto cal = root.find("kernel_calibration")) {
     s.kernel_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();  // an absolute path stays itself
     if (!std::filesystem::is_regular_file(s.kernel_calibration)) cal->fail(fmt::format("no such file: {}", s.kernel_calibration.string()));
@@ -212,6 +213,23 @@ HostMemorySpec parse_host_memory(const JsonObject& o, HostMemorySpec m) {
   m.reserved_share = o.number_or("reserved_share", 0.0, 0.99, m.reserved_share);
   o.finish();
   return m;
+}
+
+CpuSpec parse_cpu(const JsonObject& o) {
+  CpuSpec c;
+  c.model = o.string("model");
+  if (c.model.empty()) o.fail("model", "expected the CPU's name, e.g. \"Intel Xeon Platinum 8480C\"");
+  c.sockets = static_cast<int>(o.integer("sockets", 1, 64));
+  c.cores_per_socket = static_cast<int>(o.integer("cores_per_socket", 1, 4096));
+  c.boost_clock_ghz = o.at("boost_clock_ghz").as_number_in(0.1, 10.0);
+  if (o.find("host_speed")) {
+    c.host_speed = o.at("host_speed").as_number_in(0.01, 100.0);
+    c.host_speed_measured = true;
+  } else {
+    c.host_speed = c.boost_clock_ghz / kReferenceCpuBoostGhz;
+  }
+  o.finish();
+  return c;
 }
 
 HostSpec parse_host_spec(const JsonObject& o, HostSpec h) {

@@ -88,6 +88,24 @@ struct HostMemorySpec {
   [[nodiscard]] Bytes per_rank(int gpus_per_node) const { return capacity * (1 - reserved_share) / gpus_per_node; }
 };
 
+/// The host CPU of a node. Host costs of a fitted runtime profile (configs/runtimes/) hold
+/// for the CPU they were measured on and are scaled by the ratio of single-thread speeds.
+struct CpuSpec {
+  std::string model;           ///< e.g. "Intel Xeon Platinum 8480C"; "": not declared
+  int sockets = 0;             ///< per node
+  int cores_per_socket = 0;
+  double boost_clock_ghz = 0;  ///< the vendor's maximum single-core clock, GHz
+  /// Single-thread host speed relative to the AMD EPYC 7742 (DGX A100's CPU, the CPU of the
+  /// shipped runtime fits): host work that takes t there takes t / host_speed here. 0: not
+  /// declared (no scaling). Unset in the file: boost_clock_ghz / 3.4 (the 7742's boost clock),
+  /// which ignores differences in work per clock.
+  double host_speed = 0;
+  bool host_speed_measured = false;  ///< the file gives host_speed (with its source), not the clock ratio
+};
+
+/// AMD EPYC 7742 maximum boost clock, GHz (AMD product page: "Max. Boost Clock up to 3.4GHz").
+inline constexpr double kReferenceCpuBoostGhz = 3.4;
+
 struct SystemSpec {
   std::string name;   ///< e.g. "DGX H100"
   std::string file;   ///< the file it was read from
@@ -106,6 +124,7 @@ struct SystemSpec {
   NetworkSpec network;
   HostSpec host;
   HostMemorySpec host_memory;
+  CpuSpec cpu;
   /// Calibration file of the collective models ("collective_calibration", relative to the
   /// system file); empty: spec-derived models only.
   std::filesystem::path comms_calibration;
@@ -132,6 +151,9 @@ struct SystemSpec {
 /// Reads a `host_memory` object (capacity required; host_to_device_bandwidth,
 /// device_to_host_bandwidth, numa_nodes, reserved_share optional) over `base`.
 [[nodiscard]] HostMemorySpec parse_host_memory(const JsonObject& host_memory, HostMemorySpec base);
+/// Reads a `cpu` object: model, sockets, cores_per_socket, boost_clock_ghz required;
+/// host_speed optional (default: boost_clock_ghz / kReferenceCpuBoostGhz).
+[[nodiscard]] CpuSpec parse_cpu(const JsonObject& cpu);
 [[nodiscard]] SystemSpec load_system(const std::filesystem::path& path);
 
 [[nodiscard]] std::string_view fabric_name(IntraFabric f);

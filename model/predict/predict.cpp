@@ -19,12 +19,15 @@ std::string host_key(const std::string& rest) {
   return rest.compare(0, prefix.size(), prefix) == 0 ? rest.substr(prefix.size()) : "";
 }
 
-void set_host_value(JsonDocument& doc, const std::string& key, const std::string& path, const std::string& value) {
+/// Records a host-cost override under `section`: "host" (the system's host values, used as
+/// given) or "runtime_host" (the runtime profile's values, scaled to the system's CPU).
+void set_host_value(JsonDocument& doc, const std::string& section, const std::string& key, const std::string& path,
+                    const std::string& value) {
   if (key.empty() || key.find_first_of(".[/") != std::string::npos)
     throw ConfigError("--set", path, "expected host.KEY with KEY one of op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead");
   if (!doc.root.is_object()) doc.root = nlohmann::json::object();
-  if (!doc.root.contains("host")) doc.root["host"] = nlohmann::json::object();
-  apply_override(doc, "host." + key, value);
+  if (!doc.root.contains(section)) doc.root[section] = nlohmann::json::object();
+  apply_override(doc, section + "." + key, value);
 }
 
 /// Appends "[--set KEY=VALUE]" to the system's name for overrides that change what the
@@ -56,7 +59,8 @@ void apply_override_text(const std::string& text, JsonDocument& system, JsonDocu
   if (head == "runtime" || (head == "system" && (rest == "host" || !host_key(rest).empty()))) {
     if (head == "runtime" && host_key(rest).empty())
       throw ConfigError("--set", path, "a runtime profile holds host costs only: expected runtime.host.KEY, e.g. runtime.host.op_overhead=20us");
-    return set_host_value(host ? *host : system, host_key(rest), path, value);
+    if (!host) return set_host_value(system, "host", host_key(rest), path, value);
+    return set_host_value(*host, head == "runtime" ? "runtime_host" : "host", host_key(rest), path, value);
   }
   if (head == "system") {
     apply_override(system, rest, value);
@@ -134,8 +138,14 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   // The software stack's host costs (runtime_profile.hpp): named, or the default per kind;
   // host costs given with --set win over both files.
   const bool transformer = std::holds_alternative<TransformerSpec>(any);
-  const std::optional<RuntimeProfile> runtime =
+  std::optional<RuntimeProfile> runtime =
       load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), workload_file, named_runtime.has_value());
+  const bool runtime_overridden = host_overrides.root.contains("runtime_host");
+  if (runtime_overridden) {
+    const JsonObject values = JsonObject(host_overrides).object("runtime_host");
+    if (runtime) override_runtime_host(*runtime, values);
+    else system.host = parse_host_spec(values, system.host);  // no profile: the values are the system's
+  }
   if (runtime) apply_runtime(system, *runtime);
   apply_host_overrides(system, host_overrides);
   auto finish = [&](std::unique_ptr<Prediction> p) {
@@ -144,6 +154,8 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
       p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
     }
     if (host_overrides.root.contains("host")) mark_host_set_by_override(p->provenance, host_overrides.root.at("host").dump());
+    if (runtime_overridden)
+      mark_host_set_by_override(p->provenance, "runtime " + host_overrides.root.at("runtime_host").dump());
     return require_finite_time(std::move(p), system_file, workload_file);
   };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {

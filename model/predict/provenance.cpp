@@ -68,7 +68,8 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
   host.basis = "the system's host constants (launch and per-op overheads)";
   if (runtime && runtime->fitted()) {
     host.calibrated = true;
-    host.basis = runtime->name;
+    host.basis = runtime->host_scale_basis.empty() ? runtime->name
+                                                   : fmt::format("{}, host costs {}", runtime->name, runtime->host_scale_basis);
     host.source = runtime->file;
     host.measured_on = runtime->measured_on;
     host.heldout_error = runtime->heldout_error;

@@ -57,6 +57,10 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
     const JsonValue e = f.at("heldout_geomean_abs_error");
     r.heldout_error = e.as_number();
     if (r.heldout_error < 0 || r.heldout_error > 10) e.fail("expected a geomean |error| between 0 and 10");
+    if (f.find("cpu")) {
+      r.fit_cpu = f.string("cpu");
+      r.fit_host_speed = f.at("host_speed").as_number_in(0.01, 100.0);
+    }
     f.finish();
   }
   (void)root.find("sources");
@@ -64,11 +68,35 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   return r;
 }
 
-void apply_runtime(SystemSpec& s, const RuntimeProfile& r) {
-  if (r.op_overhead) s.host.op_overhead = *r.op_overhead;
-  if (r.backward_op_overhead) s.host.backward_op_overhead = *r.backward_op_overhead;
-  if (r.launch_overhead) s.host.launch_overhead = *r.launch_overhead;
-  if (r.collective_launch_overhead) s.host.collective_launch_overhead = *r.collective_launch_overhead;
+void override_runtime_host(RuntimeProfile& r, const JsonObject& o) {
+  auto opt = [&](const char* key, std::optional<Seconds>& into) {
+    if (o.find(key)) into = o.quantity(key, Dimension::kTime);
+  };
+  opt("op_overhead", r.op_overhead);
+  opt("backward_op_overhead", r.backward_op_overhead);
+  opt("launch_overhead", r.launch_overhead);
+  opt("collective_launch_overhead", r.collective_launch_overhead);
+  o.finish();
+}
+
+void apply_runtime(SystemSpec& s, RuntimeProfile& r) {
+  r.host_scale = 1;
+  r.host_scale_basis.clear();
+  if (r.fit_host_speed > 0 && s.cpu.host_speed == r.fit_host_speed) {
+    // the fit's own CPU speed: nothing to scale, nothing to say
+  } else if (r.fit_host_speed > 0 && s.cpu.host_speed > 0) {
+    r.host_scale = r.fit_host_speed / s.cpu.host_speed;
+    r.host_scale_basis = fmt::format("x{:.2f} for the CPU: fitted on {}, run on {} (host speed {:.2f} / {:.2f}, {})", r.host_scale,
+                                     r.fit_cpu, s.cpu.model, r.fit_host_speed, s.cpu.host_speed,
+                                     s.cpu.host_speed_measured ? "measured" : "boost clock ratio");
+  } else if (r.fit_host_speed > 0) {
+    r.host_scale_basis = fmt::format("not scaled: the system declares no cpu (fitted on {})", r.fit_cpu);
+  }
+  const double k = r.host_scale;
+  if (r.op_overhead) s.host.op_overhead = k * *r.op_overhead;
+  if (r.backward_op_overhead) s.host.backward_op_overhead = k * *r.backward_op_overhead;
+  if (r.launch_overhead) s.host.launch_overhead = k * *r.launch_overhead;
+  if (r.collective_launch_overhead) s.host.collective_launch_overhead = k * *r.collective_launch_overhead;
 }
 
 }  // namespace perfcast

@@ -5,7 +5,9 @@
 /// that belong to the framework, not to the GPU system, with the fit they came from. A
 /// workload names its runtime ("runtime": "megatron_deepspeed"); without one, Transformers
 /// use megatron_deepspeed and other workloads pytorch_eager; `--set runtime=NAME` overrides.
-/// Values a profile sets replace the system file's `host` values; the others stay.
+/// Values a profile sets replace the system file's `host` values; the others stay. A fitted
+/// profile names the CPU it was measured on and that CPU's host speed (CpuSpec::host_speed);
+/// its values are scaled to the system's CPU by measured speed / system speed.
 
 #include <optional>
 #include <string>
@@ -25,6 +27,12 @@ struct RuntimeProfile {
   std::optional<bool> pipeline_host_blocking;
   std::string measured_on;  ///< what the fit used ("" : not fitted)
   double heldout_error = -1;  ///< held-out geomean |error| of the fit; < 0: none
+  std::string fit_cpu;        ///< the CPU of the fit ("" : not stated)
+  double fit_host_speed = 0;  ///< its CpuSpec::host_speed; 0: not stated (no scaling)
+  /// Set by apply_runtime: the factor the profile's host values were multiplied by (1 when
+  /// not scaled) and why.
+  double host_scale = 1;
+  std::string host_scale_basis;
   [[nodiscard]] bool fitted() const { return heldout_error >= 0; }
 };
 
@@ -41,7 +49,12 @@ struct RuntimeProfile {
 [[nodiscard]] std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file,
                                                                  bool required);
 
-/// Puts the profile's host values into `system.host`.
-void apply_runtime(SystemSpec& system, const RuntimeProfile& runtime);
+/// Host-cost overrides of the profile itself (`--set runtime.host.KEY=VALUE`, on the fit's
+/// CPU like the profile's own values) read from `overrides` ({"op_overhead": "20us", ...}).
+void override_runtime_host(RuntimeProfile& runtime, const JsonObject& overrides);
+
+/// Puts the profile's host values into `system.host`, scaled to the system's CPU
+/// (fit_host_speed / system.cpu.host_speed when both are known); records the factor.
+void apply_runtime(SystemSpec& system, RuntimeProfile& runtime);
 
 }  // namespace perfcast
