@@ -4,7 +4,7 @@
 // fitted on the DGX A100 rows) unless --runtime says otherwise.
 //
 // Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the GPT rows measured
-// on DGX H100 or DGX A100 that perfcast can express: no expert, context or virtual-pipeline parallelism,
+// on DGX H100 or DGX A100 that perfcast can express: no expert or context parallelism,
 // no Megatron FSDP, no multi-latent attention. Each row's configuration (layers, widths,
 // heads and query groups, sequence, vocabulary, batch, TP / PP / DP, precision,
 // recompute, sequence parallelism, and the flags swiglu, rope, untied embeddings, unfused
@@ -80,7 +80,7 @@ std::string unsupported(const Row& r, const std::map<std::string, std::string>& 
   if (r.at("gpu").find("DGX H100") == std::string::npos && r.at("gpu").find("DGX A100") == std::string::npos)
     return "not DGX H100 / DGX A100";
   if (r.at("model").rfind("GPT", 0) != 0) return "not GPT";
-  if (!trivial(r.at("ep")) || !trivial(r.at("cp")) || !trivial(r.at("vp"))) return "expert / context / virtual pipeline";
+  if (!trivial(r.at("ep")) || !trivial(r.at("cp"))) return "expert / context parallelism";
   if (flags.count("use-megatron-fsdp") || !r.at("fsdp").empty()) return "Megatron FSDP";
   if (flags.count("multi-latent-attention")) return "multi-latent attention";
   return "";
@@ -110,7 +110,7 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
       {"recompute", rc.find("full") != std::string::npos ? "full" : rc.find("selective") != std::string::npos ? "selective" : "none"},
       {"optimizer", "adam"}, {"distributed_optimizer", on("use-distributed-optimizer")},
       {"overlap_grad_reduce", on("overlap-grad-reduce")}, {"tp_comm_overlap", on("tp-comm-overlap")},
-      {"parallelism", {{"tp", num("tp")}, {"pp", num("pp")}, {"dp", "auto"}}},
+      {"parallelism", {{"tp", num("tp")}, {"pp", num("pp")}, {"vp", std::max(1LL, num("vp"))}, {"dp", "auto"}}},
       {"sequence_parallel", r.at("sequence_parallel") == "True"},
       {"activation", on("swiglu") ? "swiglu" : "gelu"},
       {"position_embedding", flags.count("position-embedding-type") && flags.at("position-embedding-type") == "rope" ? "rope" : "learned"},
@@ -176,7 +176,7 @@ std::string pairing_key(const Row& r) {
 
 /// Host speed of DGX H100's CPU relative to DGX A100's, as the median ratio of DGX A100 to
 /// DGX H100 step times of the test cases measured on both (same container) that this tool
-/// does not predict (BERT, T5, GPT with expert / context / virtual pipeline parallelism):
+/// does not predict (BERT, T5, GPT with expert or context parallelism):
 /// small, host-bound steps, kept apart from the rows the check reports.
 void print_host_speed(const std::vector<Row>& rows) {
   std::map<std::string, double> h100, a100;

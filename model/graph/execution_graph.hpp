@@ -45,6 +45,15 @@ struct Op {
   /// Ops of the previous iteration whose outputs this op reads: inputs a training pipeline
   /// prepared one iteration ahead (TorchRec's sparse_dist). In the first iteration, none.
   std::vector<int> prev_deps{};
+  /// One part of a batched group of point-to-point transfers (torch.distributed's
+  /// batch_isend_irecv: NCCL runs the sends and receives of a group together): a collective
+  /// that neither waits for its stream's earlier work nor holds up the stream's later work,
+  /// so the parts of one call, and calls of ranks around a pipeline ring, cannot block each
+  /// other. Collectives only.
+  bool concurrent = false;
+  /// A later part of the call the previous op began: no host op overhead of its own (the
+  /// launch overhead stays).
+  bool same_call = false;
 };
 
 struct RankProgram {

@@ -1,6 +1,7 @@
 /// \file transformer_builder.cpp
 /// build_transformer_graph: each rank's program from the rank passes
-/// (transformer_rank_passes.hpp) in the 1F1B pipeline schedule; the parameters and the
+/// (transformer_rank_passes.hpp) in the 1F1B pipeline schedule (or the interleaved one,
+/// transformer_interleaved_schedule.cpp); the parameters and the
 /// memory estimate of a rank.
 
 #include "model/graph/transformer_builder.hpp"
@@ -98,14 +99,17 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
     throw ConfigError(w.file, "/parallelism", fmt::format("tp x pp x dp = {} but the system has {} GPUs", w.tp * w.pp * w.dp, world));
   }
   ExecutionGraph g;
-  transformer::SharedCollectives shared{g, {}, {}};
+  transformer::SharedCollectives shared{g, {}, {}, {}};
   g.ranks.reserve(static_cast<std::size_t>(world));
   const int replicas = w.tp * w.dp;  // ranks per stage
   const bool mirror = w.symmetric_simulation && replicas > 1;
   for (int r = 0; r < world; ++r) {
     const int representative = r / replicas * replicas;  // tp index 0, dp index 0 of r's stage
     if (mirror) g.mirror_of.push_back(representative);
-    if (!mirror || representative == r) g.ranks.push_back(transformer::build_transformer_rank_program(w, r, shared));
+    if (!mirror || representative == r) {
+      g.ranks.push_back(w.vp > 1 ? transformer::build_interleaved_rank_program(w, r, shared)
+                                 : transformer::build_transformer_rank_program(w, r, shared));
+    }
     else g.ranks.emplace_back();
   }
   return g;
@@ -136,8 +140,16 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     m.capacity = s.gpu.memory;
     const double states = (mixed ? 12.0 : 8.0) * params / (w.distributed_optimizer ? w.dp : 1);
     m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
-    const double inflight = double(std::min<std::int64_t>(w.pp - stage, M));
-    const double layers = double(w.layers / w.pp);
+    // Micro-batches whose activations are held at the peak: the warmup forwards plus one.
+    // Interleaved: (pp - stage - 1) x 2 + (vp - 1) x pp + 1 virtual micro-batches of one
+    // chunk's layers (schedules.py's warmup count).
+    double inflight = double(std::min<std::int64_t>(w.pp - stage, M));
+    double layers = double(w.layers / w.pp);
+    if (w.vp > 1) {
+      const std::int64_t warmup = std::int64_t(w.pp - stage - 1) * 2 + std::int64_t(w.vp - 1) * w.pp;
+      inflight = double(std::min<std::int64_t>(warmup + 1, M * w.vp));
+      layers = double(w.layers / (w.pp * w.vp));
+    }
     m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + per_layer
                                                     : inflight * layers * per_layer;
     if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;

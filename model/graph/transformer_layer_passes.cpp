@@ -145,14 +145,14 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
 
 /// The stage's layers in order.
 void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
-  const std::int64_t first = c.stage * c.layers_per_stage();
-  for (std::int64_t l = 0; l < c.layers_per_stage(); ++l) add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
+  const std::int64_t first = c.first_layer();
+  for (std::int64_t l = 0; l < c.chunk_layers(); ++l) add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
 }
 
 /// The stage's layers from the last.
 void add_layers_backward(const TransformerRankContext& c, TransformerDraft& d) {
-  const std::int64_t first = c.stage * c.layers_per_stage();
-  for (std::int64_t l = c.layers_per_stage(); l-- > 0;) add_layer_backward(c, d, static_cast<int>(first + l));
+  const std::int64_t first = c.first_layer();
+  for (std::int64_t l = c.chunk_layers(); l-- > 0;) add_layer_backward(c, d, static_cast<int>(first + l));
 }
 
 }  // namespace perfcast::transformer

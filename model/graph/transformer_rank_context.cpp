@@ -20,6 +20,12 @@ int SharedCollectives::group(const std::vector<int>& ranks) {
   return it->second;
 }
 
+int SharedCollectives::directed_group(int from, int to) {
+  auto [it, fresh] = directed.try_emplace({from, to}, static_cast<int>(g.groups.size()));
+  if (fresh) g.groups.push_back(RankGroup{{from, to}});
+  return it->second;
+}
+
 int SharedCollectives::collective(int grp, const CollectiveDesc& d) {
   std::string key = fmt::format("{}|{}|{}", grp, static_cast<int>(d.kind), d.bytes);
   for (double b : d.pair_bytes) key += fmt::format("|{}", b);
@@ -69,8 +75,8 @@ bool TransformerRankContext::fused_softmax() const {
   return e <= 2 && s > 16 && s <= 2048 && s % 4 == 0 && batches % 4 == 0;
 }
 
-void TransformerDraft::set_micro_batch(int mb) {
-  mb_ = fmt::format("mb{}.", mb);
+void TransformerDraft::set_micro_batch(int mb, int chunk) {
+  mb_ = chunk < 0 ? fmt::format("mb{}.", mb) : fmt::format("mb{}.c{}.", mb, chunk);
   last_mb_ = mb + 1 == c_.w.micro_batches();
 }
 
@@ -107,6 +113,33 @@ void TransformerDraft::collective(const std::string& name, Phase ph, int grp, Co
 void TransformerDraft::p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair) {
   CollectiveDesc d{CollectiveKind::kAllToAllV, 0, std::move(pair)};
   collective(name, ph, grp, std::move(d), c_.w.pipeline_host_blocking);
+}
+
+std::vector<int> TransformerDraft::p2p_batch(const std::string& name, Phase ph, const std::vector<Transfer>& parts,
+                                             bool joined_by_next) {
+  if (parts.empty()) return {};
+  std::vector<int> ends;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    // A 2-rank all-to-allv on the directed group {from, to}: bytes from member 0 to member 1.
+    const CollectiveDesc desc{CollectiveKind::kAllToAllV, 0, {0, parts[i].bytes, 0, 0}};
+    Op op{mb_ + name + "." + parts[i].label, ph, Stream::kComm, {}, shared_.collective(parts[i].group, desc), {}, false};
+    if (last_ >= 0) op.deps.push_back(last_);
+    op.concurrent = true;
+    op.same_call = i > 0;
+    program.ops.push_back(std::move(op));
+    ends.push_back(static_cast<int>(program.ops.size()) - 1);
+  }
+  if (!joined_by_next) return ends;
+  if (!c_.w.pipeline_host_blocking) {
+    join_next(ends);
+    return ends;
+  }
+  // p2p_communication waits on the requests, then synchronizes: an op without GPU work
+  // that waits for every part, and the host with it.
+  Op wait{mb_ + name + ".wait", ph, Stream::kComm, {}, {}, ends, true};
+  wait.same_call = true;
+  add(std::move(wait));
+  return ends;
 }
 
 void TransformerDraft::tp_reduce(const std::string& name, Phase ph, bool beside_gemm) {

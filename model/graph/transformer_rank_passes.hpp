@@ -41,8 +41,14 @@ struct SharedCollectives {
   std::map<std::vector<int>, int> groups;
   std::map<std::string, int> collectives;
 
+  std::map<std::pair<int, int>, int> directed;
+
   /// Index of the group of exactly these ranks, added when new.
   int group(const std::vector<int>& ranks);
+  /// A group {from, to} of its own for the point-to-point transfers from `from` to `to`:
+  /// each direction keeps its own order (NCCL matches sends and receives between two ranks
+  /// in the order they were posted), apart from every other group of the same ranks.
+  int directed_group(int from, int to);
   /// Collectives with equal group and descriptor are one collective, issued repeatedly.
   int collective(int grp, const CollectiveDesc& d);
 };
@@ -63,10 +69,22 @@ struct TransformerRankContext {
   std::int64_t qkv = 0, attn_out = 0, ffn1 = 0, ffn2 = 0, vocab = 0;  ///< GEMM widths per TP rank
   double p2p_bytes = 0;  ///< one pipeline transfer: tokens x hidden x e
   double mask = 0;       ///< bytes of a dropout mask element (1 with dropout, else 0)
+  /// The model chunk the micro-batch passes run (interleaved schedule, 0 .. vp-1); -1: all
+  /// of the stage's layers (the 1F1B schedule, and the optimizer passes).
+  int chunk = -1;
 
-  [[nodiscard]] bool first_stage() const { return stage == 0; }
-  [[nodiscard]] bool last_stage() const { return stage + 1 == w.pp; }
+  /// Holds the embedding: stage 0 (its first model chunk when interleaved).
+  [[nodiscard]] bool first_stage() const { return stage == 0 && chunk <= 0; }
+  /// Holds the LM head and loss: the last stage (its last model chunk when interleaved).
+  [[nodiscard]] bool last_stage() const { return stage + 1 == w.pp && (chunk < 0 || chunk + 1 == w.vp); }
+  /// All layers the rank holds (every model chunk).
   [[nodiscard]] std::int64_t layers_per_stage() const { return w.layers / w.pp; }
+  /// Layers the micro-batch passes run: one model chunk's, or the stage's.
+  [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.layers / (w.pp * w.vp); }
+  /// Index of the first of them: chunk v of stage s holds virtual stage v x pp + s.
+  [[nodiscard]] std::int64_t first_layer() const {
+    return chunk < 0 ? stage * layers_per_stage() : (std::int64_t(chunk) * w.pp + stage) * chunk_layers();
+  }
   /// Hidden-state elements on this rank.
   [[nodiscard]] double hs() const { return double(tokens_sp) * w.hidden; }
   /// A GEMM in the activation type (attention's batched GEMMs, the LM head).
@@ -82,6 +100,8 @@ struct TransformerRankContext {
   /// the output gradient in the backward) to FP8 fused with the transpose the other GEMM
   /// of the pair reads (read 2 B, write 1 B twice per element: 4 B).
   [[nodiscard]] std::vector<KernelDesc> linear(double input_elements, std::vector<KernelDesc> gemms) const;
+  /// The rank of stage `s` with this rank's tp and dp index.
+  [[nodiscard]] int rank_of_stage(int s) const { return tp_i + w.tp * (dp_i + w.dp * s); }
   /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
   /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
   /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and
@@ -96,8 +116,9 @@ class TransformerDraft {
  public:
   TransformerDraft(const TransformerRankContext& c, SharedCollectives& shared) : c_(c), shared_(shared) {}
 
-  /// Name prefix of the current micro-batch ("mb3."), or none (optimizer).
-  void set_micro_batch(int mb);
+  /// Name prefix of the current micro-batch ("mb3.", or "mb3.c1." for model chunk 1 of the
+  /// interleaved schedule), or none (optimizer).
+  void set_micro_batch(int mb, int chunk = -1);
   void clear_micro_batch() {
     mb_.clear();
     last_mb_ = false;
@@ -117,6 +138,20 @@ class TransformerDraft {
   /// batch_isend_irecv()"), so the host issues nothing more until the transfer, and all
   /// GPU work queued before it, has finished.
   void p2p(const std::string& name, Phase ph, int grp, std::vector<double> pair);
+  /// One batched point-to-point call (batch_isend_irecv): `parts` are (directed group,
+  /// bytes, label) transfers this rank sends or receives. They run together beside the
+  /// stream (Op::concurrent). `joined_by_next`: the next op waits for all of them, and with
+  /// a blocking runtime (pipeline_host_blocking) the host does too; otherwise nothing waits
+  /// for them until join_next() says so (overlapped p2p communication). Returns the parts'
+  /// op indices; no parts: nothing is added.
+  struct Transfer {
+    int group;
+    double bytes;
+    std::string label;  ///< e.g. "send_next"
+  };
+  std::vector<int> p2p_batch(const std::string& name, Phase ph, const std::vector<Transfer>& parts, bool joined_by_next = true);
+  /// The next op waits for these ops too.
+  void join_next(const std::vector<int>& ops) { join_.insert(join_.end(), ops.begin(), ops.end()); }
   /// The TP collective after a row-parallel layer (forward) or before a column-parallel
   /// layer's input gradient (backward): all-reduce, or reduce-scatter under sequence parallelism.
   /// `beside_gemm`: the collective belongs to a Transformer Engine linear layer, which
@@ -192,5 +227,8 @@ inline constexpr std::array<NamedTransformerPass, 2> kOptimizerPasses{{
 /// Rank `rank`'s program: the 1F1B schedule of micro-batch forwards and backwards with
 /// their pipeline transfers, then the optimizer passes.
 [[nodiscard]] RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, SharedCollectives& shared);
+/// The same with the interleaved 1F1B schedule (w.vp model chunks per rank;
+/// transformer_interleaved_schedule.cpp).
+[[nodiscard]] RankProgram build_interleaved_rank_program(const TransformerSpec& w, int rank, SharedCollectives& shared);
 
 }  // namespace perfcast::transformer

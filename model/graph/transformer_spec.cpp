@@ -57,12 +57,10 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   [[maybe_unused]] const std::string opt = root.enum_or("optimizer", {"adam"}, "adam");
   w.distributed_optimizer = root.bool_or("distributed_optimizer", false);
   w.overlap_grad_reduce = root.bool_or("overlap_grad_reduce", false);
-  const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "1f1b");
-  if (schedule == "interleaved") {
-    root.fail("schedule", "the interleaved 1F1B schedule is not simulated yet; use \"1f1b\"");
-  }
+  const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "");
   w.sequence_parallel = root.bool_or("sequence_parallel", false);
   w.tp_comm_overlap = root.bool_or("tp_comm_overlap", false);
+  w.overlap_p2p_comm = root.bool_or("overlap_p2p_comm", true);
   if (w.tp_comm_overlap && !w.sequence_parallel)
     root.fail("tp_comm_overlap", "TP communication overlap (Transformer Engine userbuffers) needs \"sequence_parallel\": true");
   w.attention = root.enum_or("attention", {"flash", "unfused"}, "flash") == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
@@ -71,6 +69,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     const JsonObject p = par->as_object();
     w.tp = static_cast<int>(p.integer_or("tp", 1, 4096, 1));
     w.pp = static_cast<int>(p.integer_or("pp", 1, 4096, 1));
+    w.vp = static_cast<int>(p.integer_or("vp", 1, 64, 1));
     if (const auto dp = p.find("dp")) {
       if (dp->is_string()) {
         [[maybe_unused]] const std::string a = dp->as_enum({"auto"});
@@ -82,6 +81,11 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     p.finish();
   }
   root.finish();
+  if (schedule == "interleaved" && w.vp == 1)
+    root.fail("schedule", "the interleaved schedule needs virtual stages: set \"parallelism\": {\"vp\": 2 or more}");
+  if (schedule == "1f1b" && w.vp > 1)
+    root.fail("schedule", fmt::format("\"1f1b\" runs one model chunk per stage, but parallelism.vp is {}: leave "
+                                      "\"schedule\" out or set \"interleaved\"", w.vp));
 
   if (w.hidden % w.heads != 0) {
     throw ConfigError(doc.file, "/heads", fmt::format("hidden {} does not divide into {} heads", w.hidden, w.heads));
@@ -119,12 +123,25 @@ void resolve_parallelism(TransformerSpec& w, int world) {
   if (w.layers % w.pp != 0) {
     throw ConfigError(w.file, at + "/pp", fmt::format("{} layers do not divide over pp {}", w.layers, w.pp));
   }
+  if (w.vp > 1) {
+    if (w.pp < 2) throw ConfigError(w.file, at + "/vp", fmt::format("virtual stages (vp {}) need pp >= 2", w.vp));
+    if (w.layers % (w.pp * w.vp) != 0) {
+      throw ConfigError(w.file, at + "/vp", fmt::format("{} layers do not divide over pp {} x vp {} model chunks", w.layers,
+                                                        w.pp, w.vp));
+    }
+  }
   if (w.sequence_parallel && w.seq_len * w.micro_batch % w.tp != 0) {
     throw ConfigError(w.file, "/sequence_parallel", fmt::format("seq_len x micro_batch does not divide over tp {}", w.tp));
   }
   if (w.global_batch % (w.micro_batch * w.dp) != 0) {
     throw ConfigError(w.file, "/global_batch", fmt::format("global batch {} is not a multiple of micro batch {} x dp {}",
                                                            w.global_batch, w.micro_batch, w.dp));
+  }
+  // Megatron's interleaved schedule runs micro-batches in groups of pp per model chunk
+  // (schedules.py: "number of microbatches ... is not divisible by pipeline-model-parallel-size").
+  if (w.vp > 1 && w.micro_batches() % w.pp != 0) {
+    throw ConfigError(w.file, at + "/vp", fmt::format("the interleaved schedule needs the micro-batch count ({}) to be a "
+                                                      "multiple of pp {}", w.micro_batches(), w.pp));
   }
 }
 

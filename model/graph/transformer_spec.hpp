@@ -51,6 +51,14 @@ struct TransformerSpec {
   /// reduce-scatter beside the row-parallel GEMM that produces it.
   bool tp_comm_overlap = false;
   int tp = 1, pp = 1;
+  /// Virtual pipeline stages (model chunks) per pipeline rank, Megatron's
+  /// --virtual-pipeline-model-parallel-size; > 1: the interleaved 1F1B schedule.
+  int vp = 1;
+  /// Megatron's overlap_p2p_comm (on unless --no-overlap-p2p-communication), interleaved
+  /// schedule with a stream-ordered runtime only: a forward's transfers run beside the next
+  /// backward and a backward's beside the next forward; each is waited for only where its
+  /// tensor is needed.
+  bool overlap_p2p_comm = true;
   int dp = 0;                    ///< 0: "auto" = GPUs / (tp x pp)
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;

@@ -20,6 +20,10 @@ namespace perfcast::transformer {
 /// < 0.5), the loss mask and the position ids, and tokens/labels are sliced contiguous.
 void add_get_batch(const TransformerRankContext& c, TransformerDraft& d) {
   const auto& w = c.w;
+  // Interleaved schedule (Megatron-Core): pretrain_gpt.get_batch returns at once on stages
+  // that are neither the first nor the last pipeline stage; those two load a batch for
+  // every model chunk.
+  if (c.chunk >= 0 && c.stage != 0 && c.stage + 1 != w.pp) return;
   const Phase ph = Phase::kForward;
   const double sizes_bytes = 8.0 * 8;  // MAX_DATA_DIM = 8 int64 per key, one key ("text")
   const double token_bytes = 8.0 * w.micro_batch * (w.seq_len + 1);

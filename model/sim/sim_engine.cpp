@@ -64,6 +64,7 @@ void Engine::throw_deadlock() const {
 }
 
 Seconds Engine::host_op_overhead(const Op& op) const {
+  if (op.same_call) return 0;
   if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead;
   return host_.op_overhead;
 }
@@ -158,7 +159,8 @@ int Engine::issue_host_segment(RankCursor& st, int rank, const Op& op, const OpT
   return seg_idx;
 }
 
-int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, Seconds deps_end, int dep_event) {
+int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, int stream_last, Seconds deps_end,
+                             int dep_event) {
   const auto s = static_cast<std::size_t>(op.stream);
   st.host += host_.launch_overhead;
   TimelineEvent ev;
@@ -166,10 +168,10 @@ int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, Se
   ev.iteration = st.iter;
   ev.op = st.op;
   ev.lane = Lane::kComm;
-  place(ev, st.host, seg, st.stream_last[s], deps_end, dep_event);
+  place(ev, st.host, seg, stream_last, deps_end, dep_event);
   ev.end = kUnresolved;  // set when every rank of the group has arrived
   const int last = log_.push(ev);
-  record_launch(st, s, last);
+  if (!op.concurrent) record_launch(st, s, last);
   rendezvous_.arrive(rank, st, *op.collective, last);
   return last;
 }
@@ -209,21 +211,23 @@ bool Engine::step(int rank) {
   const Op& op = g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)];
   const OpTiming& timing = tg_.ops[static_cast<std::size_t>(rank)][static_cast<std::size_t>(st.op)];
   const auto s = static_cast<std::size_t>(op.stream);
-  if (!log_.resolved(st.stream_last[s])) return false;
+  // A concurrent op (a part of a batched point-to-point call) queues behind nothing.
+  const int stream_last = op.concurrent ? -1 : st.stream_last[s];
+  if (!log_.resolved(stream_last)) return false;
   Seconds deps_end = 0;
   int dep_event = -1;
   if (!dependencies_end(st, op, deps_end, dep_event)) return false;
   // A full launch queue blocks the host until the stream's oldest pending launch finishes.
-  const int slot = queue_slot_event(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()));
+  const int slot = op.concurrent ? -1 : queue_slot_event(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()));
   if (slot >= 0) {
     if (!log_.resolved(slot)) return false;
     wait_host(st, slot);
   }
 
   const int seg = issue_host_segment(st, rank, op, timing);
-  const int last = op.collective ? issue_collective(st, rank, op, seg, deps_end, dep_event)
+  const int last = op.collective ? issue_collective(st, rank, op, seg, stream_last, deps_end, dep_event)
                                  : issue_kernels(st, rank, op, timing, seg, deps_end, dep_event);
-  if (last >= 0) st.stream_last[s] = last;
+  if (last >= 0 && !op.concurrent) st.stream_last[s] = last;
   // An op without GPU work passes its inputs on: its consumers wait for them.
   st.op_last_event[static_cast<std::size_t>(st.op)] = last >= 0 ? last : dep_event;
   log_.at(seg).end = st.host;
@@ -231,11 +235,13 @@ bool Engine::step(int rank) {
   st.host_cause = seg;
 
   if (op.host_waits) {
-    if (!log_.resolved(last)) {
-      st.waiting_event = last;
+    // An op without GPU work waits for its inputs (e.g. the end of a batched transfer).
+    const int waited = last >= 0 ? last : dep_event;
+    if (!log_.resolved(waited)) {
+      st.waiting_event = waited;
       return true;
     }
-    wait_host(st, last);
+    wait_host(st, waited);
   }
   advance(st, rank);
   return true;

@@ -136,7 +136,8 @@ class Engine {
   /// The host segment of the op: its Python/dispatcher cost.
   int issue_host_segment(RankCursor& st, int rank, const Op& op, const OpTiming& timing);
   /// The op's collective event (its end left to the rendezvous).
-  int issue_collective(RankCursor& st, int rank, const Op& op, int seg, Seconds deps_end, int dep_event);
+  /// `stream_last`: the event the collective queues behind (-1: none, a concurrent op).
+  int issue_collective(RankCursor& st, int rank, const Op& op, int seg, int stream_last, Seconds deps_end, int dep_event);
   /// The op's kernels, back to back on its stream; the first waits for the dependencies.
   int issue_kernels(RankCursor& st, int rank, const Op& op, const OpTiming& timing, int seg, Seconds deps_end,
                     int dep_event);

@@ -53,16 +53,16 @@ code=$?
   || { echo "FAIL misspelt host key: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
 
 # Host costs follow the CPU: a fitted profile's values (fitted on the EPYC 7742, host speed
-# 1.0) are divided by the system's host speed (DGX H100: 1.45). Hand-worked: 145 us on the
-# fit's CPU is 100 us on DGX H100, as is 290 us with a host speed of 2.9; the backward
-# 10 us becomes 6.9 us in all three.
+# 1.0) are divided by the system's host speed (DGX H100: 1.43). Hand-worked: 143 us on the
+# fit's CPU is 100 us on DGX H100, as is 286 us with a host speed of 2.86; the backward
+# 10 us (20 us in the third) becomes 6.99 us in all three.
 h100=$src/configs/systems/dgx_h100.json
 "$perfcast" predict --system "$h100" --workload "$wl" --json "$tmp/h100.json" > "$tmp/h100.txt" 2>&1
-grep -q "host costs x0.69 for the CPU: fitted on AMD EPYC 7742, run on Intel Xeon Platinum 8480C" "$tmp/h100.txt" \
+grep -q "host costs x0.70 for the CPU: fitted on AMD EPYC 7742, run on Intel Xeon Platinum 8480C" "$tmp/h100.txt" \
   && echo "ok   headline gives the CPU scaling" || { echo "FAIL CPU scaling headline"; cat "$tmp/h100.txt"; fails=$((fails + 1)); }
-"$perfcast" predict --system "$h100" --workload "$wl" --set runtime.host.op_overhead=145us --json "$tmp/cpu_a.json" > /dev/null 2>&1
+"$perfcast" predict --system "$h100" --workload "$wl" --set runtime.host.op_overhead=143us --json "$tmp/cpu_a.json" > /dev/null 2>&1
 "$perfcast" predict --system "$h100" --workload "$wl" --set system.host.op_overhead=100us --json "$tmp/cpu_b.json" > /dev/null 2>&1
-"$perfcast" predict --system "$h100" --workload "$wl" --set system.cpu.host_speed=2.9 --set runtime.host.op_overhead=290us \
+"$perfcast" predict --system "$h100" --workload "$wl" --set system.cpu.host_speed=2.86 --set runtime.host.op_overhead=286us \
   --set runtime.host.backward_op_overhead=20us --json "$tmp/cpu_c.json" > /dev/null 2>&1
 same() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * b) }'; }
 same "$(time_of "$tmp/cpu_a.json")" "$(time_of "$tmp/cpu_b.json")" && same "$(time_of "$tmp/cpu_c.json")" "$(time_of "$tmp/cpu_b.json")" \

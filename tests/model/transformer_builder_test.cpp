@@ -231,10 +231,16 @@ TEST_CASE("transformer config errors name the file and path", "[transformer][con
       CHECK(std::string(e.what()).find("hidden") != std::string::npos);
     }
   }
-  SECTION("interleaved schedule is rejected clearly") {
+  SECTION("the interleaved schedule without virtual stages is rejected clearly") {
     JsonDocument doc = load_json_file(root + "/configs/workloads/gpt2.json");
     doc.root["schedule"] = "interleaved";
-    CHECK_THROWS_AS(parse_transformer(doc), ConfigError);
+    try {
+      (void)parse_transformer(doc);
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      CHECK(e.pointer() == "/schedule");
+      CHECK(std::string(e.what()).find("\"vp\": 2 or more") != std::string::npos);
+    }
   }
   SECTION("predict on a system whose GPU count does not fit the preset") {
     PredictRequest r;
