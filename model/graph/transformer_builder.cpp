@@ -95,13 +95,14 @@ double transformer_rank_parameters(const TransformerSpec& w, int stage) {
 }
 
 ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
-  if (w.tp * w.pp * w.dp != world) {
-    throw ConfigError(w.file, "/parallelism", fmt::format("tp x pp x dp = {} but the system has {} GPUs", w.tp * w.pp * w.dp, world));
+  if (w.stage_ranks() * w.pp != world) {
+    throw ConfigError(w.file, "/parallelism",
+                      fmt::format("tp x cp x pp x dp = {} but the system has {} GPUs", w.stage_ranks() * w.pp, world));
   }
   ExecutionGraph g;
   transformer::SharedCollectives shared{g, {}, {}, {}};
   g.ranks.reserve(static_cast<std::size_t>(world));
-  const int replicas = w.tp * w.dp;  // ranks per stage
+  const int replicas = w.stage_ranks();  // ranks per stage
   const bool mirror = w.symmetric_simulation && replicas > 1;
   for (int r = 0; r < world; ++r) {
     const int representative = r / replicas * replicas;  // tp index 0, dp index 0 of r's stage
@@ -121,7 +122,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const double e = dtype_bytes(w.activation_dtype());  // bf16 under FP8: weights and activations stay bf16
   const bool mixed = e < 4;
   const double fp8_weights = w.fp8_linear_layers() ? 2.0 : 0.0;  // FP8 weight copy and its transpose, 1 B each
-  const double sbh = double(w.seq_len) * w.micro_batch * w.hidden;
+  const double sbh = double(w.seq_len / w.cp) * w.micro_batch * w.hidden;  // this rank's share of the sequence
   const double t = w.tp;
   const double attn = 5.0 * w.heads * w.seq_len / w.hidden;  // the a*s/h score terms
   const bool keep_scores = w.attention == AttentionImpl::kUnfused && w.recompute == Recompute::kNone;
@@ -133,12 +134,12 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const double checkpoint = 2 * sbh / sp * (e / 2);  // the layer input kept under full recompute
   const auto M = w.micro_batches();
   for (int r = 0; r < world; ++r) {
-    const int stage = r / (w.tp * w.dp);
+    const int stage = r / w.stage_ranks();
     const double params = transformer_rank_parameters(w, stage);
     RankMemory m;
     m.rank = r;
     m.capacity = s.gpu.memory;
-    const double states = (mixed ? 12.0 : 8.0) * params / (w.distributed_optimizer ? w.dp : 1);
+    const double states = (mixed ? 12.0 : 8.0) * params / (w.distributed_optimizer ? w.dp * w.cp : 1);
     m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
     // Micro-batches whose activations are held at the peak: the warmup forwards plus one.
     // Interleaved: (pp - stage - 1) x 2 + (vp - 1) x pp + 1 virtual micro-batches of one
@@ -152,7 +153,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     }
     m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + per_layer
                                                     : inflight * layers * per_layer;
-    if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;
+    if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len / w.cp) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;
     m.reserved = o.reserved_share * s.gpu.memory;
     out.push_back(m);
   }

@@ -14,12 +14,45 @@
 namespace perfcast::transformer {
 namespace {
 
+/// Context parallelism, Transformer Engine's ring attention (AttnFuncWithCPAndKVP2P) with
+/// Megatron's load-balanced causal split (each CP rank holds sequence chunks i and
+/// 2cp - 1 - i): cp steps; step 0 is this rank's queries against its own keys (causal),
+/// each later step against the keys and values of another rank, of which half the blocks
+/// are needed (seq_kv / 2, no mask). While step i runs, the keys and values for step i + 1
+/// travel one hop of the CP ring (send to the next rank, receive from the previous); the
+/// backward passes the key/value gradients along too (twice the bytes). Then the partial
+/// outputs are merged with their softmax statistics (forward) and the gradients summed.
+void add_context_parallel_attention(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph,
+                                    AttentionPass pass) {
+  const auto& w = c.w;
+  const std::int64_t b = w.micro_batch, s = c.tokens / w.micro_batch, hd = w.head_dim();
+  const bool backward = pass == AttentionPass::kBackward;
+  const double kv_bytes = 2.0 * double(b) * s * c.kv_heads * hd * c.e * (backward ? 2 : 1);
+  const bool causal = w.kind == TransformerKind::kDecoder;
+  for (int step = 0; step < w.cp; ++step) {
+    std::vector<int> transfer;
+    if (step + 1 < w.cp) {
+      transfer = d.p2p_batch(fmt::format("{}cp_ring{}", p, step), ph,
+                             {{c.cp_to_next, kv_bytes, "send_next"}, {c.cp_from_prev, kv_bytes, "recv_prev"}}, false);
+    }
+    const std::int64_t kv = step == 0 || !causal ? s : s / 2;
+    d.kernels(fmt::format("{}flash_attention.cp{}", p, step), ph,
+              {AttentionDesc{b, c.heads, c.kv_heads, s, kv, hd, causal && step == 0, w.activation_dtype(), pass}});
+    d.join_next(transfer);
+  }
+  // Forward: rescale and add the cp partial outputs (read output and statistics, write);
+  // backward: sum the key/value gradients that came back around the ring.
+  const double elements = double(b) * s * (backward ? 2.0 * c.kv_heads : double(c.heads)) * hd;
+  d.kernels(p + (backward ? "cp_kv_grad_sum" : "cp_output_merge"), ph, {ew(backward ? "cp_kv_grad_sum" : "cp_output_merge", elements * (w.cp - 1), 3, 3 * c.e)});
+}
+
 /// Scores, softmax, dropout and context of one layer's attention, forward (also the
 /// selective recomputation in the backward, prefix `p` + "recompute.").
 void add_attention_core_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
   const auto& w = c.w;
   const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
   const bool causal = w.kind == TransformerKind::kDecoder;
+  if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kForward);
   if (w.attention == AttentionImpl::kFlash) {
     d.kernels(p + "flash_attention", ph,
               {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward}});
@@ -55,6 +88,7 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
   const Phase ph = Phase::kBackward;
   const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
   const bool causal = w.kind == TransformerKind::kDecoder;
+  if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kBackward);
   if (w.attention == AttentionImpl::kFlash) {
     d.kernels(p + "flash_attention", ph,
               {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward}});
@@ -137,7 +171,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's
   // backward of it; their DP reduction starts now, beside the rest of the backward.
-  if (w.overlap_grad_reduce && w.dp > 1 && d.last_micro_batch()) {
+  if (w.overlap_grad_reduce && c.grad_ranks() > 1 && d.last_micro_batch()) {
     const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     d.async_collective(p + "grads.bucket", ph, c.dp_group, {k, transformer_layer_parameters(w) * dtype_bytes(w.grad_reduce_dtype), {}});
   }

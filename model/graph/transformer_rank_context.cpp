@@ -35,22 +35,29 @@ int SharedCollectives::collective(int grp, const CollectiveDesc& d) {
 }
 
 TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int rank, SharedCollectives& shared) : w(w_) {
-  const int t = w.tp, dp = w.dp;
+  // Megatron's rank order: tp fastest, then cp, then dp, then pp.
+  const int t = w.tp, cp = w.cp, dp = w.dp;
   tp_i = rank % t;
-  dp_i = (rank / t) % dp;
-  stage = rank / (t * dp);
-  auto at = [&](int ti, int di, int si) { return ti + t * (di + dp * si); };
+  cp_i = (rank / t) % cp;
+  dp_i = (rank / (t * cp)) % dp;
+  stage = rank / (t * cp * dp);
+  auto at = [&](int ti, int ci, int di, int si) { return ti + t * (ci + cp * (di + dp * si)); };
   std::vector<int> tpg, dpg;
-  for (int i = 0; i < t; ++i) tpg.push_back(at(i, dp_i, stage));
-  for (int i = 0; i < dp; ++i) dpg.push_back(at(tp_i, i, stage));
+  for (int i = 0; i < t; ++i) tpg.push_back(at(i, cp_i, dp_i, stage));
+  for (int di = 0; di < dp; ++di)
+    for (int ci = 0; ci < cp; ++ci) dpg.push_back(at(tp_i, ci, di, stage));
   tp_group = shared.group(tpg);
   dp_group = shared.group(dpg);
-  if (stage > 0) prev_group = shared.group({at(tp_i, dp_i, stage - 1), rank});
-  if (stage + 1 < w.pp) next_group = shared.group({rank, at(tp_i, dp_i, stage + 1)});
-  if (w.pp > 1) emb_group = shared.group({at(tp_i, dp_i, 0), at(tp_i, dp_i, w.pp - 1)});
+  if (stage > 0) prev_group = shared.group({at(tp_i, cp_i, dp_i, stage - 1), rank});
+  if (stage + 1 < w.pp) next_group = shared.group({rank, at(tp_i, cp_i, dp_i, stage + 1)});
+  if (w.pp > 1) emb_group = shared.group({at(tp_i, cp_i, dp_i, 0), at(tp_i, cp_i, dp_i, w.pp - 1)});
+  if (cp > 1) {
+    cp_to_next = shared.directed_group(rank, at(tp_i, (cp_i + 1) % cp, dp_i, stage));
+    cp_from_prev = shared.directed_group(at(tp_i, (cp_i + cp - 1) % cp, dp_i, stage), rank);
+  }
 
   e = dtype_bytes(w.activation_dtype());
-  tokens = w.micro_batch * w.seq_len;
+  tokens = w.micro_batch * w.seq_len / cp;
   tokens_sp = w.sequence_parallel ? tokens / t : tokens;
   heads = w.heads / t;
   kv_heads = w.kv_heads / t;

@@ -60,10 +60,15 @@ struct TransformerRankContext {
   TransformerRankContext(const TransformerSpec& w, int rank, SharedCollectives& shared);
 
   const TransformerSpec& w;
-  int tp_i = 0, dp_i = 0, stage = 0;
+  int tp_i = 0, cp_i = 0, dp_i = 0, stage = 0;
+  /// dp_group: the stage's ranks with this tp index, over dp and cp (gradients and the loss
+  /// are reduced over both, Megatron's data-parallel group with context parallelism).
   int tp_group = -1, dp_group = -1, prev_group = -1, next_group = -1, emb_group = -1;
+  /// Context parallelism: the directed groups to the next and from the previous CP rank of
+  /// the ring that passes keys and values (-1 without cp).
+  int cp_to_next = -1, cp_from_prev = -1;
   double e = 2;  ///< bytes per activation element
-  std::int64_t tokens = 0;     ///< micro-batch x sequence
+  std::int64_t tokens = 0;     ///< micro-batch x sequence / cp (this rank's share)
   std::int64_t tokens_sp = 0;  ///< tokens held by this rank (/tp under sequence parallelism)
   std::int64_t heads = 0, kv_heads = 0;  ///< per TP rank
   std::int64_t qkv = 0, attn_out = 0, ffn1 = 0, ffn2 = 0, vocab = 0;  ///< GEMM widths per TP rank
@@ -101,7 +106,9 @@ struct TransformerRankContext {
   /// of the pair reads (read 2 B, write 1 B twice per element: 4 B).
   [[nodiscard]] std::vector<KernelDesc> linear(double input_elements, std::vector<KernelDesc> gemms) const;
   /// The rank of stage `s` with this rank's tp and dp index.
-  [[nodiscard]] int rank_of_stage(int s) const { return tp_i + w.tp * (dp_i + w.dp * s); }
+  [[nodiscard]] int rank_of_stage(int s) const { return tp_i + w.tp * (cp_i + w.cp * (dp_i + w.dp * s)); }
+  /// Ranks the gradients are reduced over: dp x cp.
+  [[nodiscard]] int grad_ranks() const { return w.dp * w.cp; }
   /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
   /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
   /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and

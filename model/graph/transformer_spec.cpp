@@ -70,6 +70,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     w.tp = static_cast<int>(p.integer_or("tp", 1, 4096, 1));
     w.pp = static_cast<int>(p.integer_or("pp", 1, 4096, 1));
     w.vp = static_cast<int>(p.integer_or("vp", 1, 64, 1));
+    w.cp = static_cast<int>(p.integer_or("cp", 1, 1024, 1));
     if (const auto dp = p.find("dp")) {
       if (dp->is_string()) {
         [[maybe_unused]] const std::string a = dp->as_enum({"auto"});
@@ -102,17 +103,26 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
 
 void resolve_parallelism(TransformerSpec& w, int world) {
   const std::string at = "/parallelism";
-  const int tp_pp = w.tp * w.pp;
+  const int tp_pp = w.tp * w.cp * w.pp;
+  const std::string cp_text = w.cp > 1 ? fmt::format(" x cp {}", w.cp) : "";
   if (w.dp == 0) {
     if (world % tp_pp != 0) {
-      throw ConfigError(w.file, at, fmt::format("tp {} x pp {} = {} does not divide the system's {} GPUs (dp \"auto\")",
-                                                w.tp, w.pp, tp_pp, world));
+      throw ConfigError(w.file, at, fmt::format("tp {}{} x pp {} = {} does not divide the system's {} GPUs (dp \"auto\")",
+                                                w.tp, cp_text, w.pp, tp_pp, world));
     }
     w.dp = world / tp_pp;
   }
   if (tp_pp * w.dp != world) {
-    throw ConfigError(w.file, at, fmt::format("tp {} x pp {} x dp {} = {} GPUs, but the system has {} (set dp to \"auto\" "
-                                              "or change the parallelism)", w.tp, w.pp, w.dp, tp_pp * w.dp, world));
+    throw ConfigError(w.file, at, fmt::format("tp {}{} x pp {} x dp {} = {} GPUs, but the system has {} (set dp to \"auto\" "
+                                              "or change the parallelism)", w.tp, cp_text, w.pp, w.dp, tp_pp * w.dp, world));
+  }
+  if (w.cp > 1) {
+    // Megatron-Core's load-balanced causal split: 2 x cp chunks per sequence, chunk i and
+    // 2cp - 1 - i on CP rank i; its ring attention is Transformer Engine's.
+    if (w.seq_len % (2 * w.cp) != 0)
+      throw ConfigError(w.file, at + "/cp", fmt::format("seq_len {} does not split into 2 x cp = {} chunks", w.seq_len, 2 * w.cp));
+    if (w.attention != AttentionImpl::kFlash)
+      throw ConfigError(w.file, at + "/cp", "context parallelism runs Transformer Engine's fused attention: set \"attention\": \"flash\"");
   }
   if (w.heads % w.tp != 0 || w.kv_heads % w.tp != 0) {
     throw ConfigError(w.file, at + "/tp", fmt::format("{} heads ({} kv heads) do not divide over tp {}", w.heads, w.kv_heads, w.tp));
@@ -130,7 +140,7 @@ void resolve_parallelism(TransformerSpec& w, int world) {
                                                         w.pp, w.vp));
     }
   }
-  if (w.sequence_parallel && w.seq_len * w.micro_batch % w.tp != 0) {
+  if (w.sequence_parallel && w.seq_len / w.cp * w.micro_batch % w.tp != 0) {
     throw ConfigError(w.file, "/sequence_parallel", fmt::format("seq_len x micro_batch does not divide over tp {}", w.tp));
   }
   if (w.global_batch % (w.micro_batch * w.dp) != 0) {

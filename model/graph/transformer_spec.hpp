@@ -54,12 +54,15 @@ struct TransformerSpec {
   /// Virtual pipeline stages (model chunks) per pipeline rank, Megatron's
   /// --virtual-pipeline-model-parallel-size; > 1: the interleaved 1F1B schedule.
   int vp = 1;
+  /// Context parallelism (Megatron's --context-parallel-size): each sequence split over cp
+  /// ranks, attention over the whole sequence by passing keys and values around the CP ring.
+  int cp = 1;
   /// Megatron's overlap_p2p_comm (on unless --no-overlap-p2p-communication), interleaved
   /// schedule with a stream-ordered runtime only: a forward's transfers run beside the next
   /// backward and a backward's beside the next forward; each is waited for only where its
   /// tensor is needed.
   bool overlap_p2p_comm = true;
-  int dp = 0;                    ///< 0: "auto" = GPUs / (tp x pp)
+  int dp = 0;                    ///< 0: "auto" = GPUs / (tp x cp x pp)
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
@@ -82,6 +85,8 @@ struct TransformerSpec {
   [[nodiscard]] std::int64_t padded_vocab() const;
   /// Micro-batches per iteration and pipeline: global / (micro x dp). Needs dp resolved.
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
+  /// Ranks per pipeline stage: tp x cp x dp.
+  [[nodiscard]] int stage_ranks() const { return tp * cp * dp; }
   /// Parameters of the whole model (embedding counted once when tied).
   [[nodiscard]] double parameters() const;
 };

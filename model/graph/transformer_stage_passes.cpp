@@ -72,7 +72,7 @@ void add_head_and_loss(const TransformerRankContext& c, TransformerDraft& d) {
   // pretrain_gpt.loss_func: sum(losses * loss_mask) / loss_mask.sum(), then
   // average_losses_across_data_parallel_group: an all-reduce of one fp32 over the DP group.
   d.kernels("loss", ph, {ew("masked_loss_sum", double(c.tokens), 2, 8)});
-  if (w.dp > 1) d.collective("loss.dp_all_reduce", ph, c.dp_group, {CollectiveKind::kAllReduce, 4, {}});
+  if (c.grad_ranks() > 1) d.collective("loss.dp_all_reduce", ph, c.dp_group, {CollectiveKind::kAllReduce, 4, {}});
 }
 
 /// Last stage: cross entropy, LM head (data and weight gradients, TP reduction) and final
@@ -108,7 +108,7 @@ void add_gradient_sync(const TransformerRankContext& c, TransformerDraft& d) {
   const Phase ph = Phase::kOptimizer;
   const double params = transformer_rank_parameters(w, c.stage);
   const double gb = dtype_bytes(w.grad_reduce_dtype);
-  if (w.dp > 1) {
+  if (c.grad_ranks() > 1) {
     const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     const std::string name = w.distributed_optimizer ? "grads.reduce_scatter" : "grads.all_reduce";
     if (w.overlap_grad_reduce) {
@@ -133,7 +133,7 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   const auto& w = c.w;
   const Phase ph = Phase::kOptimizer;
   const double params = transformer_rank_parameters(w, c.stage);
-  const double local = w.distributed_optimizer ? params / w.dp : params;
+  const double local = w.distributed_optimizer ? params / c.grad_ranks() : params;
   const bool mixed = dtype_bytes(w.precision) < 4;
   std::vector<KernelDesc> k{ew("grad_norm", local, 2, 4), ew("adam", local, 12, 28)};
   if (mixed) k.push_back(ew("copy_main_params", local, 0, 4 + c.e));
@@ -141,7 +141,7 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   // per iteration, on the first micro-batch; counted here over all the rank's parameters.
   if (w.fp8_linear_layers()) k.push_back(ew("fp8_weight_cast_transpose", params, 0, 4));
   d.kernels("optimizer.adam", ph, std::move(k));
-  if (w.dp > 1 && w.distributed_optimizer) {
+  if (c.grad_ranks() > 1 && w.distributed_optimizer) {
     d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, params * c.e, {}});
   }
   d.kernels("zero_grad", ph, {ew("zero", params, 0, 4)});

@@ -109,8 +109,9 @@ std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, c
   std::vector<ScreenedChoice> out;
   for (const int tp : powers_of_two_up_to(std::min(max_tp, world))) {
     for (const int pp : divisors(w.layers)) {
-      if (world % (tp * pp) != 0) continue;
-      const int dp = world / (tp * pp);
+      // The workload's cp (not searched) takes its share of the GPUs.
+      if (world % (tp * w.cp * pp) != 0) continue;
+      const int dp = world / (tp * w.cp * pp);
       for (const std::int64_t mb : o.micro_batches) {
         if (w.global_batch % (mb * dp) != 0) continue;  // not a shape of this batch: not listed
         for (const bool dist : o.distributed_optimizer) {

@@ -24,7 +24,7 @@ nlohmann::json workload_json(const Workload& any) {
   const auto& w = std::get<TransformerSpec>(any);
   return {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
           {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
-          {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"pp", w.pp}, {"dp", w.dp}}}};
+          {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"cp", w.cp}, {"pp", w.pp}, {"vp", w.vp}, {"dp", w.dp}}}};
 }
 
 /// Per family: calibrated (file, measured on, held-out error) or spec-derived (basis).

@@ -23,8 +23,9 @@ std::string header(const Prediction& p) {
                        tw->graph.ranks.size() > 1 ? "s" : "", ops, tw->graph.collectives.size());
   } else {
     const auto& w = std::get<TransformerSpec>(p.workload);
-    out += fmt::format("  global batch {} x {} tokens, tp {} pp {} dp {}, {} micro-batches of {} per pipeline\n", w.global_batch,
-                       w.seq_len, w.tp, w.pp, w.dp, w.micro_batches(), w.micro_batch);
+    const std::string cp = w.cp > 1 ? fmt::format(" cp {}", w.cp) : "", vp = w.vp > 1 ? fmt::format(" (vp {})", w.vp) : "";
+    out += fmt::format("  global batch {} x {} tokens, tp {}{} pp {}{} dp {}, {} micro-batches of {} per pipeline\n", w.global_batch,
+                       w.seq_len, w.tp, cp, w.pp, vp, w.dp, w.micro_batches(), w.micro_batch);
   }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
   return out;
