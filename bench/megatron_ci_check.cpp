@@ -8,8 +8,8 @@
 // no Megatron FSDP, no multi-latent attention. Each row's configuration (layers, widths,
 // heads and query groups, sequence, vocabulary, batch, TP / PP / DP, precision,
 // recompute, sequence parallelism, and the flags swiglu, rope, untied embeddings, unfused
-// attention, distributed optimizer, overlapped gradient reduction, TP communication
-// overlap) becomes a workload; the measured value is the median logged iteration time.
+// attention, distributed optimizer, overlapped gradient reduction and parameter gather, TP
+// communication overlap) becomes a workload; the measured value is the median logged iteration time.
 // These are small CI models, often in deterministic mode: host- and launch-bound runs.
 //
 // Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--gpus h100|a100|both]
@@ -109,7 +109,8 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
       {"global_batch", num("global_batch")},
       {"recompute", rc.find("full") != std::string::npos ? "full" : rc.find("selective") != std::string::npos ? "selective" : "none"},
       {"optimizer", "adam"}, {"distributed_optimizer", on("use-distributed-optimizer")},
-      {"overlap_grad_reduce", on("overlap-grad-reduce")}, {"tp_comm_overlap", on("tp-comm-overlap")},
+      {"overlap_grad_reduce", on("overlap-grad-reduce")}, {"overlap_param_gather", on("overlap-param-gather")},
+      {"tp_comm_overlap", on("tp-comm-overlap")},
       {"parallelism", {{"tp", num("tp")}, {"pp", num("pp")}, {"vp", std::max(1LL, num("vp"))}, {"cp", std::max(1LL, num("cp"))}, {"dp", "auto"}}},
       {"sequence_parallel", r.at("sequence_parallel") == "True"},
       {"activation", on("swiglu") ? "swiglu" : "gelu"},

@@ -179,8 +179,22 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
 
 /// The stage's layers in order.
 void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
-  const std::int64_t first = c.first_layer();
-  for (std::int64_t l = 0; l < c.chunk_layers(); ++l) add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
+  const std::int64_t first = c.first_layer(), n = c.chunk_layers();
+  // overlap_param_gather: in the iteration's first forward, each layer's parameter bucket is
+  // all-gathered one layer ahead (Megatron's forward pre-hooks dispatch the next bucket and
+  // wait for the current one); the layer's first op waits for its own bucket.
+  const bool gather = c.w.overlap_param_gather && c.grad_ranks() > 1 && d.first_micro_batch();
+  const double bucket = transformer_layer_parameters(c.w) * c.e;
+  auto gather_layer = [&](std::int64_t l) {
+    return d.param_gather_ahead(fmt::format("layer{}.params.all_gather", first + l), Phase::kForward, bucket);
+  };
+  int pending = gather ? gather_layer(0) : -1;
+  for (std::int64_t l = 0; l < n; ++l) {
+    const int next = gather && l + 1 < n ? gather_layer(l + 1) : -1;
+    if (pending >= 0) d.join_next({pending});
+    add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
+    pending = next;
+  }
 }
 
 /// The stage's layers from the last.

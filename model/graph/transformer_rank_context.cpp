@@ -85,6 +85,7 @@ bool TransformerRankContext::fused_softmax() const {
 void TransformerDraft::set_micro_batch(int mb, int chunk) {
   mb_ = chunk < 0 ? fmt::format("mb{}.", mb) : fmt::format("mb{}.c{}.", mb, chunk);
   last_mb_ = mb + 1 == c_.w.micro_batches();
+  first_mb_ = mb == 0;
 }
 
 int TransformerDraft::side_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d, int dep) {
@@ -92,6 +93,12 @@ int TransformerDraft::side_collective(const std::string& name, Phase ph, int grp
   if (dep >= 0) op.deps.push_back(dep);
   program.ops.push_back(std::move(op));
   return static_cast<int>(program.ops.size()) - 1;
+}
+
+int TransformerDraft::param_gather_ahead(const std::string& name, Phase ph, double bytes) {
+  const int op = side_collective(name, ph, c_.dp_group, {CollectiveKind::kAllGather, bytes, {}}, -1);
+  param_gathers.push_back(op);
+  return op;
 }
 
 void TransformerDraft::async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d) {

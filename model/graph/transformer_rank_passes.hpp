@@ -128,7 +128,7 @@ class TransformerDraft {
   void set_micro_batch(int mb, int chunk = -1);
   void clear_micro_batch() {
     mb_.clear();
-    last_mb_ = false;
+    last_mb_ = first_mb_ = false;
   }
 
   /// Appends `op` after the previous op; ops named "...recompute..." are recomputed forwards.
@@ -170,6 +170,14 @@ class TransformerDraft {
   [[nodiscard]] std::string named(const std::string& name) const { return mb_ + name; }
   /// Whether the current micro-batch is the iteration's last (set by set_micro_batch).
   [[nodiscard]] bool last_micro_batch() const { return last_mb_; }
+  /// Whether the current micro-batch is the iteration's first (of its model chunk).
+  [[nodiscard]] bool first_micro_batch() const { return first_mb_; }
+  /// overlap_param_gather: the all-gathers issued in the first forward, which wait for the
+  /// previous iteration's optimizer step (set by the optimizer pass through prev_deps).
+  std::vector<int> param_gathers;
+  /// Issues the parameter all-gather of `bytes` beside the chain (after the previous op)
+  /// and makes the op after next wait for it ("one bucket ahead"); returns its op index.
+  int param_gather_ahead(const std::string& name, Phase ph, double bytes);
   /// A collective that runs beside the op chain: it starts after the previous op, but the
   /// next op does not wait for it; the op after join_async() waits for all of them.
   void async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d);
@@ -189,6 +197,7 @@ class TransformerDraft {
   std::vector<int> join_after_next_;  ///< side collectives the op after the next one waits for
   std::string mb_;  ///< name prefix of the current micro-batch, e.g. "mb3."
   bool last_mb_ = false;
+  bool first_mb_ = false;
   std::vector<int> pending_, join_;  ///< async collectives not yet joined; those the next op waits for
 };
 

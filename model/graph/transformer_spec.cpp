@@ -57,6 +57,10 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   [[maybe_unused]] const std::string opt = root.enum_or("optimizer", {"adam"}, "adam");
   w.distributed_optimizer = root.bool_or("distributed_optimizer", false);
   w.overlap_grad_reduce = root.bool_or("overlap_grad_reduce", false);
+  w.overlap_param_gather = root.bool_or("overlap_param_gather", false);
+  if (w.overlap_param_gather && !(w.distributed_optimizer && w.overlap_grad_reduce))
+    root.fail("overlap_param_gather", "Megatron overlaps the parameter all-gather only with \"distributed_optimizer\" and "
+                                      "\"overlap_grad_reduce\" both true");
   const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "");
   w.sequence_parallel = root.bool_or("sequence_parallel", false);
   w.tp_comm_overlap = root.bool_or("tp_comm_overlap", false);

@@ -46,6 +46,10 @@ struct TransformerSpec {
   /// as the last micro-batch's backward of that layer ends, overlapping the rest of the
   /// backward, instead of once after the flush.
   bool overlap_grad_reduce = false;
+  /// Megatron's --overlap-param-gather (distributed optimizer and overlap_grad_reduce only):
+  /// the parameter all-gather after the optimizer step moves into the next iteration's first
+  /// forward, one layer's bucket ahead of the layer that needs it.
+  bool overlap_param_gather = false;
   /// Transformer Engine's TP communication overlap (userbuffers, sequence parallelism
   /// only): each all-gather runs beside the column-parallel GEMM that consumes it and each
   /// reduce-scatter beside the row-parallel GEMM that produces it.

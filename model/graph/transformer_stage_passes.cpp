@@ -141,8 +141,17 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   // per iteration, on the first micro-batch; counted here over all the rank's parameters.
   if (w.fp8_linear_layers()) k.push_back(ew("fp8_weight_cast_transpose", params, 0, 4));
   d.kernels("optimizer.adam", ph, std::move(k));
+  const int adam = static_cast<int>(d.program.ops.size()) - 1;
   if (c.grad_ranks() > 1 && w.distributed_optimizer) {
-    d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, params * c.e, {}});
+    if (w.overlap_param_gather) {
+      // The layers' buckets are gathered in the next iteration's first forward (after this
+      // step: prev_deps); the rest (embedding, final norm, LM head) now.
+      for (int g : d.param_gathers) d.program.ops[static_cast<std::size_t>(g)].prev_deps = {adam};
+      const double rest = params - transformer_layer_parameters(w) * double(c.layers_per_stage());
+      d.collective("params.all_gather.rest", ph, c.dp_group, {CollectiveKind::kAllGather, rest * c.e, {}});
+    } else {
+      d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, params * c.e, {}});
+    }
   }
   d.kernels("zero_grad", ph, {ew("zero", params, 0, 4)});
 }
