@@ -34,6 +34,16 @@ Action add_plan(CLI::App& app) {
   cmd->add_option("--micro-batches", req.space.micro_batches, "micro-batch sizes to try (default 1,2,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--cp", req.space.context_parallel,
+                  "context-parallel sizes to try, e.g. 1,2,4 (default: the workload's); each needs flash attention and "
+                  "seq_len divisible by 2 cp")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--vp", req.space.virtual_stages,
+                  "virtual pipeline stages to try where pp > 1, e.g. 1,2,4 (default: the workload's); > 1 is the interleaved "
+                  "schedule")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--overlaps", o->overlaps,
                   "search: also try overlapping the DP gradient reduction (dp > 1) and TP communication (tp > 1, "
                   "Transformer Engine) (default); off: neither")

@@ -19,8 +19,10 @@ const char* recompute_name(Recompute r) {
 }
 
 std::vector<std::string> ParallelismChoice::overrides() const {
-  return {fmt::format("workload.parallelism.tp={}", tp),
+  std::vector<std::string> out{fmt::format("workload.parallelism.tp={}", tp),
+          fmt::format("workload.parallelism.cp={}", cp),
           fmt::format("workload.parallelism.pp={}", pp),
+          fmt::format("workload.parallelism.vp={}", vp),
           fmt::format("workload.parallelism.dp={}", dp),
           fmt::format("workload.micro_batch={}", micro_batch),
           fmt::format("workload.recompute=\"{}\"", recompute_name(recompute)),
@@ -28,10 +30,14 @@ std::vector<std::string> ParallelismChoice::overrides() const {
           fmt::format("workload.sequence_parallel={}", sequence_parallel() ? "true" : "false"),
           fmt::format("workload.overlap_grad_reduce={}", overlap_grad_reduce ? "true" : "false"),
           fmt::format("workload.tp_comm_overlap={}", tp_comm_overlap ? "true" : "false")};
+  // The workload's overlap_param_gather stays where its conditions hold (it is not searched).
+  if (!(distributed_optimizer && overlap_grad_reduce)) out.emplace_back("workload.overlap_param_gather=false");
+  return out;
 }
 
 std::string ParallelismChoice::label() const {
-  return fmt::format("tp {} pp {} dp {}, micro-batch {}, recompute {}{}{}{}", tp, pp, dp, micro_batch, recompute_name(recompute),
+  const std::string cps = cp > 1 ? fmt::format(" cp {}", cp) : "", vps = vp > 1 ? fmt::format(" vp {}", vp) : "";
+  return fmt::format("tp {}{} pp {}{} dp {}, micro-batch {}, recompute {}{}{}{}", tp, cps, pp, vps, dp, micro_batch, recompute_name(recompute),
                      distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
                      tp_comm_overlap ? ", TP comm overlap" : "");
 }
@@ -55,7 +61,9 @@ std::vector<int> divisors(std::int64_t n) {
 /// message when the shape does not divide.
 std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int world) {
   w.tp = c.tp;
+  w.cp = c.cp;
   w.pp = c.pp;
+  w.vp = c.vp;
   w.dp = c.dp;
   w.micro_batch = c.micro_batch;
   w.recompute = c.recompute;
@@ -63,6 +71,8 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.sequence_parallel = c.sequence_parallel();
   w.overlap_grad_reduce = c.overlap_grad_reduce;
   w.tp_comm_overlap = c.tp_comm_overlap;
+  // The workload's overlap_param_gather holds where its conditions do (not searched).
+  w.overlap_param_gather = w.overlap_param_gather && c.distributed_optimizer && c.overlap_grad_reduce;
   try {
     resolve_parallelism(w, world);
   } catch (const ConfigError& e) {
@@ -101,40 +111,54 @@ void screen_recompute_settings(const TransformerSpec& base, const SystemSpec& s,
   }
 }
 
+/// The choices of one tp x cp x pp x vp shape: dp from the GPUs left, then micro-batch,
+/// distributed optimizer, overlaps and recompute.
+void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o, int tp, int cp, int pp, int vp,
+                  std::vector<ScreenedChoice>& out) {
+  const int world = s.world_size();
+  if (world % (tp * cp * pp) != 0) return;
+  const int dp = world / (tp * cp * pp);
+  const int grad_ranks = dp * cp;  // gradients are reduced over dp x cp
+  for (const std::int64_t mb : o.micro_batches) {
+    if (w.global_batch % (mb * dp) != 0) continue;  // not a shape of this batch: not listed
+    for (const bool dist : o.distributed_optimizer) {
+      if (dist && grad_ranks == 1) continue;  // nothing to shard
+      for (const bool grad_overlap : o.overlap_grad_reduce) {
+        if (grad_overlap && grad_ranks == 1) continue;  // no gradient reduction
+        for (const bool tp_overlap : o.tp_comm_overlap) {
+          if (tp_overlap && tp == 1) continue;  // no TP communication
+          ParallelismChoice c;
+          c.tp = tp;
+          c.cp = cp;
+          c.pp = pp;
+          c.vp = vp;
+          c.dp = dp;
+          c.micro_batch = mb;
+          c.distributed_optimizer = dist;
+          c.overlap_grad_reduce = grad_overlap;
+          c.tp_comm_overlap = tp_overlap;
+          screen_recompute_settings(w, s, c, o.recomputes, out);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o) {
   const int world = s.world_size();
   const int max_tp = o.max_tp > 0 ? o.max_tp : s.gpus_per_node;
   std::vector<ScreenedChoice> out;
-  for (const int tp : powers_of_two_up_to(std::min(max_tp, world))) {
-    for (const int pp : divisors(w.layers)) {
-      // The workload's cp (not searched) takes its share of the GPUs.
-      if (world % (tp * w.cp * pp) != 0) continue;
-      const int dp = world / (tp * w.cp * pp);
-      for (const std::int64_t mb : o.micro_batches) {
-        if (w.global_batch % (mb * dp) != 0) continue;  // not a shape of this batch: not listed
-        for (const bool dist : o.distributed_optimizer) {
-          if (dist && dp == 1) continue;  // nothing to shard
-          for (const bool grad_overlap : o.overlap_grad_reduce) {
-            if (grad_overlap && dp == 1) continue;  // no gradient reduction
-            for (const bool tp_overlap : o.tp_comm_overlap) {
-              if (tp_overlap && tp == 1) continue;  // no TP communication
-              ParallelismChoice c;
-              c.tp = tp;
-              c.pp = pp;
-              c.dp = dp;
-              c.micro_batch = mb;
-              c.distributed_optimizer = dist;
-              c.overlap_grad_reduce = grad_overlap;
-              c.tp_comm_overlap = tp_overlap;
-              screen_recompute_settings(w, s, c, o.recomputes, out);
-            }
-          }
+  const std::vector<int> cps = o.context_parallel.empty() ? std::vector<int>{w.cp} : o.context_parallel;
+  const std::vector<int> vps = o.virtual_stages.empty() ? std::vector<int>{w.vp} : o.virtual_stages;
+  for (const int tp : powers_of_two_up_to(std::min(max_tp, world)))
+    for (const int cp : cps)
+      for (const int pp : divisors(w.layers))
+        for (const int vp : vps) {
+          if (vp > 1 && pp == 1) continue;  // no pipeline to interleave: not listed
+          screen_shape(w, s, o, tp, cp, pp, vp, out);
         }
-      }
-    }
-  }
   return out;
 }
 

@@ -20,6 +20,8 @@ namespace perfcast {
 /// and splits norm/dropout activations).
 struct ParallelismChoice {
   int tp = 1, pp = 1, dp = 1;
+  int cp = 1;  ///< context parallelism
+  int vp = 1;  ///< virtual pipeline stages per rank (the interleaved schedule when > 1)
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
@@ -45,6 +47,12 @@ struct SpaceOptions {
   /// tp > 1 (TP communication; needs Transformer Engine, as Megatron-Core runs it).
   std::vector<bool> overlap_grad_reduce{false, true};
   std::vector<bool> tp_comm_overlap{false, true};
+  /// Context-parallel sizes (each needs seq_len divisible by 2 cp and flash attention) and
+  /// virtual pipeline stages (only where pp > 1 and the layers and micro-batches divide).
+  /// Empty (the default): the workload's own cp and vp only; `perfcast plan --cp 1,2
+  /// --vp 1,2` searches them.
+  std::vector<int> context_parallel{};
+  std::vector<int> virtual_stages{};
   /// Largest TP size. 0: the GPUs of one node (TP across nodes is not searched: its
   /// all-reduces per layer would cross the network).
   int max_tp = 0;
@@ -59,7 +67,7 @@ struct ScreenedChoice {
   std::string rejected;
 };
 
-/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, pp,
+/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp,
 /// micro-batch, distributed optimizer, overlaps, recompute ascending). Shapes that do not divide and
 /// choices whose memory estimate exceeds the GPU's memory are rejected; of the recompute
 /// settings that fit for one shape, only the lightest is kept (heavier ones recompute the

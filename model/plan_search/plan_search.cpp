@@ -56,12 +56,14 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
   }
   ParallelismChoice c;
   c.tp = w.tp;
+  c.cp = w.cp;
   c.pp = w.pp;
+  c.vp = w.vp;
   c.dp = w.dp;
   c.micro_batch = w.micro_batch;
   c.recompute = w.recompute;
   c.distributed_optimizer = w.distributed_optimizer;
-  c.overlap_grad_reduce = w.overlap_grad_reduce && c.dp > 1;
+  c.overlap_grad_reduce = w.overlap_grad_reduce && c.dp * c.cp > 1;
   c.tp_comm_overlap = w.tp_comm_overlap && c.tp > 1;
   return c;
 }

@@ -59,6 +59,36 @@ TEST_CASE("plan search: hand-counted space of GPT-2 on 4 GPUs", "[plan]") {
   CHECK(r.asked_rank == -1);
 }
 
+TEST_CASE("plan search: --vp and --cp add interleaved and context-parallel shapes", "[plan]") {
+  PlanSearchRequest req = small_request();
+  req.base.overrides.push_back("workload.attention=\"flash\"");  // context parallelism needs it
+  req.space.virtual_stages = {1, 2};
+  req.space.context_parallel = {1, 2};
+  req.space.recomputes = {Recompute::kNone};
+  const PlanSearchResult r = search_parallel_plans(req);
+  // Shapes (tp, cp, pp, vp) with tp x cp x pp | 4, vp 2 only where pp > 1. GPT-2's 12 layers
+  // split over pp x vp 2 x 2 but not 4 x 2 = 8 (pp 4, vp 2: does not divide). Per shape the
+  // options as in the hand count above with dp x cp for the gradient group; micro-batches
+  // must be a multiple of pp under vp 2 (16 / (mb dp): pp 2, dp 1 or 2: 8, 16, 4, 8: all even).
+  int vp2 = 0, cp2 = 0, both = 0;
+  for (const auto& p : r.ranked) {
+    CHECK((p.choice.vp == 1 || p.choice.pp > 1));
+    vp2 += p.choice.vp == 2;
+    cp2 += p.choice.cp == 2;
+    both += p.choice.vp == 2 && p.choice.cp == 2;
+    CHECK(p.choice.tp * p.choice.cp * p.choice.pp * p.choice.dp == 4);
+  }
+  // vp 2: (tp, cp, pp) = (1,1,2) dp 2: 2 dist x 2 overlap = 4; (2,1,2) dp 1: 2 (TP overlap);
+  // (1,2,2) dp 1, grad group 2: 4; x 2 micro-batches = 20.
+  CHECK(vp2 == 20);
+  // cp 2: (1,2,1) dp 2: 4; (1,2,2) vp 1 and 2: 4 + 4; (2,2,1) dp 1: 4 x 2 (TP overlap) = 8; x 2 = 40.
+  CHECK(cp2 == 40);
+  CHECK(both == 8);
+  int not_divide = 0;
+  for (const auto& rej : r.rejected) not_divide += rej.rejected.rfind("does not divide", 0) == 0;
+  CHECK(not_divide > 0);  // pp 4 x vp 2 over 12 layers
+}
+
 TEST_CASE("plan search: best equals a brute-force sweep over the same space", "[plan]") {
   const PlanSearchRequest req = small_request();
   const PlanSearchResult r = search_parallel_plans(req);
