@@ -1,11 +1,28 @@
 #include "core/intervals.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace perfcast {
 
+namespace {
+
+/// Sorts `v`, which timelines hand over mostly in order: the in-order run is kept, the few
+/// intervals out of order are sorted apart and merged back (O(n + m log m) for m of them).
+void sort_mostly_sorted(TimeIntervals& v) {
+  if (std::is_sorted(v.begin(), v.end())) return;
+  TimeIntervals run, rest;
+  run.reserve(v.size());
+  for (const auto& iv : v) (run.empty() || !(iv < run.back()) ? run : rest).push_back(iv);
+  std::sort(rest.begin(), rest.end());
+  v.clear();
+  std::merge(run.begin(), run.end(), rest.begin(), rest.end(), std::back_inserter(v));
+}
+
+}  // namespace
+
 TimeIntervals merge_intervals(TimeIntervals v) {
-  std::sort(v.begin(), v.end());
+  sort_mostly_sorted(v);
   TimeIntervals out;
   for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 namespace perfcast {
 namespace {
@@ -24,6 +25,7 @@ std::string_view comm_group_name(CommGroup g) {
     case CommGroup::kPipeline: return "pp";
     case CommGroup::kData: return "dp";
     case CommGroup::kEmbedding: return "ep";
+    case CommGroup::kContext: return "cp";
     case CommGroup::kOther: break;
   }
   return "other";
@@ -33,6 +35,7 @@ CommGroup communication_group_of(const Op& op, const GraphCollective& c) {
   // Rules on the names the graph builders give (model/graph/transformer_builder.cpp,
   // dlrm_builder.cpp), first match wins.
   const auto has = [&](std::string_view s) { return op.name.find(s) != std::string::npos; };
+  if (has("cp_ring")) return CommGroup::kContext;                  // context parallelism's KV ring
   if (has("send_") || has("recv_")) return CommGroup::kPipeline;  // pipeline p2p
   if (has("dist") || c.desc.kind == CollectiveKind::kAllToAll || c.desc.kind == CollectiveKind::kAllToAllV)
     return CommGroup::kEmbedding;  // DLRM input/output distribution, expert all-to-all
@@ -46,23 +49,29 @@ CommGroup communication_group_of(const Op& op, const GraphCollective& c) {
 }
 
 std::string op_type_of(std::string_view name) {
-  // A run of digits is an index when it ends the name or a component ('.', '_', ']'):
-  // "mb3.", "layer12.", "bucket1", "all_reduce_0"; "h2d" and "fp16x" are kept.
   std::string out;
   out.reserve(name.size());
-  for (std::size_t i = 0; i < name.size();) {
-    std::size_t j = i;
-    while (j < name.size() && name[j] >= '0' && name[j] <= '9') ++j;
-    if (j == i) {
-      out += name[i++];
-      continue;
-    }
+  append_op_type(out, name);
+  return out;
+}
+
+void append_op_type(std::string& out, std::string_view name) {
+  // A run of digits is an index when it ends the name or a component ('.', '_', ']'):
+  // "mb3.", "layer12.", "bucket1", "all_reduce_0"; "h2d" and "fp16x" are kept.
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  while (i < name.size()) {
+    std::size_t k = i;
+    while (k < name.size() && !digit(name[k])) ++k;
+    out.append(name.substr(i, k - i));  // the text up to the next digit, in one piece
+    if (k == name.size()) break;
+    std::size_t j = k;
+    while (j < name.size() && digit(name[j])) ++j;
     const bool index = j == name.size() || name[j] == '.' || name[j] == '_' || name[j] == ']';
     if (index) out += '#';
-    else out.append(name.substr(i, j - i));
+    else out.append(name.substr(k, j - k));
     i = j;
   }
-  return out;
 }
 
 namespace {
@@ -137,7 +146,11 @@ RankBreakdown analyze_rank(const Timeline& t, const ExecutionGraph& g, int r,
     Seconds len = 0;
     const Intervals own = minus_length_helper(merged(comm_by_group[static_cast<std::size_t>(k)]), covered, &len);
     b.exposed_by_group[static_cast<std::size_t>(k)] = len;
+    if (own.empty()) continue;
+    // Both lists are sorted: merge them in place, then join touching intervals.
+    const auto middle = static_cast<std::ptrdiff_t>(covered.size());
     covered.insert(covered.end(), own.begin(), own.end());
+    std::inplace_merge(covered.begin(), covered.begin() + middle, covered.end());
     covered = merged(std::move(covered));
   }
   minus_length_helper(copy, covered, &b.exposed_copy);
@@ -174,7 +187,25 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     if (cur < 0 || t.events[i].end > t.events[static_cast<std::size_t>(cur)].end) cur = static_cast<int>(i);
   }
-  std::map<std::string, CriticalPathEntry> by_label;
+  // Labels per op type, found once per op (its kernels share it) and per host segment.
+  std::unordered_map<std::string, std::size_t> label_index;  // label -> entry
+  std::vector<CriticalPathEntry> entries;
+  std::vector<std::vector<int>> gpu_label(g.ranks.size()), host_label(g.ranks.size());
+  std::string label;
+  auto entry_of = [&](const TimelineEvent& e) -> CriticalPathEntry& {
+    const bool host = e.lane == Lane::kHost;
+    auto& cache = (host ? host_label : gpu_label)[static_cast<std::size_t>(e.rank)];
+    if (cache.empty()) cache.assign(g.ranks[static_cast<std::size_t>(e.rank)].ops.size(), -1);
+    int& id = cache[static_cast<std::size_t>(e.op)];
+    if (id < 0) {
+      label.assign(host ? "host: " : "");
+      append_op_type(label, g.ranks[static_cast<std::size_t>(e.rank)].ops[static_cast<std::size_t>(e.op)].name);
+      auto [it, fresh] = label_index.try_emplace(label, entries.size());
+      if (fresh) entries.push_back(CriticalPathEntry{label, 0, 0});
+      id = static_cast<int>(it->second);
+    }
+    return entries[static_cast<std::size_t>(id)];
+  };
   Seconds cursor = cur >= 0 ? t.events[static_cast<std::size_t>(cur)].end : w0;
   std::size_t guard = 0;
   while (cur >= 0 && cursor > w0 && guard++ < t.events.size() + 1) {
@@ -182,10 +213,7 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
     const Seconds from = std::max(e.start, w0);
     const Seconds held = std::max(0.0, cursor - from);
     if (held > 0) {
-      const auto& op = g.ranks[static_cast<std::size_t>(e.rank)].ops[static_cast<std::size_t>(e.op)];
-      const std::string label = e.lane == Lane::kHost ? "host: " + op_type_of(op.name) : op_type_of(op.name);
-      auto& entry = by_label[label];
-      entry.label = label;
+      auto& entry = entry_of(e);
       entry.time += held;
       entry.count++;
       out.critical_path_total += held;
@@ -200,9 +228,10 @@ TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g) {
     cur = e.cause;
   }
   std::sort(out.critical_events.begin(), out.critical_events.end());
-  for (auto& [_, entry] : by_label) out.critical_path.push_back(entry);
-  std::stable_sort(out.critical_path.begin(), out.critical_path.end(),
-                   [](const auto& a, const auto& b) { return a.time > b.time; });
+  out.critical_path = std::move(entries);
+  // Longest first; equal times by label, so the order does not depend on the hash table.
+  std::sort(out.critical_path.begin(), out.critical_path.end(),
+            [](const auto& a, const auto& b) { return a.time != b.time ? a.time > b.time : a.label < b.label; });
   return out;
 }
 

@@ -17,9 +17,10 @@ namespace perfcast {
 
 /// Which parallelism a collective serves, from its op name and kind (rules in
 /// communication_group_of). kOther: a collective no rule names (e.g. imported traces).
-enum class CommGroup { kTensor = 0, kPipeline = 1, kData = 2, kEmbedding = 3, kOther = 4 };
-inline constexpr int kCommGroupCount = 5;
-/// "tp", "pp", "dp", "ep" (embedding / expert all-to-all), "other".
+enum class CommGroup { kTensor = 0, kPipeline = 1, kData = 2, kEmbedding = 3, kContext = 4, kOther = 5 };
+inline constexpr int kCommGroupCount = 6;
+/// "tp", "pp", "dp", "ep" (embedding / expert all-to-all), "cp" (context parallelism's
+/// key/value ring), "other".
 [[nodiscard]] std::string_view comm_group_name(CommGroup g);
 [[nodiscard]] CommGroup communication_group_of(const Op& op, const GraphCollective& c);
 
@@ -60,6 +61,8 @@ struct TimelineAnalysis {
 
 /// "mb3.layer12.attention.tp_reduce" -> "mb#.layer#.attention.tp_reduce"; "batch_h2d" stays.
 [[nodiscard]] std::string op_type_of(std::string_view name);
+/// op_type_of(name) appended to `out`.
+void append_op_type(std::string& out, std::string_view name);
 
 [[nodiscard]] TimelineAnalysis analyze_timeline(const Timeline& t, const ExecutionGraph& g);
 

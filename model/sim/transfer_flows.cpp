@@ -67,8 +67,30 @@ bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& e
     Seconds start, end;
   };
   std::vector<Span> spans;
+  // Ops that can load a PCIe link or a NIC (host copies; collectives with NIC or PCIe
+  // traffic), marked once: most events belong to neither and are skipped unread.
+  std::vector<std::vector<char>> may_load(g.ranks.size());
+  bool any = false;
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+    const auto& ops = g.ranks[r].ops;
+    may_load[r].assign(ops.size(), 0);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      bool loads = false;
+      if (ops[i].collective) {
+        const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*ops[i].collective)];
+        loads = est.time > 0 && (est.nic_busy > 0 || est.pcie_busy > 0);
+      }
+      for (const auto& k : ops[i].kernels) {
+        const auto* copy = std::get_if<MemcpyDesc>(&k);
+        loads = loads || (copy != nullptr && copy->kind != CopyKind::kDeviceToDevice);
+      }
+      may_load[r][i] = loads ? 1 : 0;
+      any = any || loads;
+    }
+  }
+  if (!any) return false;
   for (const TimelineEvent& ev : events) {
-    if (ev.lane == Lane::kHost) continue;
+    if (ev.lane == Lane::kHost || !may_load[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)]) continue;
     const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
     const int base = ev.rank * kResourcesPerRank;
     if (ev.kernel >= 0) {

@@ -167,6 +167,7 @@ TEST_CASE("op types replace digit runs; collectives are grouped by their names",
   CHECK(communication_group_of(op("mb0.layer3.mlp.tp_reduce"), ar) == CommGroup::kTensor);
   CHECK(communication_group_of(op("mb0.layer3.backward.attention.dense.all_gather"), ar) == CommGroup::kTensor);
   CHECK(communication_group_of(op("mb1.send_forward"), a2a) == CommGroup::kPipeline);
+  CHECK(communication_group_of(op("mb1.layer2.cp_ring0.send_next"), a2a) == CommGroup::kContext);
   CHECK(communication_group_of(op("grads.all_reduce"), ar) == CommGroup::kData);
   CHECK(communication_group_of(op("allreduce.bucket3"), ar) == CommGroup::kData);
   CHECK(communication_group_of(op("output_dist"), a2a) == CommGroup::kEmbedding);
