@@ -10,23 +10,15 @@
 #include "model/predict/predict.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "predictors/spec_predictors.hpp"
+#include "tests/model/transformer_test_support.hpp"
 
 using namespace perfcast;
 
 namespace {
 
 TransformerSpec small_gpt(int tp, int pp, int dp, std::int64_t global_batch = 8) {
-  TransformerSpec w;
-  w.name = "test";
-  w.file = "test.json";
-  w.hidden = 1024;
-  w.heads = w.kv_heads = 16;
-  w.layers = 4;
-  w.seq_len = 1024;
-  w.vocab = 50257;
-  w.ffn_hidden = 4096;
+  TransformerSpec w = test::gpt(1024, 16, 4, 1024);
   w.precision = DType::kFp16;
-  w.micro_batch = 1;
   w.global_batch = global_batch;
   w.tp = tp;
   w.pp = pp;
@@ -57,11 +49,7 @@ std::vector<std::string> p2p_names(const ExecutionGraph& g, int rank) {
   return out;
 }
 
-SystemSpec dgx_a100(int gpus) {
-  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_a100.json");
-  apply_override(doc, "gpus_per_node", std::to_string(gpus));
-  return parse_system(doc);
-}
+SystemSpec dgx_a100(int gpus) { return test::system("dgx_a100", "gpus_per_node", gpus); }
 
 }  // namespace
 

@@ -5,24 +5,16 @@
 
 #include "model/graph/transformer_builder.hpp"
 #include "model/predict/predict.hpp"
+#include "tests/model/transformer_test_support.hpp"
 
 using namespace perfcast;
 
 namespace {
 
 TransformerSpec cp_gpt(int tp, int cp, int pp, int dp, std::int64_t seq) {
-  TransformerSpec w;
-  w.name = "test";
-  w.file = "test.json";
-  w.hidden = 2048;
-  w.heads = 16;
+  TransformerSpec w = test::gpt(2048, 16, 4, seq);
   w.kv_heads = 8;
-  w.layers = 4;
-  w.seq_len = seq;
   w.vocab = 32000;
-  w.ffn_hidden = 8192;
-  w.precision = DType::kBf16;
-  w.micro_batch = 1;
   w.global_batch = 4 * dp;
   w.tp = tp;
   w.cp = cp;
@@ -33,11 +25,7 @@ TransformerSpec cp_gpt(int tp, int cp, int pp, int dp, std::int64_t seq) {
   return w;
 }
 
-SystemSpec dgx_h100(int gpus) {
-  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
-  apply_override(doc, "gpus_per_node", std::to_string(gpus));
-  return parse_system(doc);
-}
+SystemSpec dgx_h100(int gpus) { return test::system("dgx_h100", "gpus_per_node", gpus); }
 
 /// Attention FLOPs of an attention kernel: 4 b h sq skv d (QK^T and PV), halved under a causal mask.
 double attention_flops(const AttentionDesc& a) {
@@ -125,14 +113,7 @@ TEST_CASE("cp: activations shrink with the sequence share; the ring does not dea
 }
 
 TEST_CASE("cp: config errors name the path", "[transformer][cp][config]") {
-  auto message = [](TransformerSpec w, int world) {
-    try {
-      resolve_parallelism(w, world);
-    } catch (const ConfigError& e) {
-      return fmt::format("{}: {}", e.pointer(), e.message());
-    }
-    return std::string("no error");
-  };
+  const auto message = test::parallelism_error;
   CHECK(message(cp_gpt(1, 4, 1, 1, 4100), 4) == "/parallelism/cp: seq_len 4100 does not split into 2 x cp = 8 chunks");
   TransformerSpec unfused = cp_gpt(1, 2, 1, 1, 4096);
   unfused.attention = AttentionImpl::kUnfused;

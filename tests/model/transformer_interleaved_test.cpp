@@ -9,23 +9,14 @@
 
 #include "model/graph/transformer_builder.hpp"
 #include "model/predict/predict.hpp"
+#include "tests/model/transformer_test_support.hpp"
 
 using namespace perfcast;
 
 namespace {
 
 TransformerSpec chunked_gpt(int pp, int vp, std::int64_t micro_batches, int layers) {
-  TransformerSpec w;
-  w.name = "test";
-  w.file = "test.json";
-  w.hidden = 1024;
-  w.heads = w.kv_heads = 16;
-  w.layers = layers;
-  w.seq_len = 1024;
-  w.vocab = 50257;
-  w.ffn_hidden = 4096;
-  w.precision = DType::kBf16;
-  w.micro_batch = 1;
+  TransformerSpec w = test::gpt(1024, 16, layers, 1024);
   w.global_batch = micro_batches;
   w.tp = 1;
   w.pp = pp;
@@ -36,11 +27,7 @@ TransformerSpec chunked_gpt(int pp, int vp, std::int64_t micro_batches, int laye
   return w;
 }
 
-SystemSpec dgx_h100(int gpus) {
-  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
-  apply_override(doc, "gpus_per_node", std::to_string(gpus));
-  return parse_system(doc);
-}
+SystemSpec dgx_h100(int gpus) { return test::system("dgx_h100", "gpus_per_node", gpus); }
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -159,14 +146,7 @@ TEST_CASE("interleaved: symmetric simulation equals the full one", "[transformer
 }
 
 TEST_CASE("interleaved: config errors name the path", "[transformer][interleaved][config]") {
-  auto message = [](TransformerSpec w, int world) {
-    try {
-      resolve_parallelism(w, world);
-    } catch (const ConfigError& e) {
-      return fmt::format("{}: {}", e.pointer(), e.message());
-    }
-    return std::string("no error");
-  };
+  const auto message = test::parallelism_error;
   TransformerSpec no_pipeline = chunked_gpt(1, 2, 4, 8);
   CHECK(message(no_pipeline, 1) == "/parallelism/vp: virtual stages (vp 2) need pp >= 2");
   CHECK(message(chunked_gpt(2, 3, 4, 8), 2) == "/parallelism/vp: 8 layers do not divide over pp 2 x vp 3 model chunks");

@@ -5,23 +5,14 @@
 
 #include "model/graph/transformer_builder.hpp"
 #include "model/predict/predict.hpp"
+#include "tests/model/transformer_test_support.hpp"
 
 using namespace perfcast;
 
 namespace {
 
 TransformerSpec gathered_gpt(bool overlap) {
-  TransformerSpec w;
-  w.name = "test";
-  w.file = "test.json";
-  w.hidden = 2048;
-  w.heads = w.kv_heads = 16;
-  w.layers = 8;
-  w.seq_len = 2048;
-  w.vocab = 50257;
-  w.ffn_hidden = 8192;
-  w.precision = DType::kBf16;
-  w.micro_batch = 1;
+  TransformerSpec w = test::gpt(2048, 16, 8, 2048);
   w.global_batch = 32;
   w.tp = 1;
   w.pp = 2;
@@ -33,11 +24,7 @@ TransformerSpec gathered_gpt(bool overlap) {
   return w;
 }
 
-SystemSpec two_dgx_h100() {
-  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
-  apply_override(doc, "nodes", "2");
-  return parse_system(doc);
-}
+SystemSpec two_dgx_h100() { return test::system("dgx_h100", "nodes", 2); }
 
 }  // namespace
 

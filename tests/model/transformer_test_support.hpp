@@ -1,0 +1,49 @@
+#pragma once
+/// Shared by the Transformer tests: a small decoder workload to adjust, a system file sized
+/// to the test, and the "path: message" of a parallelism that does not resolve.
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "model/graph/transformer_spec.hpp"
+#include "topology/system_spec.hpp"
+
+namespace perfcast::test {
+
+/// A GPT-like decoder: `heads` query and kv heads, ffn 4 x hidden, GPT-2's vocabulary, bf16,
+/// micro-batch 1, global batch 8, tp = pp = dp = 1.
+inline TransformerSpec gpt(std::int64_t hidden, std::int64_t heads, std::int64_t layers, std::int64_t seq) {
+  TransformerSpec w;
+  w.name = "test";
+  w.file = "test.json";
+  w.hidden = hidden;
+  w.heads = w.kv_heads = heads;
+  w.layers = layers;
+  w.seq_len = seq;
+  w.vocab = 50257;
+  w.ffn_hidden = 4 * hidden;
+  w.precision = DType::kBf16;
+  w.micro_batch = 1;
+  w.global_batch = 8;
+  return w;
+}
+
+/// configs/systems/<stem>.json with `key` (e.g. "gpus_per_node" or "nodes") set to `value`.
+inline SystemSpec system(const std::string& stem, const std::string& key, int value) {
+  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/" + stem + ".json");
+  apply_override(doc, key, std::to_string(value));
+  return parse_system(doc);
+}
+
+/// "JSON path: message" of resolve_parallelism's error on `world` GPUs, or "no error".
+inline std::string parallelism_error(TransformerSpec w, int world) {
+  try {
+    resolve_parallelism(w, world);
+  } catch (const ConfigError& e) {
+    return fmt::format("{}: {}", e.pointer(), e.message());
+  }
+  return "no error";
+}
+
+}  // namespace perfcast::test
