@@ -110,7 +110,9 @@ void TransformerDraft::add(Op op) {
   for (int j : join_) op.deps.push_back(j);
   join_ = std::move(join_after_next_);  // what the op after this one waits for
   join_after_next_.clear();
-  op.recompute = op.name.find("recompute.") != std::string::npos;  // add_layer_forward(.., "recompute.")
+  // add_layer_forward(.., "recompute."): recomputed forwards run in the backward phase, so
+  // only backward ops' names are searched.
+  op.recompute = op.phase == Phase::kBackward && op.name.find("recompute.") != std::string::npos;
   program.ops.push_back(std::move(op));
   before_last_ = last_;
   last_ = static_cast<int>(program.ops.size()) - 1;
