@@ -83,6 +83,38 @@ TEST_CASE("interleaved: stage s runs (pp - s - 1) x 2 + (vp - 1) x pp warmup for
   }
 }
 
+TEST_CASE("interleaved: every rank runs each micro-batch of each chunk once forward and once backward", "[transformer][interleaved]") {
+  const int pp = 4, vp = 3, m = 8;
+  const ExecutionGraph g = build_transformer_graph(chunked_gpt(pp, vp, m, 24), pp);
+  for (int s = 0; s < pp; ++s) {
+    std::set<std::string> forward, backward;
+    int forward_ops = 0, backward_ops = 0;
+    for (const Op& op : g.ranks[static_cast<std::size_t>(s)].ops) {
+      if (op.name.rfind("mb", 0) != 0) continue;
+      const auto second_dot = op.name.find('.', op.name.find('.') + 1);
+      const std::string pass = op.name.substr(0, second_dot);  // "mbK.cV"
+      if (ends_with(op.name, ".qkv") && op.phase == Phase::kForward) forward.insert(pass), ++forward_ops;
+      if (ends_with(op.name, ".backward.qkv")) backward.insert(pass), ++backward_ops;
+    }
+    // 8 micro-batches x 3 chunks, each with 24 / (4 x 3) = 2 layers.
+    CHECK(forward.size() == std::size_t(m * vp));
+    CHECK(backward.size() == std::size_t(m * vp));
+    CHECK(forward_ops == m * vp * 2);
+    CHECK(backward_ops == m * vp * 2);
+  }
+}
+
+TEST_CASE("interleaved: overlapped p2p communication hides transfers between nodes", "[transformer][interleaved][rule]") {
+  // pp 4 with one GPU per node: every chunk boundary crosses the network. Overlapping costs
+  // one more host call per step (the forward and backward transfers become two calls), so
+  // it only pays where the transfers are worth hiding, as here.
+  const SystemSpec s = test::system("cluster_4x_dgx_h100", "gpus_per_node", 1);
+  TransformerSpec overlapped = chunked_gpt(4, 2, 8, 32);
+  TransformerSpec waited = overlapped;
+  waited.overlap_p2p_comm = false;
+  CHECK(predict_transformer(s, overlapped)->timeline.iteration_time < predict_transformer(s, waited)->timeline.iteration_time);
+}
+
 TEST_CASE("interleaved: chunk v of stage s holds layers of virtual stage v x pp + s", "[transformer][interleaved]") {
   const ExecutionGraph g = build_transformer_graph(chunked_gpt(2, 2, 2, 8), 2);
   std::set<std::string> stage1;
