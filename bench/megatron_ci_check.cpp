@@ -1,12 +1,13 @@
 // Megatron-LM CI step times on one DGX H100 and one DGX A100 against perfcast's predictions,
-// with the shipped defaults and nothing fitted: configs/systems/dgx_h100.json or
+// with the shipped defaults and nothing fitted at run time: configs/systems/dgx_h100.json or
 // dgx_a100.json and a runtime profile: megatron_core_ci (Megatron-Core as its CI runs it,
-// fitted on the DGX A100 rows) unless --runtime says otherwise.
+// fitted on the DGX A100 rows, so only the DGX H100 rows are held out) unless --runtime says
+// otherwise.
 //
 // Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the GPT rows measured
 // on DGX H100 or DGX A100 that perfcast can express: no expert parallelism,
 // no Megatron FSDP, no multi-latent attention. Each row's configuration (layers, widths,
-// heads and query groups, sequence, vocabulary, batch, TP / PP / DP, precision,
+// heads and query groups, sequence, vocabulary, batch, TP / CP / PP / VP / DP, precision,
 // recompute, sequence parallelism, and the flags swiglu, rope, untied embeddings, unfused
 // attention, distributed optimizer, overlapped gradient reduction and parameter gather, TP
 // communication overlap) becomes a workload; the measured value is the median logged iteration time.
@@ -14,10 +15,13 @@
 //
 // Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--gpus h100|a100|both]
 //                                   [--runtime NAME] [--fit none|tp1|a100] [--max-error E]
+//                                   [--host-speed 1]
 // --fit tp1: grid-search the runtime's host op overhead and backward op overhead on the
 // tp 1 rows (training set) and report the tp > 1 rows (held out) with them; --fit a100: fit
 // on the DGX A100 rows and hold out the DGX H100 rows (a different GPU and CPU: the runtime's
 // host costs are scaled to each system's CPU, docs/collectives-and-runtimes.md).
+// --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
+// this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
 // --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
 // Exit 77 when the data file is missing and --skip-missing is given.
 #include <algorithm>
