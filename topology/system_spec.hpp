@@ -63,6 +63,11 @@ struct HostSpec {
   /// Extra fixed time of one NCCL collective that NCCL's own model leaves out, s.
   /// 20us: collectives.md section 0 (PyTorch harness floor ~40 us against the model's 15 us).
   Seconds collective_launch_overhead = 20e-6;
+  /// Extra host time of one mixture-of-experts layer forward, s: the router's and token
+  /// dispatcher's Python and small-tensor work that perfcast's op list does not spell out
+  /// (top-k, load-balancing loss, token counts, permutation indices). 0: none; fitted values
+  /// live in runtime profiles (configs/runtimes/megatron_core_ci.json).
+  Seconds moe_layer_overhead = 0;
   /// Launches a stream may have pending (issued, not finished) before the next launch call
   /// blocks until the oldest finishes; 0: unlimited. 1024: CUDA does not document it; launch
   /// calls are measured to stall after about 1000 pending kernels per stream (NVIDIA

@@ -54,6 +54,9 @@ struct Op {
   /// A later part of the call the previous op began: no host op overhead of its own (the
   /// launch overhead stays).
   bool same_call = false;
+  /// The first op of a mixture-of-experts layer forward (its router): the host also pays
+  /// HostSpec::moe_layer_overhead before it.
+  bool moe_layer_start = false;
 };
 
 struct RankProgram {

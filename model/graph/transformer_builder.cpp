@@ -78,7 +78,9 @@ double transformer_layer_parameters(const TransformerSpec& w) {
   const double qkv = (h + 1) * (w.heads + 2.0 * w.kv_heads) * d / t;
   const double proj = h * w.heads * d / t + h;
   const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
-  const double mlp = (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
+  // MoE: the router (replicated over TP) and the rank's experts, without biases.
+  const double mlp = w.moe.enabled() ? h * w.moe.experts + transformer_layer_expert_parameters(w)
+                                     : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
   return qkv + proj + mlp + 4 * h;
 }
 
@@ -116,6 +118,28 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
   return g;
 }
 
+namespace {
+
+/// MoE layers: the change in bytes of stored activations per layer and micro-batch when the
+/// dense MLP's share of Korthikanti et al.'s table 2 (19 sbh / tp bytes at 2-byte elements
+/// under sequence parallelism: fc1 input 2, fc1 output 8, GeLU output 8, dropout mask 1) is
+/// replaced by the MoE MLP's: the router input (sbh / tp elements), each routed row's
+/// permuted input, fc1 output and activation output (elements), and the 1-byte dropout mask.
+/// MoE runs with sequence parallelism under TP (parse check): every term is this rank's share.
+double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
+  const double t = w.tp, e = dtype_bytes(w.activation_dtype());
+  const double dense_mlp = 19 * sbh / t * (e / 2);
+  const double tokens = sbh / double(w.hidden) / t;  // rows this rank routes
+  const int etp = w.expert_tp();
+  const double rows = tokens * w.moe.top_k * etp * w.moe.load_factor();  // rows its local experts process
+  const double gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double per_row = double(w.hidden) + (gate + 1) * double(w.expert_ffn()) / etp;
+  const double mask = w.dropout > 0 ? sbh / t : 0.0;  // bytes
+  return e * (rows * per_row + sbh / t) + mask - dense_mlp;
+}
+
+}  // namespace
+
 std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, const SystemSpec& s, const MemoryOptions& o) {
   std::vector<RankMemory> out;
   const int world = s.world_size();
@@ -131,6 +155,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   double per_layer = w.sequence_parallel ? sbh * 34 / t : sbh * (10 + 24 / t);
   if (keep_scores) per_layer += sbh * attn / t;
   per_layer *= e / 2;
+  if (w.moe.enabled()) per_layer += moe_activation_bytes_change(w, sbh);
   const double checkpoint = 2 * sbh / sp * (e / 2);  // the layer input kept under full recompute
   const auto M = w.micro_batches();
   for (int r = 0; r < world; ++r) {
@@ -139,7 +164,10 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     RankMemory m;
     m.rank = r;
     m.capacity = s.gpu.memory;
-    const double states = (mixed ? 12.0 : 8.0) * params / (w.distributed_optimizer ? w.dp * w.cp : 1);
+    // The distributed optimizer shards dense states over dp x cp, expert states over expert DP.
+    const double experts = transformer_layer_expert_parameters(w) * double(w.layers / w.pp);
+    const double sharded = w.distributed_optimizer ? (params - experts) / (w.dp * w.cp) + experts / w.expert_dp() : params;
+    const double states = (mixed ? 12.0 : 8.0) * sharded;
     m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
     // Micro-batches whose activations are held at the peak: the warmup forwards plus one.
     // Interleaved: (pp - stage - 1) x 2 + (vp - 1) x pp + 1 virtual micro-batches of one

@@ -134,15 +134,48 @@ void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int
   d.tp_reduce(p + "attention.tp_reduce", ph, true);
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
-  d.sp_gather(p + "mlp.all_gather", ph, true);
-  const double inner = double(c.tokens) * c.ffn2;
-  std::vector<KernelDesc> fc1 = c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.ffn1, w.hidden)});
-  fc1.push_back(w.activation == Activation::kGelu ? ew("bias_gelu", inner, kGeluFlops, 2 * e) : ew("swiglu", inner, 6, 3 * e));
-  d.kernels(p + "mlp.fc1", ph, std::move(fc1));
-  d.kernels(p + "mlp.fc2", ph, c.linear(T * c.ffn2, {c.linear_gemm(c.tokens, w.hidden, c.ffn2)}));
-  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+  if (w.moe.enabled()) {
+    add_moe_forward(c, d, p, ph);
+  } else {
+    d.sp_gather(p + "mlp.all_gather", ph, true);
+    const double inner = double(c.tokens) * c.ffn2;
+    std::vector<KernelDesc> fc1 = c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.ffn1, w.hidden)});
+    fc1.push_back(w.activation == Activation::kGelu ? ew("bias_gelu", inner, kGeluFlops, 2 * e) : ew("swiglu", inner, 6, 3 * e));
+    d.kernels(p + "mlp.fc1", ph, std::move(fc1));
+    d.kernels(p + "mlp.fc2", ph, c.linear(T * c.ffn2, {c.linear_gemm(c.tokens, w.hidden, c.ffn2)}));
+    d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+  }
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
 }
+
+namespace {
+
+/// The dense MLP's backward (fc2, activation, fc1 with the TP collectives).
+void add_dense_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
+  const auto& w = c.w;
+  const Phase ph = Phase::kBackward;
+  const std::int64_t T = c.tokens, H = w.hidden;
+  const double e = c.e, inner = double(T) * c.ffn2;
+  d.sp_gather(p + "mlp.fc2.all_gather", ph, true);
+  d.kernels(p + "mlp.fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.ffn2, H), c.linear_gemm(c.ffn2, H, T)}));
+  std::vector<KernelDesc> fc1{w.activation == Activation::kGelu ? ew("bias_gelu_backward", inner, kGeluBwdFlops, 3 * e)
+                                                                : ew("swiglu_backward", inner, 8, 5 * e)};
+  for (auto& k : c.linear(double(T) * c.ffn1, {c.linear_gemm(T, H, c.ffn1), c.linear_gemm(c.ffn1, H, T)})) fc1.push_back(std::move(k));
+  d.kernels(p + "mlp.fc1", ph, std::move(fc1));
+  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+}
+
+/// --overlap-grad-reduce: the layer's gradient buckets, reduced over the data-parallel
+/// ranks (dense parameters) and the expert data-parallel ranks (expert parameters).
+void add_layer_grad_buckets(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
+  const auto& w = c.w;
+  const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  const double gb = dtype_bytes(w.grad_reduce_dtype), experts = transformer_layer_expert_parameters(w);
+  if (c.grad_ranks() > 1) d.async_collective(p + "grads.bucket", Phase::kBackward, c.dp_group, {k, (transformer_layer_parameters(w) - experts) * gb, {}});
+  if (c.edp_group >= 0) d.async_collective(p + "expert_grads.bucket", Phase::kBackward, c.edp_group, {k, experts * gb, {}});
+}
+
+}  // namespace
 
 void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, int layer) {
   const auto& w = c.w;
@@ -151,15 +184,9 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const std::string p = fmt::format("layer{}.backward.", layer);
   const double e = c.e;
   const std::int64_t T = c.tokens, H = w.hidden;
-  const double inner = double(T) * c.ffn2;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
-  d.sp_gather(p + "mlp.fc2.all_gather", ph, true);
-  d.kernels(p + "mlp.fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.ffn2, H), c.linear_gemm(c.ffn2, H, T)}));
-  std::vector<KernelDesc> fc1{w.activation == Activation::kGelu ? ew("bias_gelu_backward", inner, kGeluBwdFlops, 3 * e)
-                                                                : ew("swiglu_backward", inner, 8, 5 * e)};
-  for (auto& k : c.linear(double(T) * c.ffn1, {c.linear_gemm(T, H, c.ffn1), c.linear_gemm(c.ffn1, H, T)})) fc1.push_back(std::move(k));
-  d.kernels(p + "mlp.fc1", ph, std::move(fc1));
-  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+  if (w.moe.enabled()) add_moe_backward(c, d, p);
+  else add_dense_mlp_backward(c, d, p);
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
   d.sp_gather(p + "attention.dense.all_gather", ph, true);
@@ -171,10 +198,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's
   // backward of it; their DP reduction starts now, beside the rest of the backward.
-  if (w.overlap_grad_reduce && c.grad_ranks() > 1 && d.last_micro_batch()) {
-    const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-    d.async_collective(p + "grads.bucket", ph, c.dp_group, {k, transformer_layer_parameters(w) * dtype_bytes(w.grad_reduce_dtype), {}});
-  }
+  if (w.overlap_grad_reduce && d.last_micro_batch()) add_layer_grad_buckets(c, d, p);
 }
 
 /// The stage's layers in order.
@@ -183,17 +207,25 @@ void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
   // overlap_param_gather: in the iteration's first forward, each layer's parameter bucket is
   // all-gathered one layer ahead (Megatron's forward pre-hooks dispatch the next bucket and
   // wait for the current one); the layer's first op waits for its own bucket.
-  const bool gather = c.w.overlap_param_gather && c.grad_ranks() > 1 && d.first_micro_batch();
-  const double bucket = transformer_layer_parameters(c.w) * c.e;
+  // MoE: the expert parameters' bucket over the expert data-parallel ranks beside it.
+  const bool gather = c.w.overlap_param_gather && d.first_micro_batch();
+  const double experts = transformer_layer_expert_parameters(c.w);
+  const double bucket = (transformer_layer_parameters(c.w) - experts) * c.e;
   auto gather_layer = [&](std::int64_t l) {
-    return d.param_gather_ahead(fmt::format("layer{}.params.all_gather", first + l), Phase::kForward, bucket);
+    std::vector<int> ops;
+    if (c.grad_ranks() > 1)
+      ops.push_back(d.param_gather_ahead(fmt::format("layer{}.params.all_gather", first + l), Phase::kForward, c.dp_group, bucket));
+    if (c.edp_group >= 0)
+      ops.push_back(d.param_gather_ahead(fmt::format("layer{}.expert_params.all_gather", first + l), Phase::kForward,
+                                         c.edp_group, experts * c.e));
+    return ops;
   };
-  int pending = gather ? gather_layer(0) : -1;
+  std::vector<int> pending = gather ? gather_layer(0) : std::vector<int>{};
   for (std::int64_t l = 0; l < n; ++l) {
-    const int next = gather && l + 1 < n ? gather_layer(l + 1) : -1;
-    if (pending >= 0) d.join_next({pending});
+    std::vector<int> next = gather && l + 1 < n ? gather_layer(l + 1) : std::vector<int>{};
+    d.join_next(pending);
     add_layer_forward(c, d, static_cast<int>(first + l), Phase::kForward, "");
-    pending = next;
+    pending = std::move(next);
   }
 }
 

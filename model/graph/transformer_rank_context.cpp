@@ -2,6 +2,7 @@
 /// What the Transformer rank passes share: the rank's place in the tp x dp x pp grid and
 /// its sizes, the graph-wide groups and collectives, and the op chain of one rank.
 
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -56,6 +57,8 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
     cp_from_prev = shared.directed_group(at(tp_i, (cp_i + cp - 1) % cp, dp_i, stage), rank);
   }
 
+  if (w.moe.enabled()) add_expert_groups(rank, shared);
+
   e = dtype_bytes(w.activation_dtype());
   tokens = w.micro_batch * w.seq_len / cp;
   tokens_sp = w.sequence_parallel ? tokens / t : tokens;
@@ -68,6 +71,30 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
   vocab = w.padded_vocab() / t;
   p2p_bytes = double(tokens) * w.hidden * e;
   mask = w.dropout > 0 ? 1.0 : 0.0;
+  if (w.moe.enabled()) {
+    const int etp = w.expert_tp();
+    local_experts = w.moe.experts / w.ep;
+    const double routed = double(tokens_sp) * w.moe.top_k * etp * w.ep;  // rows the rank's local experts share
+    expert_rows = static_cast<std::int64_t>(std::ceil(routed / w.moe.experts * w.moe.load_factor()));
+    expert_ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.expert_ffn() / etp;
+    expert_ffn2 = w.expert_ffn() / etp;
+  }
+}
+
+void TransformerRankContext::add_expert_groups(int rank, SharedCollectives& shared) {
+  const int n = w.stage_ranks(), etp = w.expert_tp(), ep = w.ep, edp = w.expert_dp();
+  const int base = rank / n * n, local = rank % n;
+  const int etp_i = local % etp, ep_i = local / etp % ep, edp_i = local / (etp * ep);
+  auto at = [&](int ti, int ei, int di) { return base + ti + etp * (ei + ep * di); };
+  std::vector<int> epg, etpg, edpg, tpepg;
+  for (int i = 0; i < ep; ++i) epg.push_back(at(etp_i, i, edp_i));
+  for (int i = 0; i < etp * ep; ++i) tpepg.push_back(at(i % etp, i / etp, edp_i));
+  if (etp * ep > 1) tpep_group = shared.group(tpepg);
+  for (int i = 0; i < etp; ++i) etpg.push_back(at(i, ep_i, edp_i));
+  for (int i = 0; i < edp; ++i) edpg.push_back(at(etp_i, ep_i, i));
+  if (ep > 1) ep_group = shared.group(epg);
+  if (etp > 1) etp_group = shared.group(etpg);
+  if (edp > 1) edp_group = shared.group(edpg);
 }
 
 std::vector<KernelDesc> TransformerRankContext::linear(double input_elements, std::vector<KernelDesc> gemms) const {
@@ -95,8 +122,8 @@ int TransformerDraft::side_collective(const std::string& name, Phase ph, int grp
   return static_cast<int>(program.ops.size()) - 1;
 }
 
-int TransformerDraft::param_gather_ahead(const std::string& name, Phase ph, double bytes) {
-  const int op = side_collective(name, ph, c_.dp_group, {CollectiveKind::kAllGather, bytes, {}}, -1);
+int TransformerDraft::param_gather_ahead(const std::string& name, Phase ph, int grp, double bytes) {
+  const int op = side_collective(name, ph, grp, {CollectiveKind::kAllGather, bytes, {}}, -1);
   param_gathers.push_back(op);
   return op;
 }

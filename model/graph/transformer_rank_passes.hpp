@@ -67,6 +67,18 @@ struct TransformerRankContext {
   /// Context parallelism: the directed groups to the next and from the previous CP rank of
   /// the ring that passes keys and values (-1 without cp).
   int cp_to_next = -1, cp_from_prev = -1;
+  /// Mixture of experts (Megatron-Core's expert rank order within a stage: expert TP
+  /// fastest, then ep, then expert DP): the groups of the token all-to-all (ep), of the
+  /// expert TP all-gather / reduce-scatter, and of the expert gradients (expert DP); -1
+  /// where the group has one rank.
+  int ep_group = -1, etp_group = -1, edp_group = -1;
+  int tpep_group = -1;  ///< expert TP x ep ranks: the all-gather dispatcher's group
+  std::int64_t local_experts = 0;  ///< experts on this rank: experts / ep
+  /// Rows one local expert processes per micro-batch: this rank's tokens x top_k, gathered
+  /// over expert TP, spread evenly over the experts (balanced routing) x the capacity's
+  /// load factor.
+  std::int64_t expert_rows = 0;
+  std::int64_t expert_ffn1 = 0, expert_ffn2 = 0;  ///< expert GEMM widths per expert-TP rank
   double e = 2;  ///< bytes per activation element
   std::int64_t tokens = 0;     ///< micro-batch x sequence / cp (this rank's share)
   std::int64_t tokens_sp = 0;  ///< tokens held by this rank (/tp under sequence parallelism)
@@ -109,6 +121,8 @@ struct TransformerRankContext {
   [[nodiscard]] int rank_of_stage(int s) const { return tp_i + w.tp * (cp_i + w.cp * (dp_i + w.dp * s)); }
   /// Ranks the gradients are reduced over: dp x cp.
   [[nodiscard]] int grad_ranks() const { return w.dp * w.cp; }
+  /// Creates the expert groups (constructor helper).
+  void add_expert_groups(int rank, SharedCollectives& shared);
   /// Whether Megatron's fused scale-mask-softmax kernel runs (unfused attention path).
   /// Megatron-DeepSpeed megatron/model/fused_softmax.py (FusedScaleMaskSoftmax.forward):
   /// 16-bit input and 16 < key length <= 2048 and query length % 4 == 0 and
@@ -175,9 +189,9 @@ class TransformerDraft {
   /// overlap_param_gather: the all-gathers issued in the first forward, which wait for the
   /// previous iteration's optimizer step (set by the optimizer pass through prev_deps).
   std::vector<int> param_gathers;
-  /// Issues the parameter all-gather of `bytes` beside the chain (after the previous op)
+  /// Issues the parameter all-gather of `bytes` on group `grp` beside the chain (after the previous op)
   /// and makes the op after next wait for it ("one bucket ahead"); returns its op index.
-  int param_gather_ahead(const std::string& name, Phase ph, double bytes);
+  int param_gather_ahead(const std::string& name, Phase ph, int grp, double bytes);
   /// A collective that runs beside the op chain: it starts after the previous op, but the
   /// next op does not wait for it; the op after join_async() waits for all of them.
   void async_collective(const std::string& name, Phase ph, int grp, CollectiveDesc d);
@@ -223,6 +237,11 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d);
 /// One layer: `tag` "" or "recompute." (full activation recomputation in the backward).
 void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag);
 void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, int layer);
+/// A mixture-of-experts MLP (transformer_moe_passes.cpp), after the post-attention norm:
+/// router, token permutation and all-to-all dispatch, the local experts' GEMMs, combine.
+/// `p`: the layer's name prefix.
+void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph);
+void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p);
 
 inline constexpr std::array<NamedTransformerPass, 4> kForwardPasses{{
     {"get_batch", add_get_batch},

@@ -9,6 +9,23 @@ constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
 
 DType dtype_of(const std::string& s) { return *dtype_from_name(s); }
 
+/// The "moe" object: Megatron-Core's MoE arguments (see MoeSpec).
+MoeSpec parse_moe(const JsonObject& o) {
+  MoeSpec m;
+  m.experts = static_cast<int>(o.integer("experts", 1, 1 << 16));
+  m.top_k = static_cast<int>(o.integer_or("top_k", 1, 1 << 16, 2));
+  m.ffn_hidden = o.integer_or("ffn_hidden", 1, kMaxWidth, 0);
+  m.capacity_factor = o.number_or("capacity_factor", 0.0, 1000.0, 0.0);
+  m.pad_to_capacity = o.bool_or("pad_to_capacity", false);
+  m.grouped_gemm = o.bool_or("grouped_gemm", true);
+  m.all_to_all = o.enum_or("dispatcher", {"alltoall", "allgather"}, "alltoall") == "alltoall";
+  m.expert_tp = static_cast<int>(o.integer_or("expert_tp", 1, 4096, 0));
+  o.finish();
+  if (m.pad_to_capacity && m.capacity_factor <= 0)
+    o.fail("pad_to_capacity", "padding to capacity needs a \"capacity_factor\" (Megatron's --moe-expert-capacity-factor)");
+  return m;
+}
+
 }  // namespace
 
 std::int64_t TransformerSpec::padded_vocab() const {
@@ -16,17 +33,37 @@ std::int64_t TransformerSpec::padded_vocab() const {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
-double TransformerSpec::parameters() const {
-  const double h = double(hidden), d = double(head_dim());
-  const double qkv = h * (heads + 2.0 * kv_heads) * d + (heads + 2.0 * kv_heads) * d;
-  const double proj = h * h + h;
-  const double f1 = activation == Activation::kSwiglu ? 2.0 * ffn_hidden : double(ffn_hidden);
-  const double mlp = h * f1 + f1 + double(ffn_hidden) * h + h;
-  const double per_layer = qkv + proj + mlp + 4 * h;  // + two layer norms (weight, bias)
-  double emb = double(padded_vocab()) * h + (position == PositionEmbedding::kLearned ? double(seq_len) * h : 0.0);
-  if (!tied_embeddings) emb += double(padded_vocab()) * h;
-  return per_layer * double(layers) + emb + 2 * h;  // + final layer norm
+namespace {
+
+/// Parameters of one layer's MLP: dense (fc1, fc2 with biases), or the router (hidden x
+/// experts) and `experts_counted` expert MLPs without biases (Megatron's MoE recipes run
+/// --disable-bias-linear).
+double mlp_parameters(const TransformerSpec& w, double experts_counted) {
+  const double h = double(w.hidden), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  if (!w.moe.enabled()) {
+    const double f1 = gate * double(w.ffn_hidden);
+    return h * f1 + f1 + double(w.ffn_hidden) * h + h;
+  }
+  const double f = double(w.expert_ffn());
+  return h * w.moe.experts + experts_counted * (h * gate * f + f * h);
 }
+
+double total_parameters(const TransformerSpec& w, double experts_counted) {
+  const double h = double(w.hidden), d = double(w.head_dim());
+  const double qkv = h * (w.heads + 2.0 * w.kv_heads) * d + (w.heads + 2.0 * w.kv_heads) * d;
+  const double proj = h * h + h;
+  const double per_layer = qkv + proj + mlp_parameters(w, experts_counted) + 4 * h;  // + two layer norms (weight, bias)
+  const std::int64_t padded = w.padded_vocab();
+  double emb = double(padded) * h + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
+  if (!w.tied_embeddings) emb += double(padded) * h;
+  return per_layer * double(w.layers) + emb + 2 * h;  // + final layer norm
+}
+
+}  // namespace
+
+double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
+
+double TransformerSpec::active_parameters() const { return total_parameters(*this, moe.top_k); }
 
 TransformerSpec parse_transformer(const JsonDocument& doc) {
   const JsonObject root(doc);
@@ -75,6 +112,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     w.pp = static_cast<int>(p.integer_or("pp", 1, 4096, 1));
     w.vp = static_cast<int>(p.integer_or("vp", 1, 64, 1));
     w.cp = static_cast<int>(p.integer_or("cp", 1, 1024, 1));
+    w.ep = static_cast<int>(p.integer_or("ep", 1, 4096, 1));
     if (const auto dp = p.find("dp")) {
       if (dp->is_string()) {
         [[maybe_unused]] const std::string a = dp->as_enum({"auto"});
@@ -85,7 +123,12 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     }
     p.finish();
   }
+  if (const auto moe = root.find("moe")) w.moe = parse_moe(moe->as_object());
   root.finish();
+  if (w.ep > 1 && !w.moe.enabled())
+    throw ConfigError(doc.file, "/parallelism/ep", "expert parallelism needs experts: add \"moe\": {\"experts\": N, \"top_k\": K}");
+  if (w.moe.enabled() && w.moe.top_k > w.moe.experts)
+    throw ConfigError(doc.file, "/moe/top_k", fmt::format("top_k {} is more than the {} experts", w.moe.top_k, w.moe.experts));
   if (schedule == "interleaved" && w.vp == 1)
     root.fail("schedule", "the interleaved schedule needs virtual stages: set \"parallelism\": {\"vp\": 2 or more}");
   if (schedule == "1f1b" && w.vp > 1)
@@ -104,6 +147,32 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   }
   return w;
 }
+
+namespace {
+
+/// Megatron-Core's MoE constraints: experts divide over ep, the expert width over expert
+/// TP, ep x expert TP ranks fold into each stage's tp x cp x dp ranks (the parallel
+/// state's expert rank generator), and tensor parallelism comes with sequence parallelism
+/// (megatron/core/transformer/moe/README.md: "When using MoE with expert parallelism and
+/// tensor parallelism, sequence parallelism must be enabled"; perfcast models the token
+/// flow of that case only, also at ep 1).
+void check_expert_parallelism(const TransformerSpec& w) {
+  const std::string at = "/parallelism/ep";
+  if (w.moe.experts % w.ep != 0)
+    throw ConfigError(w.file, at, fmt::format("{} experts do not divide over ep {}", w.moe.experts, w.ep));
+  const int etp = w.expert_tp();
+  if (w.stage_ranks() % (w.ep * etp) != 0)
+    throw ConfigError(w.file, at, fmt::format("ep {} x expert_tp {} does not divide the {} ranks of a pipeline stage "
+                                              "(tp x cp x dp)", w.ep, etp, w.stage_ranks()));
+  if (w.expert_ffn() % etp != 0)
+    throw ConfigError(w.file, "/moe/expert_tp", fmt::format("expert ffn_hidden {} does not divide over expert_tp {}",
+                                                           w.expert_ffn(), etp));
+  if (w.tp > 1 && !w.sequence_parallel)
+    throw ConfigError(w.file, "/sequence_parallel", "MoE layers with tensor parallelism need sequence parallelism (Megatron-Core's "
+                                                    "MoE README): set \"sequence_parallel\": true");
+}
+
+}  // namespace
 
 void resolve_parallelism(TransformerSpec& w, int world) {
   const std::string at = "/parallelism";
@@ -144,6 +213,7 @@ void resolve_parallelism(TransformerSpec& w, int world) {
                                                         w.pp, w.vp));
     }
   }
+  if (w.moe.enabled()) check_expert_parallelism(w);
   if (w.sequence_parallel && w.seq_len / w.cp * w.micro_batch % w.tp != 0) {
     throw ConfigError(w.file, "/sequence_parallel", fmt::format("seq_len x micro_batch does not divide over tp {}", w.tp));
   }

@@ -22,6 +22,34 @@ enum class Recompute { kNone, kSelective, kFull };
 enum class AttentionImpl { kFlash, kUnfused };
 enum class PositionEmbedding { kLearned, kRope };
 
+/// Mixture-of-experts MLPs (Megatron-Core's MoELayer with the all-to-all token dispatcher):
+/// every layer's MLP is `experts` expert MLPs of width `ffn_hidden`, each token routed to
+/// `top_k` of them. Absent (experts 0): dense MLPs.
+struct MoeSpec {
+  int experts = 0;              ///< --num-experts
+  int top_k = 2;                ///< --moe-router-topk
+  std::int64_t ffn_hidden = 0;  ///< --moe-ffn-hidden-size (default: the model's ffn_hidden)
+  /// --moe-expert-capacity-factor; 0: dropless. Routing is assumed balanced (every expert
+  /// gets top_k x tokens / experts), so a factor only changes the work when the experts'
+  /// inputs are padded to capacity (pad_to_capacity) or it is below 1 (tokens dropped).
+  double capacity_factor = 0;
+  bool pad_to_capacity = false;  ///< --moe-pad-expert-input-to-capacity
+  bool grouped_gemm = true;      ///< --moe-grouped-gemm: one grouped GEMM over local experts
+  /// --moe-token-dispatcher-type: true "alltoall" (tokens sent to their experts' ranks),
+  /// false "allgather" (every rank of the expert TP x ep group gathers all the group's
+  /// tokens and keeps those of its experts; Megatron's argument default).
+  bool all_to_all = true;
+  int expert_tp = 0;             ///< --expert-tensor-parallel-size; 0: the model's tp
+
+  [[nodiscard]] bool enabled() const { return experts > 0; }
+  /// Rows each expert processes per routed row at balance: the capacity factor when inputs
+  /// are padded to it, min(factor, 1) when tokens beyond capacity are dropped, else 1.
+  [[nodiscard]] double load_factor() const {
+    if (capacity_factor <= 0) return 1.0;
+    return pad_to_capacity ? capacity_factor : (capacity_factor < 1 ? capacity_factor : 1.0);
+  }
+};
+
 struct TransformerSpec {
   std::string name;
   std::string file;
@@ -67,6 +95,10 @@ struct TransformerSpec {
   /// tensor is needed.
   bool overlap_p2p_comm = true;
   int dp = 0;                    ///< 0: "auto" = GPUs / (tp x cp x pp)
+  /// Expert parallelism (--expert-model-parallel-size): the experts split over ep ranks of
+  /// a stage; ep x expert_tp must divide tp x cp x dp (Megatron-Core's MoE parallel folding).
+  int ep = 1;
+  MoeSpec moe;
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
@@ -93,6 +125,15 @@ struct TransformerSpec {
   [[nodiscard]] int stage_ranks() const { return tp * cp * dp; }
   /// Parameters of the whole model (embedding counted once when tied).
   [[nodiscard]] double parameters() const;
+  /// Parameters one token meets: parameters() with each layer's experts counted top_k
+  /// times instead of `experts` times (= parameters() for dense MLPs).
+  [[nodiscard]] double active_parameters() const;
+  /// Expert tensor parallelism: moe.expert_tp, or tp when unset.
+  [[nodiscard]] int expert_tp() const { return moe.expert_tp > 0 ? moe.expert_tp : tp; }
+  /// Expert data parallelism: ranks of a stage holding the same experts.
+  [[nodiscard]] int expert_dp() const { return stage_ranks() / (ep * expert_tp()); }
+  /// MoE MLP width (moe.ffn_hidden, default ffn_hidden).
+  [[nodiscard]] std::int64_t expert_ffn() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
 };
 
 /// Reads a transformer workload (schema "perfcast.workload" 1.x, "model": "transformer").

@@ -46,6 +46,7 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   r.backward_op_overhead = opt("backward_op_overhead");
   r.launch_overhead = opt("launch_overhead");
   r.collective_launch_overhead = opt("collective_launch_overhead");
+  r.moe_layer_overhead = opt("moe_layer_overhead");
   host.finish();
   if (root.find("pipeline_transfers"))
     r.pipeline_host_blocking = root.enum_or("pipeline_transfers", {"host_blocking", "stream_ordered"}, "host_blocking") == "host_blocking";
@@ -76,6 +77,7 @@ void override_runtime_host(RuntimeProfile& r, const JsonObject& o) {
   opt("backward_op_overhead", r.backward_op_overhead);
   opt("launch_overhead", r.launch_overhead);
   opt("collective_launch_overhead", r.collective_launch_overhead);
+  opt("moe_layer_overhead", r.moe_layer_overhead);
   o.finish();
 }
 
@@ -97,6 +99,7 @@ void apply_runtime(SystemSpec& s, RuntimeProfile& r) {
   if (r.backward_op_overhead) s.host.backward_op_overhead = k * *r.backward_op_overhead;
   if (r.launch_overhead) s.host.launch_overhead = k * *r.launch_overhead;
   if (r.collective_launch_overhead) s.host.collective_launch_overhead = k * *r.collective_launch_overhead;
+  if (r.moe_layer_overhead) s.host.moe_layer_overhead = k * *r.moe_layer_overhead;
 }
 
 }  // namespace perfcast

@@ -20,7 +20,7 @@ namespace perfcast {
 struct RuntimeProfile {
   std::string name;  ///< file stem, e.g. "megatron_deepspeed"
   std::string file;
-  std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead;
+  std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead;
   /// "pipeline_transfers": "host_blocking" (true: the host waits for every pipeline
   /// transfer and synchronizes the device, Megatron-DeepSpeed) or "stream_ordered" (false:
   /// only the compute stream waits for the transfer). Unset: the workload's default (blocking).

@@ -8,7 +8,8 @@ std::string fmt_group(int k) {
 }
 
 double transformer_flops_per_token(const TransformerSpec& w) {
-  return 6.0 * w.parameters() + 12.0 * double(w.layers) * double(w.hidden) * double(w.seq_len);
+  // MoE: the parameters a token meets (top_k experts per layer), as Megatron counts MoE FLOPs.
+  return 6.0 * w.active_parameters() + 12.0 * double(w.layers) * double(w.hidden) * double(w.seq_len);
 }
 
 std::vector<BreakdownPart> split_iteration(const RankBreakdown& b, bool pipelined) {

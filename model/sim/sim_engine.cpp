@@ -66,7 +66,7 @@ void Engine::throw_deadlock() const {
 Seconds Engine::host_op_overhead(const Op& op) const {
   if (op.same_call) return 0;
   if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead;
-  return host_.op_overhead;
+  return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0);
 }
 
 void Engine::wait_host(RankCursor& st, int e) const {
