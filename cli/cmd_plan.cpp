@@ -44,6 +44,11 @@ Action add_plan(CLI::App& app) {
                   "schedule")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", req.space.expert_parallel,
+                  "expert-parallel sizes to try for a MoE workload, e.g. 1,2,4,8 (default: the workload's); each must divide "
+                  "the experts, and ep x expert TP the ranks of a pipeline stage")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--overlaps", o->overlaps,
                   "search: also try overlapping the DP gradient reduction (dp > 1) and TP communication (tp > 1, "
                   "Transformer Engine) (default); off: neither")

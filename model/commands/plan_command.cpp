@@ -58,7 +58,7 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
   std::map<std::string, int> rejected_by_kind;
   for (const auto& sc : r.rejected) ++rejected_by_kind[rejection_kind(sc.rejected)];
   std::string out = fmt::format("perfcast plan: {} on {} ({} GPUs)\n", r.workload_name, r.system_name, r.gpus);
-  out += "  space: tp (powers of 2 up to one node) x cp x pp (divisors of the layers) x vp x dp x micro-batch x recompute x "
+  out += "  space: tp (powers of 2 up to one node) x cp x pp (divisors of the layers) x vp x dp x ep (MoE) x micro-batch x recompute x "
          "distributed optimizer x overlaps (DP gradient reduction when dp x cp > 1, TP communication when tp > 1); sequence "
          "parallel when tp > 1\n";
   std::string screened;
@@ -71,15 +71,15 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
     if (!r.rejected.empty()) out += fmt::format("; e.g. {}: {}", r.rejected.front().choice.label(), r.rejected.front().rejected);
     return out + "\n";
   }
-  out += fmt::format("\n{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10} {:>6} {:>8}  {}\n", "rank", "tp",
-                     "cp", "pp", "vp", "dp", "mb", "recompute", "dist-opt", "overlap", "iteration", "tokens/s", "MFU", "mem/GPU",
+  out += fmt::format("\n{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10} {:>6} {:>8}  {}\n", "rank", "tp",
+                     "cp", "pp", "vp", "dp", "ep", "mb", "recompute", "dist-opt", "overlap", "iteration", "tokens/s", "MFU", "mem/GPU",
                      "vs the fastest");
   const std::size_t shown = std::min<std::size_t>(r.ranked.size(), static_cast<std::size_t>(std::max(top, 1)));
   for (std::size_t k = 0; k < shown; ++k) {
     const auto& p = r.ranked[k];
     const WorkloadMetrics& m = p.metrics;
-    out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
-                       p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, p.choice.micro_batch, recompute_name(p.choice.recompute),
+    out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
+                       p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, p.choice.ep, p.choice.micro_batch, recompute_name(p.choice.recompute),
                        p.choice.distributed_optimizer ? "on" : "off", overlap_label(p.choice), format_time(p.iteration_time),
                        m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB, k == 0 ? "fastest" : p.why_slower);
   }
@@ -104,6 +104,7 @@ nlohmann::json choice_json(const ParallelismChoice& c) {
           {"pp", c.pp},
           {"vp", c.vp},
           {"dp", c.dp},
+          {"ep", c.ep},
           {"micro_batch", c.micro_batch},
           {"recompute", recompute_name(c.recompute)},
           {"distributed_optimizer", c.distributed_optimizer},
@@ -160,14 +161,14 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
 }
 
 std::string render_plan_csv(const PlanSearchResult& r) {
-  std::string out = "rank,tp,cp,pp,vp,dp,micro_batch,recompute,distributed_optimizer,sequence_parallel,overlap_grad_reduce,tp_comm_overlap,"
+  std::string out = "rank,tp,cp,pp,vp,dp,ep,micro_batch,recompute,distributed_optimizer,sequence_parallel,overlap_grad_reduce,tp_comm_overlap,"
                     "iteration_time_s,tokens_per_s,mfu,max_memory_bytes,why_slower\n";
   for (std::size_t k = 0; k < r.ranked.size(); ++k) {
     const auto& p = r.ranked[k];
     const auto& c = p.choice;
     const WorkloadMetrics& m = p.metrics;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
-                       c.micro_batch,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
+                       c.ep, c.micro_batch,
                        recompute_name(c.recompute), c.distributed_optimizer ? "true" : "false",
                        c.sequence_parallel() ? "true" : "false", c.overlap_grad_reduce ? "true" : "false",
                        c.tp_comm_overlap ? "true" : "false", p.iteration_time, m.tokens_per_s, m.mfu,

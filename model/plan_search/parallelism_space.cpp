@@ -23,6 +23,7 @@ std::vector<std::string> ParallelismChoice::overrides() const {
           fmt::format("workload.parallelism.cp={}", cp),
           fmt::format("workload.parallelism.pp={}", pp),
           fmt::format("workload.parallelism.vp={}", vp),
+          fmt::format("workload.parallelism.ep={}", ep),
           fmt::format("workload.parallelism.dp={}", dp),
           fmt::format("workload.micro_batch={}", micro_batch),
           fmt::format("workload.recompute=\"{}\"", recompute_name(recompute)),
@@ -37,7 +38,9 @@ std::vector<std::string> ParallelismChoice::overrides() const {
 
 std::string ParallelismChoice::label() const {
   const std::string cps = cp > 1 ? fmt::format(" cp {}", cp) : "", vps = vp > 1 ? fmt::format(" vp {}", vp) : "";
-  return fmt::format("tp {}{} pp {}{} dp {}, micro-batch {}, recompute {}{}{}{}", tp, cps, pp, vps, dp, micro_batch, recompute_name(recompute),
+  const std::string eps = ep > 1 ? fmt::format(" ep {}", ep) : "";
+  return fmt::format("tp {}{} pp {}{} dp {}{}, micro-batch {}, recompute {}{}{}{}", tp, cps, pp, vps, dp, eps, micro_batch,
+                     recompute_name(recompute),
                      distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
                      tp_comm_overlap ? ", TP comm overlap" : "");
 }
@@ -64,6 +67,7 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.cp = c.cp;
   w.pp = c.pp;
   w.vp = c.vp;
+  w.ep = c.ep;
   w.dp = c.dp;
   w.micro_batch = c.micro_batch;
   w.recompute = c.recompute;
@@ -114,7 +118,7 @@ void screen_recompute_settings(const TransformerSpec& base, const SystemSpec& s,
 /// The choices of one tp x cp x pp x vp shape: dp from the GPUs left, then micro-batch,
 /// distributed optimizer, overlaps and recompute.
 void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o, int tp, int cp, int pp, int vp,
-                  std::vector<ScreenedChoice>& out) {
+                  int ep, std::vector<ScreenedChoice>& out) {
   const int world = s.world_size();
   if (world % (tp * cp * pp) != 0) return;
   const int dp = world / (tp * cp * pp);
@@ -132,6 +136,7 @@ void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOpti
           c.cp = cp;
           c.pp = pp;
           c.vp = vp;
+          c.ep = ep;
           c.dp = dp;
           c.micro_batch = mb;
           c.distributed_optimizer = dist;
@@ -152,12 +157,13 @@ std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, c
   std::vector<ScreenedChoice> out;
   const std::vector<int> cps = o.context_parallel.empty() ? std::vector<int>{w.cp} : o.context_parallel;
   const std::vector<int> vps = o.virtual_stages.empty() ? std::vector<int>{w.vp} : o.virtual_stages;
+  const std::vector<int> eps = o.expert_parallel.empty() || !w.moe.enabled() ? std::vector<int>{w.ep} : o.expert_parallel;
   for (const int tp : powers_of_two_up_to(std::min(max_tp, world)))
     for (const int cp : cps)
       for (const int pp : divisors(w.layers))
         for (const int vp : vps) {
           if (vp > 1 && pp == 1) continue;  // no pipeline to interleave: not listed
-          screen_shape(w, s, o, tp, cp, pp, vp, out);
+          for (const int ep : eps) screen_shape(w, s, o, tp, cp, pp, vp, ep, out);
         }
   return out;
 }

@@ -22,6 +22,7 @@ struct ParallelismChoice {
   int tp = 1, pp = 1, dp = 1;
   int cp = 1;  ///< context parallelism
   int vp = 1;  ///< virtual pipeline stages per rank (the interleaved schedule when > 1)
+  int ep = 1;  ///< expert parallelism (MoE workloads only)
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
@@ -53,6 +54,9 @@ struct SpaceOptions {
   /// --vp 1,2` searches them.
   std::vector<int> context_parallel{};
   std::vector<int> virtual_stages{};
+  /// Expert-parallel sizes (MoE workloads; each must divide the experts, and ep x expert TP
+  /// the ranks of a stage). Empty: the workload's own ep.
+  std::vector<int> expert_parallel{};
   /// Largest TP size. 0: the GPUs of one node (TP across nodes is not searched: its
   /// all-reduces per layer would cross the network).
   int max_tp = 0;
@@ -67,7 +71,7 @@ struct ScreenedChoice {
   std::string rejected;
 };
 
-/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp,
+/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp, ep,
 /// micro-batch, distributed optimizer, overlaps, recompute ascending). Shapes that do not divide and
 /// choices whose memory estimate exceeds the GPU's memory are rejected; of the recompute
 /// settings that fit for one shape, only the lightest is kept (heavier ones recompute the

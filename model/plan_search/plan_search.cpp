@@ -59,6 +59,7 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
   c.cp = w.cp;
   c.pp = w.pp;
   c.vp = w.vp;
+  c.ep = w.ep;
   c.dp = w.dp;
   c.micro_batch = w.micro_batch;
   c.recompute = w.recompute;

@@ -10,14 +10,14 @@ small=(--system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 4 --
 check "plan exits 0" test $? = 0
 # 42 plans: see tests/model/plan_search_test.cpp for the hand count.
 check "CSV: 42 plans + header" test "$(wc -l < "$tmp/plans.csv")" = 43
-check "CSV: ranked by iteration time" bash -c "tail -n +2 '$tmp/plans.csv' | cut -d, -f13 | sort -g -c"
+check "CSV: ranked by iteration time" bash -c "tail -n +2 '$tmp/plans.csv' | cut -d, -f14 | sort -g -c"
 check "text: the fastest is marked" grep -q "fastest" "$tmp/text"
 check "text: dominated choices are counted" grep -q "84 dominated" "$tmp/text"
 check "text: where the file's own parallelism stands" grep -q "the workload file's own parallelism" "$tmp/text"
 check "JSON: 42 plans, 84 rejected" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['plans']) == 42 and len(d['rejected']) == 84 and d['plans'][0]['why_slower'] == ''" "$tmp/plans.json"
 
 "$perfcast" plan "${small[@]}" --overlaps off --csv "$tmp/plans_off.csv" > /dev/null 2>&1
-check "--overlaps off: 18 plans, none overlapped" bash -c "test \$(wc -l < '$tmp/plans_off.csv') = 19 && ! tail -n +2 '$tmp/plans_off.csv' | cut -d, -f11,12 | grep -q true"
+check "--overlaps off: 18 plans, none overlapped" bash -c "test \$(wc -l < '$tmp/plans_off.csv') = 19 && ! tail -n +2 '$tmp/plans_off.csv' | cut -d, -f12,13 | grep -q true"
 
 "$perfcast" plan "${small[@]}" --threads 1 --csv "$tmp/plans1.csv" > /dev/null 2>&1
 check "one thread gives the same table" cmp -s "$tmp/plans.csv" "$tmp/plans1.csv"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "model/graph/memory_estimate.hpp"
 #include "model/plan_search/plan_search.hpp"
@@ -87,6 +88,33 @@ TEST_CASE("plan search: --vp and --cp add interleaved and context-parallel shape
   int not_divide = 0;
   for (const auto& rej : r.rejected) not_divide += rej.rejected.rfind("does not divide", 0) == 0;
   CHECK(not_divide > 0);  // pp 4 x vp 2 over 12 layers
+}
+
+TEST_CASE("plan search: --ep adds expert-parallel shapes for a MoE workload", "[plan][moe]") {
+  PlanSearchRequest req = small_request();
+  req.base.overrides.push_back(R"(workload.moe={"experts": 4, "top_k": 2})");
+  req.space.expert_parallel = {1, 2, 4};
+  req.space.recomputes = {Recompute::kNone};
+  req.space.micro_batches = {1};
+  req.space.overlap_grad_reduce = {false};
+  req.space.tp_comm_overlap = {false};
+  const PlanSearchResult r = search_parallel_plans(req);
+  // Shapes (tp, pp) with tp x pp | 4 as above: stage ranks tp x dp = 4, 2, 1, 4, 2, 4 for
+  // (1,1) (1,2) (1,4) (2,1) (2,2) (4,1). ep x expert TP (= tp) must divide them: ep 1 always;
+  // ep 2 at (1,1) (1,2) (2,1); ep 4 at (1,1) only. Distributed optimizer off / on where dp > 1.
+  std::map<int, int> by_ep;
+  for (const auto& p : r.ranked) {
+    ++by_ep[p.choice.ep];
+    CHECK(p.choice.tp * p.choice.pp * p.choice.dp == 4);
+    CHECK((p.choice.tp * p.choice.dp) % (p.choice.ep * p.choice.tp) == 0);
+  }
+  // ep 1: (1,1) 2, (1,2) 2, (1,4) 1, (2,1) 2, (2,2) 1, (4,1) 1 = 9; ep 2: (1,1) 2, (1,2) 2,
+  // (2,1) 2 = 6; ep 4: (1,1) 2.
+  CHECK(by_ep[1] == 9);
+  CHECK(by_ep[2] == 6);
+  CHECK(by_ep[4] == 2);
+  for (const auto& rej : r.rejected) CHECK(rej.rejected.find("does not divide the") != std::string::npos);
+  CHECK(r.rejected.size() == 3 * 9 - 17);
 }
 
 TEST_CASE("plan search: best equals a brute-force sweep over the same space", "[plan]") {
