@@ -55,7 +55,7 @@ void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
 /// Dot: the backward of the lower triangle, of the Gram matrix (two GEMMs) and the sum
 /// of both feature gradients; cat: one copy; dcn_v2: the cross layers' backward, then the copy.
 void add_interaction_backward(const RankContext& c, RankDraft& d) {
-  const double ab = c.act_bytes();
+  const double ab = c.act_bytes(), ib = c.interaction_bytes();
   const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
   const double dim = static_cast<double>(c.w.bottom_mlp.back());
   const double width = static_cast<double>(c.w.interaction_width());
@@ -68,7 +68,7 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
     const std::int64_t r = c.w.dcn_rank;
     for (int l = c.w.dcn_layers; l-- > 0;) {
       grad = d.add({numbered("dcn.cross.", l, ".backward"), Phase::kBackward, Stream::kCompute,
-                    {elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ab),
+                    {elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ib),
                      GemmDesc{r, w64, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, r, w64, 1, c.w.mlp_dtype, false},
                      GemmDesc{w64, r, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, w64, r, 1, c.w.mlp_dtype, false},
                      elementwise("bias_grad", c.batch * width, 1, ab)},
@@ -83,9 +83,12 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
     op.kernels.push_back(elementwise("tril_backward", c.batch * tp * tp, 0, 2 * ab));
     op.kernels.push_back(GemmDesc{t, k, t, c.batch, c.w.mlp_dtype, false});
     op.kernels.push_back(GemmDesc{t, k, t, c.batch, c.w.mlp_dtype, false});
-    op.kernels.push_back(elementwise("add", c.batch * tp * dim, 1, 3 * ab));
+    // The cast's backward (half gradient to the concat's type), then the sum of both paths.
+    if (c.interaction_cast()) op.kernels.push_back(elementwise("cast_backward", c.batch * tp * dim, 0, ab + ib));
+    op.kernels.push_back(elementwise("add", c.batch * tp * dim, 1, 3 * ib));
   } else {
-    op.kernels.push_back(elementwise("copy", c.batch * width, 0, 2 * ab));
+    if (c.interaction_cast()) op.kernels.push_back(elementwise("cast_backward", c.batch * width, 0, ab + ib));
+    op.kernels.push_back(elementwise("copy", c.batch * width, 0, 2 * ib));
   }
   d.interaction_grad = d.add(std::move(op));
 }
@@ -156,8 +159,19 @@ void add_optimizer_step(const RankContext& c, RankDraft& d) {
   const char* name = o == DenseOptimizer::kAdam ? "adam" : o == DenseOptimizer::kAdagrad ? "adagrad" : "sgd";
   const double flops = o == DenseOptimizer::kAdam ? 12 : o == DenseOptimizer::kAdagrad ? 5 : 2;
   const double bytes = o == DenseOptimizer::kAdam ? 28 : o == DenseOptimizer::kAdagrad ? 20 : 12;
+  std::vector<int> deps = d.allreduces;
+  if (c.w.mlp_dtype == DType::kFp16) {
+    // torch.cuda.amp.GradScaler (fp16 only): unscale the fp32 gradients and look for
+    // infinities (read and write 4 B per parameter), then GradScaler.step reads the verdict
+    // with .item() before stepping an optimizer without AMP support of its own: the host
+    // waits for the GPU once per iteration.
+    deps = {d.add({"grad_scaler.unscale", Phase::kOptimizer, Stream::kCompute, {elementwise("unscale", params, 2, 8)}, {},
+                   std::move(deps), false})};
+    deps = {d.add({"grad_scaler.found_inf.item", Phase::kOptimizer, Stream::kCompute, {MemcpyDesc{4, CopyKind::kDeviceToHost}},
+                   {}, std::move(deps), true})};
+  }
   int prev = d.add({std::string("dense_optimizer.") + name, Phase::kOptimizer, Stream::kCompute,
-                    {elementwise(name, params, flops, bytes)}, {}, d.allreduces, false});
+                    {elementwise(name, params, flops, bytes)}, {}, std::move(deps), false});
   if (c.mixed_precision()) {  // the half copy of the fp32 master parameters the next forward reads
     prev = d.add({"copy_main_params", Phase::kOptimizer, Stream::kCompute,
                   {elementwise("cast", params, 0, 4 + c.act_bytes())}, {}, {prev}, false});

@@ -141,24 +141,29 @@ void add_interaction(const RankContext& c, RankDraft& d) {
   Op inter{"interaction", Phase::kForward, Stream::kCompute, {}, {}, std::move(deps), false};
   // semi_sync: this batch's embeddings were looked up and exchanged one iteration earlier.
   for (int e : d.embeddings_ready) (c.semi_sync() ? inter.prev_deps : inter.deps).push_back(e);
+  const double ib = c.interaction_bytes();
   if (c.w.interaction == Interaction::kDot) {
-    inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ab));
+    inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ib));
+    if (c.interaction_cast()) inter.kernels.push_back(elementwise("cast", c.batch * tp * dim, 0, ib + ab));  // bmm's input
     inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),
                                      static_cast<std::int64_t>(dim), c.batch, c.w.mlp_dtype, false});
     inter.kernels.push_back(elementwise("tril_concat", c.batch * width, 0, 2 * ab));
   } else {
-    inter.kernels.push_back(elementwise("concat", c.batch * width, 0, 2 * ab));
+    inter.kernels.push_back(elementwise("concat", c.batch * width, 0, 2 * ib));
+    // The first top MLP layer (cat) or cross layer (dcn_v2) casts its input to half.
+    if (c.interaction_cast()) inter.kernels.push_back(elementwise("cast", c.batch * width, 0, ib + ab));
   }
   d.interaction = d.add(std::move(inter));
   if (c.w.interaction != Interaction::kDcnV2) return;
   // DCNv2 cross layers: z = x_l V (B x width . width x r), y = z W + b (r x width, bias
-  // epilogue), x_{l+1} = x0 * y + x_l (reads three, writes one).
+  // epilogue), x_{l+1} = x0 * y + x_l (reads three, writes one; in the concat's type:
+  // autocast promotes the half y to x0's type).
   const auto w64 = static_cast<std::int64_t>(width);
   for (int l = 0; l < c.w.dcn_layers; ++l) {
     d.interaction = d.add({numbered("dcn.cross.", l), Phase::kForward, Stream::kCompute,
                            {GemmDesc{c.batch, c.w.dcn_rank, w64, 1, c.w.mlp_dtype, false},
                             GemmDesc{c.batch, w64, c.w.dcn_rank, 1, c.w.mlp_dtype, true},
-                            elementwise("dcn_cross", c.batch * width, 2, 4 * ab)},
+                            elementwise("dcn_cross", c.batch * width, 2, 4 * ib)},
                            {}, {d.interaction}, false});
   }
 }

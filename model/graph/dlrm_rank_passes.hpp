@@ -13,6 +13,7 @@
 /// its place in kDlrmRankPasses), take its dependencies from RankDraft's handles, and
 /// record a handle if a later pass waits on it.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -125,6 +126,12 @@ class RankContext {
   [[nodiscard]] double act_bytes() const { return dtype_bytes(w.mlp_dtype); }
   /// fp16 / bf16 MLPs: autocast casts, and the optimizer writes a half copy of the weights.
   [[nodiscard]] bool mixed_precision() const { return w.mlp_dtype == DType::kFp16 || w.mlp_dtype == DType::kBf16; }
+  /// Bytes of an element of the interaction's concatenated features. Autocast runs torch.cat
+  /// in the widest input type (its "promote" list), so the half bottom output concatenated
+  /// with fp32 embeddings comes out fp32; only the GEMMs after it (bmm, Linear) cast to half.
+  [[nodiscard]] double interaction_bytes() const { return std::max(act_bytes(), dtype_bytes(w.embedding_dtype)); }
+  /// The concatenated features are wider than the GEMMs' type: autocast casts them first.
+  [[nodiscard]] bool interaction_cast() const { return interaction_bytes() > act_bytes(); }
   /// Columns of the table_row_wise / grid blocks of this rank's node.
   [[nodiscard]] double my_node_dims() const { return node_dims[static_cast<std::size_t>(rank / gpus_per_node)]; }
 

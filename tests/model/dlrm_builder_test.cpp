@@ -139,6 +139,37 @@ TEST_CASE("mixed precision: the dense features are cast and the master weights c
   // After the optimizer step, before the loss is read.
   CHECK(find(p, "copy_main_params") > find(p, "dense_optimizer.sgd"));
   CHECK(p.ops.back().name == "loss.item");
+  CHECK(op(p, "grad_scaler.unscale") == nullptr);  // bf16 needs no loss scaling
+}
+
+TEST_CASE("mixed precision: only the GEMMs' inputs are half; cat stays fp32, fp16 adds the grad scaler", "[builder]") {
+  DlrmSpec w = default_workload();  // 8 tables of dim 64, fp32 embeddings, dot interaction
+  w.mlp_dtype = DType::kFp16;
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 1), 1);
+  const auto& p = g.ranks[0];
+  const Op& inter = p.ops[static_cast<std::size_t>(find(p, "interaction"))];
+  // Autocast promotes torch.cat of the fp16 bottom output and the fp32 embeddings to fp32
+  // (2048 samples x 9 features x 64: read and write 4 B), then casts it for the bmm (4 + 2 B).
+  const auto& concat = std::get<ElementwiseDesc>(inter.kernels.at(0));
+  CHECK(concat.op == "concat");
+  CHECK(concat.elements == 2048 * 9 * 64);
+  CHECK(concat.bytes_per_element == Approx(8.0));
+  const auto& cast = std::get<ElementwiseDesc>(inter.kernels.at(1));
+  CHECK(cast.op == "cast");
+  CHECK(cast.bytes_per_element == Approx(6.0));
+  CHECK(std::get<GemmDesc>(inter.kernels.at(2)).dtype == DType::kFp16);
+  // GradScaler: unscale 2,499,137 fp32 gradients (8 B each), then the host reads found_inf.
+  const Op& unscale = p.ops[static_cast<std::size_t>(find(p, "grad_scaler.unscale"))];
+  CHECK(std::get<ElementwiseDesc>(unscale.kernels.at(0)).elements == 2'499'137);
+  CHECK(std::get<ElementwiseDesc>(unscale.kernels.at(0)).bytes_per_element == Approx(8.0));
+  CHECK(p.ops[static_cast<std::size_t>(find(p, "grad_scaler.found_inf.item"))].host_waits);
+  CHECK(find(p, "grad_scaler.found_inf.item") < find(p, "dense_optimizer.sgd"));
+  // fp16 embeddings: the concat is half and nothing is cast.
+  w.embedding_dtype = DType::kFp16;
+  const ExecutionGraph half = build_dlrm_graph(w, default_plan(w, 1), 1);
+  const Op& hinter = half.ranks[0].ops[static_cast<std::size_t>(find(half.ranks[0], "interaction"))];
+  CHECK(std::get<ElementwiseDesc>(hinter.kernels.at(0)).bytes_per_element == Approx(4.0));
+  CHECK(std::holds_alternative<GemmDesc>(hinter.kernels.at(1)));
 }
 
 namespace {
