@@ -1,25 +1,29 @@
 // Megatron-LM CI step times on one DGX H100 and one DGX A100 against perfcast's predictions,
 // with the shipped defaults and nothing fitted at run time: configs/systems/dgx_h100.json or
-// dgx_a100.json and a runtime profile: megatron_core_ci (Megatron-Core as its CI runs it,
-// fitted on the DGX A100 rows, so only the DGX H100 rows are held out) unless --runtime says
-// otherwise.
+// dgx_a100.json and the runtime profile of the row's mode: megatron_core_ci (deterministic
+// mode) or megatron_core_ci_nondeterministic, each fitted on its DGX A100 rows, so only the
+// DGX H100 rows are held out; --runtime NAME uses one profile for every row.
 //
-// Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the GPT rows measured
-// on DGX H100 or DGX A100 that perfcast can express: no expert parallelism,
-// no Megatron FSDP, no multi-latent attention. Each row's configuration (layers, widths,
-// heads and query groups, sequence, vocabulary, batch, TP / CP / PP / VP / DP, precision,
-// recompute, sequence parallelism, and the flags swiglu, rope, untied embeddings, unfused
-// attention, distributed optimizer, overlapped gradient reduction and parameter gather, TP
-// communication overlap) becomes a workload; the measured value is the median logged iteration time.
+// Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the rows measured on
+// DGX H100 or DGX A100 that perfcast can express: dense GPT (default) or mixture-of-experts
+// (--models moe) models without Megatron FSDP, multi-latent attention or multi-token
+// prediction. Each row's configuration (layers, widths, heads and query groups, sequence,
+// vocabulary, batch, TP / CP / PP / VP / DP / EP, precision, recompute, sequence parallelism,
+// the flags swiglu, rope, untied embeddings, unfused attention, distributed optimizer,
+// overlapped gradient reduction and parameter gather, TP communication overlap, and the MoE
+// arguments) becomes a workload; the measured value is the median logged iteration time.
 // These are small CI models, often in deterministic mode: host- and launch-bound runs.
 //
 // Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--gpus h100|a100|both]
-//                                   [--runtime NAME] [--fit none|tp1|a100] [--max-error E]
-//                                   [--host-speed 1]
+//                                   [--models gpt|moe|all] [--deterministic yes|no|all]
+//                                   [--runtime auto|NAME] [--fit none|tp1|a100|moe_a100]
+//                                   [--max-error E] [--host-speed 1]
 // --fit tp1: grid-search the runtime's host op overhead and backward op overhead on the
 // tp 1 rows (training set) and report the tp > 1 rows (held out) with them; --fit a100: fit
 // on the DGX A100 rows and hold out the DGX H100 rows (a different GPU and CPU: the runtime's
-// host costs are scaled to each system's CPU, docs/collectives-and-runtimes.md).
+// host costs are scaled to each system's CPU, docs/collectives-and-runtimes.md); --fit
+// moe_a100 (with --models moe): the same for the host cost per MoE layer forward. A fit
+// needs a named --runtime; --deterministic picks the rows of one mode.
 // --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
 // this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
 // --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
@@ -176,8 +180,10 @@ std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus
       continue;
     }
     nlohmann::json w = workload_of(r, flags);
-    w["runtime"] = runtime;
-    cases.push_back({r, std::move(w), sys, flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True"});
+    const bool deterministic = flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True";
+    // auto: the profile of the row's mode (Megatron's --deterministic-mode costs host time).
+    w["runtime"] = runtime != "auto" ? runtime : deterministic ? "megatron_core_ci" : "megatron_core_ci_nondeterministic";
+    cases.push_back({r, std::move(w), sys, deterministic});
   }
   return cases;
 }
@@ -304,14 +310,18 @@ int main(int argc, char** argv) {
   CLI::App app{"Megatron-LM CI step times on DGX H100 / DGX A100 against perfcast's predictions (shipped defaults)"};
   const std::string src = PERFCAST_SOURCE_DIR;
   std::string data = src + "/../shared/data/public-measurements/megatron_ci_step_times.csv";
-  std::string gpus = "both", fit = "none", runtime = "megatron_core_ci", models = "gpt";
+  std::string gpus = "both", fit = "none", runtime = "auto", models = "gpt", deterministic = "all";
   int skip_missing = 0, host_speed = 0;
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
   app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
   app.add_option("--models", models, "gpt: dense GPT rows; moe: mixture-of-experts rows; all")
       ->check(CLI::IsMember({"gpt", "moe", "all"}));
-  app.add_option("--runtime", runtime, "runtime profile of the predictions (configs/runtimes/NAME.json)");
+  app.add_option("--deterministic", deterministic, "rows run in deterministic mode (yes), not (no), or all")
+      ->check(CLI::IsMember({"yes", "no", "all"}));
+  app.add_option("--runtime", runtime,
+                 "runtime profile of the predictions (configs/runtimes/NAME.json); auto (default): megatron_core_ci for "
+                 "rows in deterministic mode, megatron_core_ci_nondeterministic for the others");
   app.add_option("--fit", fit, "none; tp1: fit host costs on tp 1 rows; a100: fit on DGX A100 rows, hold out DGX H100; "
                                 "moe_a100: fit the MoE layer host cost on DGX A100 MoE rows, hold out DGX H100")
       ->check(CLI::IsMember({"none", "tp1", "a100", "moe_a100"}));
@@ -327,6 +337,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--fit %s needs --gpus both\n", fit.c_str());
     return 2;
   }
+  if (fit != "none" && runtime == "auto") {
+    std::fprintf(stderr, "--fit fits one profile: name it with --runtime and pick its rows with --deterministic\n");
+    return 2;
+  }
   if (fit == "moe_a100" && models != "moe") {
     std::fprintf(stderr, "--fit moe_a100 needs --models moe\n");
     return 2;
@@ -337,7 +351,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::map<std::string, int> skipped;
-  const std::vector<Case> cases = cases_of(rows, gpus, models, runtime, skipped);
+  std::vector<Case> cases = cases_of(rows, gpus, models, runtime, skipped);
+  if (deterministic != "all") {
+    std::erase_if(cases, [&](const Case& c) {
+      const bool drop = c.deterministic != (deterministic == "yes");
+      if (drop) skipped[deterministic == "yes" ? "not deterministic (--deterministic)" : "deterministic (--deterministic)"]++;
+      return drop;
+    });
+  }
   auto in_train = [&](const Case& c) {
     return fit == "tp1" ? c.row.at("tp") == "1" : fit == "a100" || fit == "moe_a100" ? c.system == "dgx_a100" : false;
   };
