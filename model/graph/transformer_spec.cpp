@@ -20,6 +20,7 @@ MoeSpec parse_moe(const JsonObject& o) {
   m.grouped_gemm = o.bool_or("grouped_gemm", true);
   m.all_to_all = o.enum_or("dispatcher", {"alltoall", "allgather"}, "alltoall") == "alltoall";
   m.expert_tp = static_cast<int>(o.integer_or("expert_tp", 1, 4096, 0));
+  m.load_imbalance = o.number_or("load_imbalance", 1.0, 1000.0, 1.0);
   o.finish();
   if (m.pad_to_capacity && m.capacity_factor <= 0)
     o.fail("pad_to_capacity", "padding to capacity needs a \"capacity_factor\" (Megatron's --moe-expert-capacity-factor)");

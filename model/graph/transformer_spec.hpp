@@ -7,6 +7,7 @@
 /// Sizes are counts (tokens, elements), not bytes. `vocab` is the tokenizer's size; the
 /// builder pads it to a multiple of 128 x tp as Megatron does (--make-vocab-size-divisible-by 128).
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -40,13 +41,18 @@ struct MoeSpec {
   /// tokens and keeps those of its experts; Megatron's argument default).
   bool all_to_all = true;
   int expert_tp = 0;             ///< --expert-tensor-parallel-size; 0: the model's tp
+  /// Routing imbalance: rows of the busiest expert over the mean (>= 1; 1: balanced). Every
+  /// rank waits for the busiest at the combine, so all are simulated with its load. Dropless
+  /// routing only; with a capacity factor the busiest expert holds at most capacity.
+  double load_imbalance = 1.0;
 
   [[nodiscard]] bool enabled() const { return experts > 0; }
-  /// Rows each expert processes per routed row at balance: the capacity factor when inputs
-  /// are padded to it, min(factor, 1) when tokens beyond capacity are dropped, else 1.
+  /// Rows the busiest expert processes per routed row at the mean load: the capacity factor
+  /// when inputs are padded to it; with a capacity factor, the imbalance capped at it (tokens
+  /// beyond capacity are dropped); dropless, the imbalance.
   [[nodiscard]] double load_factor() const {
-    if (capacity_factor <= 0) return 1.0;
-    return pad_to_capacity ? capacity_factor : (capacity_factor < 1 ? capacity_factor : 1.0);
+    if (capacity_factor <= 0) return load_imbalance;
+    return pad_to_capacity ? capacity_factor : std::min(load_imbalance, capacity_factor);
   }
 };
 

@@ -84,6 +84,20 @@ TEST_CASE("moe: all-to-all dispatch and combine carry tokens x top_k rows; exper
     CHECK(c.desc.bytes == 8192);
     CHECK(members(g, c) == std::vector<int>{0, 1, 2, 3});
   }
+  // Routing imbalance 1.5: the busiest expert's 96 rows; a capacity factor 1.25 without
+  // padding drops what is beyond 80; padded to it, every expert runs 80.
+  TransformerSpec uneven = w;
+  uneven.moe.load_imbalance = 1.5;
+  auto rows = [](const TransformerSpec& v) {
+    const ExecutionGraph h = build_transformer_graph(v, 4);
+    return std::get<GemmDesc>(op_named(h, "mb0.layer0.mlp.experts.fc1").kernels.front()).m;
+  };
+  CHECK(rows(uneven) == 96);
+  uneven.moe.capacity_factor = 1.25;
+  CHECK(rows(uneven) == 80);
+  uneven.moe.load_imbalance = 1;
+  uneven.moe.pad_to_capacity = true;
+  CHECK(rows(uneven) == 80);
   // One local expert receives 32 x 2 x 4 ranks / 4 experts = 64 rows: fc1 64 x 128 x 64.
   const Op& fc1 = op_named(g, "mb0.layer0.mlp.experts.fc1");
   const auto& gemm = std::get<GemmDesc>(fc1.kernels.front());
@@ -158,6 +172,9 @@ TEST_CASE("moe: rules: more experts per token cost more; symmetric simulation eq
   padded.moe.capacity_factor = 2;
   padded.moe.pad_to_capacity = true;
   CHECK(time(moe_gpt(1, 4, 4)) < time(padded));
+  TransformerSpec uneven = moe_gpt(1, 4, 4);
+  uneven.moe.load_imbalance = 1.5;
+  CHECK(time(moe_gpt(1, 4, 4)) < time(uneven));
   for (TransformerSpec w : {moe_gpt(1, 2, 4), moe_gpt(2, 2, 2)}) {
     resolve_parallelism(w, 4);
     TransformerSpec mirrored = w;
@@ -219,4 +236,5 @@ TEST_CASE("moe: the workload keys and config errors", "[transformer][moe][config
   CHECK(parse_error(R"({"moe": {"experts": 2, "pad_to_capacity": true}})").find("/moe/pad_to_capacity") == 0);
   CHECK(parse_error(R"({"moe": {"experts": 2, "shared_experts": 1}})").find("/moe") == 0);
   CHECK(parse_error(R"({"moe": {"experts": 2, "dispatcher": "flex"}})").find("/moe/dispatcher") == 0);
+  CHECK(parse_error(R"({"moe": {"experts": 2, "load_imbalance": 0.5}})").find("/moe/load_imbalance") == 0);
 }
