@@ -44,6 +44,10 @@ Action add_plan(CLI::App& app) {
                   "schedule")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-tp", req.space.max_tp,
+                  "largest TP size to try (powers of 2; default: the GPUs of one node). Larger values put TP groups "
+                  "across nodes, whose per-layer collectives cross the network")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--ep", req.space.expert_parallel,
                   "expert-parallel sizes to try for a MoE workload, e.g. 1,2,4,8 (default: the workload's); each must divide "
                   "the experts, and ep x expert TP the ranks of a pipeline stage")

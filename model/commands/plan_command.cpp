@@ -58,7 +58,7 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
   std::map<std::string, int> rejected_by_kind;
   for (const auto& sc : r.rejected) ++rejected_by_kind[rejection_kind(sc.rejected)];
   std::string out = fmt::format("perfcast plan: {} on {} ({} GPUs)\n", r.workload_name, r.system_name, r.gpus);
-  out += "  space: tp (powers of 2 up to one node) x cp x pp (divisors of the layers) x vp x dp x ep (MoE) x micro-batch x recompute x "
+  out += "  space: tp (powers of 2 up to one node, or --max-tp) x cp x pp (divisors of the layers) x vp x dp x ep (MoE) x micro-batch x recompute x "
          "distributed optimizer x overlaps (DP gradient reduction when dp x cp > 1, TP communication when tp > 1); sequence "
          "parallel when tp > 1\n";
   std::string screened;

@@ -33,4 +33,10 @@ check "DLRM: exit 2, names perfcast shard, nothing written" bash -c "test $code 
 code=$?
 check "--gpus 12 on 8-GPU nodes: exit 2" bash -c "test $code = 2 && grep -q 'whole nodes of 8 GPUs' '$tmp/err'"
 
+# --max-tp 16 on two nodes: TP groups across nodes are tried, and their per-layer collectives
+# over the network rank them last.
+"$perfcast" plan --system "$sys" --workload "$src/configs/workloads/gpt3_1.3b.json" --gpus 16 --set workload.global_batch=16 \
+  --micro-batches 1 --overlaps off --max-tp 16 --csv "$tmp/tp16.csv" > /dev/null 2>&1
+check "--max-tp 16: tp 16 plans, ranked last" bash -c "tail -n +2 '$tmp/tp16.csv' | cut -d, -f2 | grep -qx 16 && test \"\$(tail -n 1 '$tmp/tp16.csv' | cut -d, -f2)\" = 16"
+
 [ "$fails" = 0 ] && echo "all plan tests passed" || { echo "$fails failed"; exit 1; }
