@@ -257,6 +257,18 @@ void print_scatter(const std::map<std::pair<std::string, long long>, std::vector
               s.count, n_groups, 100 * s.mape, 100 * s.max_abs);
 }
 
+/// Mean |error| of the cases `train` selects, predicted with the --set `overrides`.
+template <typename Train>
+double training_error(const std::vector<Case>& cases, Train train, const std::vector<std::string>& overrides) {
+  std::vector<double> e;
+  for (const Case& c : cases) {
+    if (!train(c)) continue;
+    const double t = predict_case(c, overrides, nullptr);
+    if (t > 0) e.push_back(t / std::stod(c.row.at("step_time_s")) - 1);
+  }
+  return summarize_errors(e).mape;
+}
+
 /// Grid search of the runtime's forward and backward host op overheads minimising the mean
 /// |error| over the cases `train` selects (not the geomean: groups of rows perfcast cannot
 /// tell apart would let one exact hit outweigh the rest); returns the --set overrides.
@@ -270,13 +282,7 @@ std::vector<std::string> fit_host(const std::vector<Case>& cases, Train train, d
     for (double bwd : {0, 5, 10, 25, 50, 100, 200}) {
       const std::vector<std::string> o = {fmt::format("runtime.host.op_overhead={}us", fwd),
                                           fmt::format("runtime.host.backward_op_overhead={}us", bwd)};
-      std::vector<double> e;
-      for (const Case& c : cases) {
-        if (!train(c)) continue;
-        const double t = predict_case(c, o, nullptr);
-        if (t > 0) e.push_back(t / std::stod(c.row.at("step_time_s")) - 1);
-      }
-      const double g = summarize_errors(e).mape;
+      const double g = training_error(cases, train, o);
       if (g < best_error) best_error = g, best_overrides = o;
     }
   }
@@ -292,13 +298,7 @@ std::vector<std::string> fit_moe_host(const std::vector<Case>& cases, Train trai
   best_error = 1e30;
   for (double moe = 0; moe <= 5000; moe += 50) {
     const std::vector<std::string> o = {fmt::format("runtime.host.moe_layer_overhead={}us", moe)};
-    std::vector<double> e;
-    for (const Case& c : cases) {
-      if (!train(c)) continue;
-      const double t = predict_case(c, o, nullptr);
-      if (t > 0) e.push_back(t / std::stod(c.row.at("step_time_s")) - 1);
-    }
-    const double g = summarize_errors(e).mape;
+    const double g = training_error(cases, train, o);
     if (g < best_error) best_error = g, best_overrides = o;
   }
   return best_overrides;

@@ -91,65 +91,52 @@ void tokens_per_expert_to_host(const TransformerRankContext& c, TransformerDraft
   d.add(std::move(count));
 }
 
-/// Forward from the router's output to the experts' input, either dispatcher.
-void dispatch_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
+/// One leg of the token path: the per-row op ("mlp.permute" / "mlp.unpermute") with its
+/// kernel (FLOPs and bytes per element in units of the activation size), the exchange
+/// ("mlp.dispatch" / "mlp.combine") and the local sort ("mlp.sort_chunks" / "mlp.unsort_chunks").
+struct TokenLeg {
+  std::string rows_op, kernel;
+  double flops, bytes;
+  std::string exchange, sort;
+};
+
+/// Tokens to the experts (dispatch forward, combine backward): the per-row op, the
+/// all-to-all, the expert-TP all-gather and the sort; or, with the all-gather dispatcher,
+/// the group all-gather, then the per-row op on the local experts' rows.
+void tokens_to_experts(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph, const TokenLeg& leg) {
   const double e = c.e, H = c.w.hidden;
-  tokens_per_expert_to_host(c, d, p, ph);
   if (!c.w.moe.all_to_all) {
-    group_collective(c, d, p + "mlp.dispatch", ph, CollectiveKind::kAllGather);
-    d.kernels(p + "mlp.permute", ph, {ew("moe_permute", expert_input_rows(c) * H, 0, 2 * e)});
+    group_collective(c, d, p + leg.exchange, ph, CollectiveKind::kAllGather);
+    d.kernels(p + leg.rows_op, ph, {ew(leg.kernel, expert_input_rows(c) * H, leg.flops, leg.bytes * e)});
     return;
   }
-  d.kernels(p + "mlp.permute", ph, {ew("moe_permute", routed_rows(c) * H, 0, 2 * e)});
-  expert_all_to_all(c, d, p + "mlp.dispatch", ph);
+  d.kernels(p + leg.rows_op, ph, {ew(leg.kernel, routed_rows(c) * H, leg.flops, leg.bytes * e)});
+  expert_all_to_all(c, d, p + leg.exchange, ph);
   expert_tp_collective(c, d, p + "mlp.experts.all_gather", ph, CollectiveKind::kAllGather);
-  sort_chunks(c, d, p + "mlp.sort_chunks", ph);
+  sort_chunks(c, d, p + leg.sort, ph);
 }
 
-/// Forward from the experts' output to the layer's output rows (before bias-dropout-add).
-void combine_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
+/// The experts' rows back to the tokens (combine forward, dispatch backward): the reverse
+/// of tokens_to_experts, reduce-scatters in place of all-gathers.
+void experts_to_tokens(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph, const TokenLeg& leg) {
   const double e = c.e, H = c.w.hidden;
   if (!c.w.moe.all_to_all) {
-    d.kernels(p + "mlp.unpermute", ph, {ew("moe_unpermute", expert_input_rows(c) * H, 2, 2 * e)});
-    group_collective(c, d, p + "mlp.combine", ph, CollectiveKind::kReduceScatter);
+    d.kernels(p + leg.rows_op, ph, {ew(leg.kernel, expert_input_rows(c) * H, leg.flops, leg.bytes * e)});
+    group_collective(c, d, p + leg.exchange, ph, CollectiveKind::kReduceScatter);
     return;
   }
   expert_tp_collective(c, d, p + "mlp.experts.reduce_scatter", ph, CollectiveKind::kReduceScatter);
-  sort_chunks(c, d, p + "mlp.unsort_chunks", ph);
-  expert_all_to_all(c, d, p + "mlp.combine", ph);
-  d.kernels(p + "mlp.unpermute", ph, {ew("moe_unpermute", routed_rows(c) * H, 2, 2 * e)});
+  sort_chunks(c, d, p + leg.sort, ph);
+  expert_all_to_all(c, d, p + leg.exchange, ph);
+  d.kernels(p + leg.rows_op, ph, {ew(leg.kernel, routed_rows(c) * H, leg.flops, leg.bytes * e)});
 }
 
-/// The combine's backward: output gradients back to the experts (an all-gather, or the
-/// reverse all-to-all path).
-void combine_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
-  const Phase ph = Phase::kBackward;
-  const double e = c.e, H = c.w.hidden;
-  if (!c.w.moe.all_to_all) {
-    group_collective(c, d, p + "mlp.combine", ph, CollectiveKind::kAllGather);
-    d.kernels(p + "mlp.unpermute", ph, {ew("moe_unpermute_backward", expert_input_rows(c) * H, 2, 3 * e)});
-    return;
-  }
-  d.kernels(p + "mlp.unpermute", ph, {ew("moe_unpermute_backward", routed_rows(c) * H, 2, 3 * e)});
-  expert_all_to_all(c, d, p + "mlp.combine", ph);
-  sort_chunks(c, d, p + "mlp.unsort_chunks", ph);
-  expert_tp_collective(c, d, p + "mlp.experts.all_gather", ph, CollectiveKind::kAllGather);
-}
-
-/// The dispatch's backward: input gradients back to the tokens' ranks, summed per token.
-void dispatch_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
-  const Phase ph = Phase::kBackward;
-  const double e = c.e, H = c.w.hidden;
-  if (!c.w.moe.all_to_all) {
-    d.kernels(p + "mlp.permute", ph, {ew("moe_permute_backward", expert_input_rows(c) * H, 1, 3 * e)});
-    group_collective(c, d, p + "mlp.dispatch", ph, CollectiveKind::kReduceScatter);
-    return;
-  }
-  expert_tp_collective(c, d, p + "mlp.experts.reduce_scatter", ph, CollectiveKind::kReduceScatter);
-  sort_chunks(c, d, p + "mlp.sort_chunks", ph);
-  expert_all_to_all(c, d, p + "mlp.dispatch", ph);
-  d.kernels(p + "mlp.permute", ph, {ew("moe_permute_backward", routed_rows(c) * H, 1, 3 * e)});
-}
+// Permute: a gather (read and write each row); unpermute: the top_k rows weighted by their
+// probabilities and summed (2 FLOPs); their backward kernels also read the saved input.
+const TokenLeg kDispatch{"mlp.permute", "moe_permute", 0, 2, "mlp.dispatch", "mlp.sort_chunks"};
+const TokenLeg kCombine{"mlp.unpermute", "moe_unpermute", 2, 2, "mlp.combine", "mlp.unsort_chunks"};
+const TokenLeg kCombineBackward{"mlp.unpermute", "moe_unpermute_backward", 2, 3, "mlp.combine", "mlp.unsort_chunks"};
+const TokenLeg kDispatchBackward{"mlp.permute", "moe_permute_backward", 1, 3, "mlp.dispatch", "mlp.sort_chunks"};
 
 /// Appends the kernels of `more` to `k`.
 void append(std::vector<KernelDesc>& k, std::vector<KernelDesc> more) {
@@ -168,14 +155,15 @@ void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const
             {}, {}, false};
   router.moe_layer_start = true;
   d.add(std::move(router));
-  dispatch_forward(c, d, p, ph);
+  tokens_per_expert_to_host(c, d, p, ph);
+  tokens_to_experts(c, d, p, ph, kDispatch);
   const double expert_in = expert_input_rows(c);
   std::vector<KernelDesc> fc1 = c.linear(expert_in * H, expert_gemms(c, R, c.expert_ffn1, H));
   fc1.push_back(w.activation == Activation::kGelu ? ew("gelu", expert_in * c.expert_ffn2, kGeluFlops, 2 * e)
                                                   : ew("swiglu", expert_in * c.expert_ffn2, 6, 3 * e));
   d.kernels(p + "mlp.experts.fc1", ph, std::move(fc1));
   d.kernels(p + "mlp.experts.fc2", ph, c.linear(expert_in * c.expert_ffn2, expert_gemms(c, R, H, c.expert_ffn2)));
-  combine_forward(c, d, p, ph);
+  experts_to_tokens(c, d, p, ph, kCombine);
 }
 
 void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
@@ -183,7 +171,7 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   const Phase ph = Phase::kBackward;
   const double e = c.e, T = double(c.tokens_sp), E = w.moe.experts;
   const std::int64_t H = w.hidden, R = c.expert_rows;
-  combine_backward(c, d, p);
+  tokens_to_experts(c, d, p, ph, kCombineBackward);
   const double expert_in = expert_input_rows(c);
   // Each expert GEMM's backward: input gradient (dgrad) and weight gradient (wgrad).
   std::vector<KernelDesc> fc2 = expert_gemms(c, R, c.expert_ffn2, H);
@@ -195,7 +183,7 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   append(fc1_gemms, expert_gemms(c, c.expert_ffn1, H, R));
   append(fc1, c.linear(expert_in * c.expert_ffn1, std::move(fc1_gemms)));
   d.kernels(p + "mlp.experts.fc1", ph, std::move(fc1));
-  dispatch_backward(c, d, p);
+  experts_to_tokens(c, d, p, ph, kDispatchBackward);
   d.kernels(p + "mlp.router", ph,
             {ew("router_softmax_topk_backward", T * E, 6, 4 + 4 + e), c.gemm(c.tokens_sp, H, w.moe.experts),
              c.gemm(w.moe.experts, H, c.tokens_sp)});
