@@ -24,6 +24,7 @@ struct ShardArgs {
   std::uint64_t seed = 1;
   std::string plan_format = "perfcast";
   std::string memory_tiers = "auto";
+  std::string dense_layout = "workload";
 };
 
 }  // namespace
@@ -47,6 +48,10 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--memory-tiers", a->memory_tiers,
                   "tables in host memory (fused_uvm, fused_uvm_caching with its cache size) in the baselines and the "
                   "search: auto (default: when no plan fits in HBM), on, off");
+  cmd->add_option("--dense-layout", a->dense_layout,
+                  "where the dense part runs: workload (default: as the workload says), data_parallel, hybrid (bottom "
+                  "MLP for the global batch on rank 0), or search (both, half the budget each; the faster wins)")
+      ->check(CLI::IsMember({"workload", "data_parallel", "hybrid", "search"}));
   cmd->add_option("--json", a->json, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", a->csv, "write one CSV row per baseline plan and the best plan to FILE, or - for standard output");
   return [a]() {
@@ -57,6 +62,7 @@ Action add_shard(CLI::App& app) {
     req.overrides = a->overrides;
     req.budget = a->budget;
     req.evaluations = a->evaluations;
+    req.dense_layout = a->dense_layout;
     req.timeout = a->timeout;
     req.seed = a->seed;
     req.memory_tiers = a->memory_tiers;

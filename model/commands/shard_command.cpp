@@ -47,12 +47,34 @@ std::string host_tables_summary(const ShardingPlan& p) {
   return fmt::format("; {} in host memory ({} fused_uvm_caching, {} fused_uvm)", cached + uvm, cached, uvm);
 }
 
+/// One table search for the workload `w` as given (its dense layout included).
+SearchResult search_tables(const DlrmSpec& w, const SystemSpec& s, const CollectiveModel& comm, const KernelCalibration* cal,
+                           bool tiers, std::uint64_t seed, const SearchOptions& opt) {
+  PlanEvaluator evaluator(s, w, comm, 3, true, cal);
+  FixedPlansProposer fixed(baseline_plans(w, s, seed, tiers));
+  LocalSearchProposer local(w, s, seed, tiers);
+  return run_search({&fixed, &local}, evaluator, opt);
+}
+
+/// The dense layouts a --dense-layout value asks for: bottom_mlp_rank -1 (data-parallel) or 0.
+std::vector<int> dense_layouts(const std::string& mode, const DlrmSpec& w) {
+  if (mode == "workload") return {w.bottom_mlp_rank};
+  if (mode == "data_parallel") return {-1};
+  if (mode == "hybrid") return {0};
+  if (mode == "search") return {-1, 0};
+  throw ConfigError("--dense-layout", mode, "expected workload, data_parallel, hybrid or search");
+}
+
+std::string dense_layout_name(int bottom_mlp_rank) {
+  return bottom_mlp_rank < 0 ? "data_parallel" : fmt::format("hybrid (bottom MLP on rank {})", bottom_mlp_rank);
+}
+
 }  // namespace
 
 ShardOutcome run_shard(ShardRequest req) {
   for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr);
   const SystemSpec s = parse_system(req.system);
-  const DlrmSpec w = parse_workload(req.workload);
+  DlrmSpec w = parse_workload(req.workload);
   const double budget = parse_duration_option("--budget", req.budget);
   const double timeout = req.timeout.empty() ? 0.0 : parse_duration_option("--timeout", req.timeout);
   if (w.batch_size % s.world_size() != 0) {
@@ -63,18 +85,38 @@ ShardOutcome run_shard(ShardRequest req) {
   // The kernel calibration predict applies, so that the search and the report below agree.
   const std::optional<KernelCalibration> calibration = load_system_kernel_calibration(s);
   const KernelCalibration* cal = calibration ? &*calibration : nullptr;
-  PlanEvaluator evaluator(s, w, *comm, 3, true, cal);
   const bool tiers = use_memory_tiers(req.memory_tiers, w, s, req.seed);
-  const auto baselines = baseline_plans(w, s, req.seed, tiers);
-  FixedPlansProposer fixed(baselines);
-  LocalSearchProposer local(w, s, req.seed, tiers);
+  const std::vector<int> layouts = dense_layouts(req.dense_layout, w);
+  const double share = 1.0 / double(layouts.size());  // of the budget or evaluations, per layout
   SearchOptions opt;
-  opt.budget_s = budget;
-  opt.max_evaluations = req.evaluations;
-  opt.timeout_s = timeout;
+  opt.budget_s = budget * share;
+  opt.max_evaluations = req.evaluations > 0 ? std::max<std::size_t>(1, std::size_t(double(req.evaluations) * share)) : 0;
+  opt.timeout_s = timeout * share;
   opt.progress = req.progress;
-  const SearchResult r = run_search({&fixed, &local}, evaluator, opt);
-  if (!r.best) throw std::runtime_error("the search proposed no plan");
+  // One search per dense layout; the faster feasible result wins (a feasible one over any other).
+  std::optional<SearchResult> found;
+  std::string layout_text;
+  nlohmann::json layout_json = nlohmann::json::array();
+  for (const int bottom : layouts) {
+    DlrmSpec candidate = w;
+    candidate.bottom_mlp_rank = bottom;
+    SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.seed, opt);
+    if (!sr.best) throw std::runtime_error("the search proposed no plan");
+    layout_json.push_back({{"dense_layout", dense_layout_name(bottom)}, {"iteration_time_s", sr.best_eval.iteration_time},
+                           {"feasible", sr.best_eval.feasible}, {"evaluations", sr.evaluations}});
+    layout_text += fmt::format("  {:<40} {:>12} {:>5}  ({} plans simulated)\n", dense_layout_name(bottom),
+                               format_time(sr.best_eval.iteration_time), sr.best_eval.feasible ? "yes" : "no", sr.evaluations);
+    const auto better = [](const SearchResult& a, const SearchResult& b) {
+      if (a.best_eval.feasible != b.best_eval.feasible) return a.best_eval.feasible;
+      return a.best_eval.iteration_time < b.best_eval.iteration_time;
+    };
+    if (!found || better(sr, *found)) {
+      found = std::move(sr);
+      w = candidate;
+    }
+  }
+  const SearchResult& r = *found;
+  const auto baselines = baseline_plans(w, s, req.seed, tiers);
 
   // Baselines side by side (their evaluations are cached in the evaluator's estimates).
   PlanEvaluator again(s, w, *comm, 3, true, cal);
@@ -101,13 +143,21 @@ ShardOutcome run_shard(ShardRequest req) {
     summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", counts[k], sharding_type_name(static_cast<ShardingType>(k)));
   }
   text += fmt::format("best plan: {}{}\n\n", summary, host_tables_summary(best));
+  if (layouts.size() > 1) {
+    text += fmt::format("dense layout (--dense-layout search), best plan of each:\n{}chosen: {}\n\n", layout_text,
+                        dense_layout_name(w.bottom_mlp_rank));
+  }
   const std::string hint = r.best_eval.feasible ? "" : capacity_hint(w, s, tiers);
   if (!r.best_eval.feasible) {
     text += fmt::format("no feasible plan found: {}\n{}\n\n", r.best_eval.reason, hint.empty() ? "" : hint);
   }
   ShardingPlan reported = best;
   reported.source = "search (" + r.best->origin + ")";
-  const auto p = predict_parsed(s, w, reported, req.overrides);
+  // The chosen layout, when it is not the workload's, is recorded as the override it amounts to.
+  std::vector<std::string> overrides = req.overrides;
+  if (w.bottom_mlp_rank != parse_workload(req.workload).bottom_mlp_rank)
+    overrides.push_back(fmt::format("workload.bottom_mlp_rank={}", w.bottom_mlp_rank));
+  const auto p = predict_parsed(s, w, reported, overrides);
   text += render_text(*p, 5);
 
   ShardOutcome out;
@@ -131,7 +181,8 @@ ShardOutcome run_shard(ShardRequest req) {
                 {"plan", nlohmann::json::parse(out.plan)}, {"ranks", ranks}}},
       {"baselines", base_json},
       {"search", {{"evaluations", r.evaluations}, {"proposals", r.proposals}, {"wall_s", r.wall_s}, {"seed", req.seed},
-                  {"timed_out", r.timed_out}, {"memory_tiers", tiers}}},
+                  {"timed_out", r.timed_out}, {"memory_tiers", tiers}, {"dense_layout", dense_layout_name(w.bottom_mlp_rank)},
+                  {"dense_layouts", layout_json}}},
   };
   out.json = j.dump(2) + "\n";
   return out;

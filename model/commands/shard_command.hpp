@@ -28,6 +28,11 @@ struct ShardRequest {
   /// Host-memory tables (fused_uvm, fused_uvm_caching) in the baselines and the search:
   /// "on", "off", or "auto" (on when no HBM-only baseline fits).
   std::string memory_tiers = "auto";
+  /// Where the dense part runs: "workload" (as the workload says), "data_parallel", "hybrid"
+  /// (the bottom MLP for the global batch on rank 0, NVIDIA's hybrid-parallel layout), or
+  /// "search": the table search runs for both layouts, half the budget or evaluations each,
+  /// and the faster feasible plan wins.
+  std::string dense_layout = "workload";
   /// Called now and then with (plans simulated, best iteration time in s); may be empty.
   std::function<void(std::size_t, double)> progress;
 };

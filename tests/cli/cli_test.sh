@@ -201,6 +201,11 @@ expect "... and names host memory" 1 "with tables in host memory they could fit 
 expect "shard puts tables in host memory when nothing fits in HBM" 0 "in host memory (" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 200
 expect "shard infeasible with host memory explains" 1 "and 8.38 GiB of host memory" -- "$perfcast" shard --system "$h1" --set system.host_memory.capacity=10GB --workload "$mlperf" --evaluations 10
 expect "bad --memory-tiers" 2 "--memory-tiers" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers maybe
+# --dense-layout search: one table search per dense layout; on DLRM default (a small bottom
+# MLP) the data-parallel layout wins over running it on rank 0 for the whole batch.
+expect "shard --dense-layout search compares both layouts" 0 "chosen: data_parallel" -- "$perfcast" shard --system "$c2" --workload "$wl" --evaluations 40 --dense-layout search --json "$tmp/dense.json"
+expect "... and the JSON lists both" 0 "" -- python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['search']; assert d['dense_layout'] == 'data_parallel' and len(d['dense_layouts']) == 2 and d['dense_layouts'][1]['iteration_time_s'] > d['dense_layouts'][0]['iteration_time_s']" "$tmp/dense.json"
+expect "shard --dense-layout hybrid records the override" 0 "workload.bottom_mlp_rank=0" -- "$perfcast" shard --system "$c2" --workload "$wl" --evaluations 20 --dense-layout hybrid --json -
 
 if [ "$fails" -gt 0 ]; then echo "$fails CLI test(s) failed"; exit 1; fi
 echo "all CLI tests passed"
