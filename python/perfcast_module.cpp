@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include "model/commands/comm_command.hpp"
+#include "model/commands/plan_command.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
 #include "model/predict/predict.hpp"
@@ -48,6 +49,32 @@ std::string predict_json(const std::string& system, const std::optional<std::str
   return text ? render_text(*p) : render_json(*p);
 }
 
+/// `perfcast plan --json -` and the text report; `system` and `workload` are file paths (the
+/// search re-reads them for every candidate). Empty lists keep the command line's defaults.
+std::pair<std::string, std::string> plan_json(const std::string& system, const std::string& workload,
+                                              const std::vector<std::string>& overrides, int gpus,
+                                              const std::vector<std::int64_t>& micro_batches, const std::vector<int>& cp,
+                                              const std::vector<int>& vp, const std::vector<int>& ep, int max_tp,
+                                              const std::string& overlaps, double budget_s, unsigned threads) {
+  py::gil_scoped_release release;
+  PlanSearchRequest req;
+  req.base.system = system;
+  req.base.workload = workload;
+  req.base.overrides = overrides;
+  req.gpus = gpus;
+  if (!micro_batches.empty()) req.space.micro_batches = micro_batches;
+  req.space.context_parallel = cp;
+  req.space.virtual_stages = vp;
+  req.space.expert_parallel = ep;
+  req.space.max_tp = max_tp;
+  if (overlaps == "off") req.space.overlap_grad_reduce = req.space.tp_comm_overlap = {false};
+  else if (overlaps != "search") throw ConfigError("overlaps", overlaps, "expected \"search\" or \"off\"");
+  req.timeout_s = budget_s;
+  req.threads = threads;
+  const PlanSearchResult r = search_parallel_plans(req);
+  return {render_plan_json(r, req), render_plan_text(r, 10)};
+}
+
 std::string comm_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& collective,
                       const std::string& sizes, int ranks, const std::string& nodes, bool text) {
   py::gil_scoped_release release;
@@ -65,11 +92,12 @@ std::pair<std::string, std::string> shard_json(const std::string& system, const 
                                                const std::string& workload, const std::optional<std::string>& workload_text,
                                                const std::vector<std::string>& overrides, const std::string& budget,
                                                std::size_t evaluations, std::uint64_t seed, const std::string& plan_format,
-                                               const std::string& memory_tiers) {
+                                               const std::string& memory_tiers, const std::string& dense_layout) {
   py::gil_scoped_release release;
   ShardRequest req;
   req.plan_format = plan_format_from_name(plan_format);
   req.memory_tiers = memory_tiers;
+  req.dense_layout = dense_layout;
   req.system = load_document(system, system_text);
   req.workload = load_document(workload, workload_text);
   req.overrides = overrides;
@@ -136,7 +164,10 @@ PYBIND11_MODULE(_perfcast, m) {
         py::arg("nodes"), py::arg("text"));
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
         py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"),
-        py::arg("memory_tiers"));
+        py::arg("memory_tiers"), py::arg("dense_layout"));
+  m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
+        py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
+        py::arg("budget_s"), py::arg("threads"));
   m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"));
   m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
         py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"));

@@ -31,7 +31,7 @@ class SimulationError(RuntimeError):
 
 from . import _perfcast  # noqa: E402  (the translator above needs the classes first)
 
-__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "import_trace", "replay"]
+__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "plan", "import_trace", "replay"]
 
 
 def _document(value, kind, config_dir):
@@ -104,18 +104,37 @@ def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, co
 
 
 def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None,
-          memory_tiers="auto"):
+          memory_tiers="auto", dense_layout="workload"):
     """``perfcast shard --json -``: the best plan found (``best.plan``, in ``plan_format``
     "perfcast" or "torchrec"), the baselines and the search statistics. ``budget`` is a
     time ("10s", "500ms") or seconds; ``evaluations`` > 0 stops after that many plans
     instead (deterministic for a seed). ``memory_tiers`` "auto", "on" or "off": tables in
-    host memory (fused_uvm, fused_uvm_caching) in the search (auto: when nothing fits in HBM)."""
+    host memory (fused_uvm, fused_uvm_caching) in the search (auto: when nothing fits in HBM).
+    ``dense_layout`` "workload", "data_parallel", "hybrid" or "search" (both, the faster wins)."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     if not isinstance(budget, str):
         budget = "%rs" % float(budget)
     result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, int(evaluations), int(seed), plan_format,
-                                    memory_tiers)
+                                    memory_tiers, dense_layout)
+    return _json.loads(result)
+
+
+def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, max_tp=0,
+         overlaps="search", budget=0, threads=0):
+    """``perfcast plan --json -``: every predicted Transformer parallelism, fastest first
+    (``plans``), those screened out and why (``rejected``), and where the workload's own
+    stands (``asked``). ``system`` and ``workload`` are file paths (the search re-reads them
+    per candidate). ``micro_batches``, ``cp``, ``vp``, ``ep``: lists of sizes to try (None:
+    1,2,4,8 micro-batches and the workload's own cp / vp / ep); ``max_tp`` 0: one node;
+    ``overlaps`` "search" or "off"; ``budget`` seconds (0: none); ``threads`` 0: all cores."""
+    for value, kind in ((system, "system"), (workload, "workload")):
+        if not isinstance(value, (str, _os.PathLike)):
+            raise TypeError("%s: plan takes a file path, got %s" % (kind, type(value).__name__))
+    result, _text = _perfcast.plan(_os.fspath(system), _os.fspath(workload), _override_texts(overrides), int(gpus),
+                                   [int(v) for v in (micro_batches or [])], [int(v) for v in (cp or [])],
+                                   [int(v) for v in (vp or [])], [int(v) for v in (ep or [])], int(max_tp), overlaps,
+                                   float(budget), int(threads))
     return _json.loads(result)
 
 

@@ -83,6 +83,24 @@ def test_comm_equals_cli_and_bus_bandwidth_by_hand(src, cli):
     assert got["results"][0]["bytes"] == 1048576
 
 
+def test_plan_equals_cli(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/gpt2.json"
+    args = ["plan", "--system", sys_file, "--workload", wl_file, "--gpus", 4, "--set", "workload.global_batch=16",
+            "--micro-batches", "1,2", "--threads", 1, "--json", "-"]
+    expected = run_cli(cli, *args)
+    got = perfcast.plan(sys_file, wl_file, overrides={"workload.global_batch": 16}, gpus=4, micro_batches=[1, 2], threads=1)
+    for r in (got, expected):
+        r["search"].pop("seconds")
+    assert without_date(got) == without_date(expected)
+    assert len(got["plans"]) == 42  # tests/model/plan_search_test.cpp counts them by hand
+    assert all(p["ep"] == 1 for p in got["plans"])
+    with pytest.raises(TypeError):
+        perfcast.plan({"schema": "perfcast.system"}, wl_file)
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.plan(sys_file, wl_file, overlaps="maybe")
+
+
 def test_shard_equals_cli_and_plan_formats(src, cli):
     sys_file = src / "configs/systems/dgx_h100.json"
     wl_file = src / "configs/workloads/dlrm_default.json"
