@@ -22,9 +22,16 @@ nlohmann::json workload_json(const Workload& any) {
             {"traced_ranks", t->graph.ranks.size()}, {"collectives", t->graph.collectives.size()}};
   }
   const auto& w = std::get<TransformerSpec>(any);
-  return {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
-          {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
-          {"parameters", w.parameters()}, {"parallelism", {{"tp", w.tp}, {"cp", w.cp}, {"pp", w.pp}, {"vp", w.vp}, {"dp", w.dp}}}};
+  nlohmann::json j = {{"name", w.name}, {"file", w.file}, {"model", "transformer"}, {"global_batch", w.global_batch},
+                      {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
+                      {"parameters", w.parameters()},
+                      {"parallelism", {{"tp", w.tp}, {"cp", w.cp}, {"pp", w.pp}, {"vp", w.vp}, {"dp", w.dp}, {"ep", w.ep}}}};
+  if (w.moe.enabled()) {
+    j["active_parameters"] = w.active_parameters();
+    j["moe"] = {{"experts", w.moe.experts}, {"top_k", w.moe.top_k}, {"expert_tp", w.expert_tp()},
+                {"dispatcher", w.moe.all_to_all ? "alltoall" : "allgather"}, {"load_imbalance", w.moe.load_imbalance}};
+  }
+  return j;
 }
 
 /// Per family: calibrated (file, measured on, held-out error) or spec-derived (basis).

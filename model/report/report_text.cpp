@@ -24,8 +24,15 @@ std::string header(const Prediction& p) {
   } else {
     const auto& w = std::get<TransformerSpec>(p.workload);
     const std::string cp = w.cp > 1 ? fmt::format(" cp {}", w.cp) : "", vp = w.vp > 1 ? fmt::format(" (vp {})", w.vp) : "";
-    out += fmt::format("  global batch {} x {} tokens, tp {}{} pp {}{} dp {}, {} micro-batches of {} per pipeline\n", w.global_batch,
-                       w.seq_len, w.tp, cp, w.pp, vp, w.dp, w.micro_batches(), w.micro_batch);
+    const std::string ep = w.ep > 1 ? fmt::format(" ep {}", w.ep) : "";
+    out += fmt::format("  global batch {} x {} tokens, tp {}{} pp {}{} dp {}{}, {} micro-batches of {} per pipeline\n", w.global_batch,
+                       w.seq_len, w.tp, cp, w.pp, vp, w.dp, ep, w.micro_batches(), w.micro_batch);
+    if (w.moe.enabled()) {
+      out += fmt::format("  mixture of experts: {} experts, top-{}, {} dispatcher, expert TP {}{}; {:.3g} of {:.3g} parameters active\n",
+                         w.moe.experts, w.moe.top_k, w.moe.all_to_all ? "all-to-all" : "all-gather", w.expert_tp(),
+                         w.moe.load_imbalance > 1 ? fmt::format(", busiest expert x{:.2f}", w.moe.load_imbalance) : ", balanced routing",
+                         w.active_parameters(), w.parameters());
+    }
   }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
   return out;
