@@ -28,9 +28,7 @@ int SharedCollectives::directed_group(int from, int to) {
 }
 
 int SharedCollectives::collective(int grp, const CollectiveDesc& d) {
-  std::string key = fmt::format("{}|{}|{}", grp, static_cast<int>(d.kind), d.bytes);
-  for (double b : d.pair_bytes) key += fmt::format("|{}", b);
-  auto [it, fresh] = collectives.try_emplace(key, static_cast<int>(g.collectives.size()));
+  auto [it, fresh] = collectives.try_emplace({grp, static_cast<int>(d.kind), d.bytes, d.pair_bytes}, static_cast<int>(g.collectives.size()));
   if (fresh) g.collectives.push_back(GraphCollective{d, grp});
   return it->second;
 }

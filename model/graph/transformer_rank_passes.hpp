@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "model/graph/execution_graph.hpp"
@@ -39,7 +40,8 @@ ElementwiseDesc ew(std::string op, double elements, double flops, double bytes);
 struct SharedCollectives {
   ExecutionGraph& g;
   std::map<std::vector<int>, int> groups;
-  std::map<std::string, int> collectives;
+  /// (group, kind, bytes, pair bytes) -> index into ExecutionGraph::collectives.
+  std::map<std::tuple<int, int, double, std::vector<double>>, int> collectives;
 
   std::map<std::pair<int, int>, int> directed;
 

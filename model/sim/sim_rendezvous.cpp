@@ -39,6 +39,15 @@ void CollectiveRendezvous::arrive(int rank, RankCursor& st, int collective, int 
   if (std::find(members.begin(), members.end(), rank) == members.end()) {
     throw SimulationError(fmt::format("rank {} issues \"{}\" on group {}, which it is not a member of", rank, op_name, c.group));
   }
+  if (group_size_[grp] == 1) {
+    // The group's only simulated member (a mirrored group, or one rank): nobody to wait for,
+    // so the event starts where it stands, as start_instance would set it, without keeping
+    // an arrival record.
+    const Seconds model = tg_.collectives[static_cast<std::size_t>(collective)].time;
+    TimelineEvent& ev = log_.at(event);
+    ev.end = ev.start + (overrides_.any() ? std::max(model, overrides_.of(static_cast<std::size_t>(event), model)) : model);
+    return;
+  }
   auto& group_arrivals = arrivals_[grp];
   if (seq >= group_arrivals.size()) group_arrivals.resize(seq + 1);
   Arrival& a = group_arrivals[seq];
