@@ -7,10 +7,35 @@ namespace perfcast {
 
 namespace {
 
-/// Sorts `v`, which timelines hand over mostly in order: the in-order run is kept, the few
-/// intervals out of order are sorted apart and merged back (O(n + m log m) for m of them).
+/// Merges the sorted runs of `v` that start at `starts` (ascending, first 0) pairwise until
+/// one is left: O(n log runs).
+void merge_runs(TimeIntervals& v, std::vector<std::size_t> starts) {
+  starts.push_back(v.size());
+  while (starts.size() > 2) {
+    std::vector<std::size_t> next;
+    std::size_t k = 0;
+    for (; k + 2 < starts.size(); k += 2) {
+      std::inplace_merge(v.begin() + std::ptrdiff_t(starts[k]), v.begin() + std::ptrdiff_t(starts[k + 1]),
+                         v.begin() + std::ptrdiff_t(starts[k + 2]));
+      next.push_back(starts[k]);
+    }
+    if (k + 1 < starts.size()) next.push_back(starts[k]);  // an odd run out: kept for the next round
+    next.push_back(v.size());
+    starts = std::move(next);
+  }
+}
+
+/// Sorts `v`, which timelines hand over mostly in order: a few ascending runs (periodic
+/// folding wraps the tail of an iteration to the front) are merged in O(n log runs); else
+/// the longest in-order subsequence taken greedily is kept, the intervals out of order are
+/// sorted apart and merged back (O(n + m log m) for m of them).
 void sort_mostly_sorted(TimeIntervals& v) {
-  if (std::is_sorted(v.begin(), v.end())) return;
+  constexpr std::size_t kMaxRuns = 16;
+  std::vector<std::size_t> starts{0};
+  for (std::size_t i = 1; i < v.size() && starts.size() <= kMaxRuns; ++i)
+    if (v[i] < v[i - 1]) starts.push_back(i);
+  if (starts.size() == 1) return;
+  if (starts.size() <= kMaxRuns) return merge_runs(v, std::move(starts));
   TimeIntervals run, rest;
   run.reserve(v.size());
   for (const auto& iv : v) (run.empty() || !(iv < run.back()) ? run : rest).push_back(iv);
