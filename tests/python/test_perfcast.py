@@ -74,7 +74,7 @@ def test_comm_equals_cli_and_bus_bandwidth_by_hand(src, cli):
     sys_file = src / "configs/systems/dgx_h100.json"
     expected = run_cli(cli, "comm", "--system", sys_file, "--collective", "all_reduce", "--sizes", "1MiB,1GiB", "--json", "-")
     got = perfcast.comm(sys_file, "all_reduce", sizes=["1MiB", "1GiB"])
-    assert got == expected
+    assert without_date(got) == without_date(expected)  # the two runs may fall in different seconds
     assert got["context"]["ranks"] == 8
     for row in got["results"]:
         # nccl-tests: algbw = bytes / time; all_reduce busbw = algbw x 2 (n - 1) / n = 1.75 algbw on 8 ranks.
