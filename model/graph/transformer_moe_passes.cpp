@@ -17,8 +17,9 @@
 /// ranks; each rank permutes the rows of its local experts out of it, and the combine is a
 /// reduce-scatter over the same ranks.
 ///
-/// Routing is balanced: each rank sends tokens x top_k rows, 1/ep of them to each ep rank,
-/// and every expert gets the same number of rows (TransformerRankContext::expert_rows).
+/// Routing is balanced in bytes: each rank sends tokens x top_k rows, 1/ep of them to each
+/// ep rank. Every expert runs the rows of the busiest one (TransformerRankContext::
+/// expert_rows: the mean times moe.load_imbalance, capped or padded by the capacity factor).
 /// The layer's input is sequence-parallel (tokens / tp per rank), so no TP collective runs
 /// around the MoE MLP. Elementwise costs are counted from the kernels' operands (read +
 /// written once each), assumed, not measured.

@@ -86,13 +86,13 @@ void TransformerRankContext::add_expert_groups(int rank, SharedCollectives& shar
   auto at = [&](int ti, int ei, int di) { return base + ti + etp * (ei + ep * di); };
   std::vector<int> epg, etpg, edpg, tpepg;
   for (int i = 0; i < ep; ++i) epg.push_back(at(etp_i, i, edp_i));
-  for (int i = 0; i < etp * ep; ++i) tpepg.push_back(at(i % etp, i / etp, edp_i));
-  if (etp * ep > 1) tpep_group = shared.group(tpepg);
   for (int i = 0; i < etp; ++i) etpg.push_back(at(i, ep_i, edp_i));
   for (int i = 0; i < edp; ++i) edpg.push_back(at(etp_i, ep_i, i));
+  for (int i = 0; i < etp * ep; ++i) tpepg.push_back(at(i % etp, i / etp, edp_i));
   if (ep > 1) ep_group = shared.group(epg);
   if (etp > 1) etp_group = shared.group(etpg);
   if (edp > 1) edp_group = shared.group(edpg);
+  if (etp * ep > 1) tpep_group = shared.group(tpepg);
 }
 
 std::vector<KernelDesc> TransformerRankContext::linear(double input_elements, std::vector<KernelDesc> gemms) const {
