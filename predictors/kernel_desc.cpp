@@ -110,6 +110,7 @@ std::size_t hash_value(const KernelDesc& k) {
                      for (double r : t.distribution.reuse) mix_d(seed, r);
                      mix(seed, static_cast<std::size_t>(t.storage));
                      mix_d(seed, t.cache_rows);
+                     mix(seed, static_cast<std::size_t>(t.sequence));
                    }
                  },
                  [&](const ElementwiseDesc& e) {

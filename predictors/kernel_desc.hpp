@@ -43,10 +43,14 @@ struct EmbeddingTableDesc {
   IndexDistribution distribution;
   EmbeddingStorage storage = EmbeddingStorage::kHbm;
   double cache_rows = 0;   ///< kHostUvmCaching: rows the HBM cache holds for this shard
+  /// Unpooled (TorchRec's EmbeddingCollection; FBGEMM TBE with PoolingMode.NONE): one
+  /// output row per index (batch x pooling x dim fp32) instead of one per bag, and as many
+  /// gradient rows in the backward.
+  bool sequence = false;
   bool operator==(const EmbeddingTableDesc&) const = default;
 };
 
-/// A batched pooled embedding lookup (FBGEMM TBE style): all tables of one op in one
+/// A batched embedding lookup (FBGEMM TBE style), pooled unless a table is `sequence`: all tables of one op in one
 /// kernel. Backward includes the fused optimizer update.
 struct EmbeddingDesc {
   std::vector<EmbeddingTableDesc> tables;

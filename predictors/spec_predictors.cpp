@@ -127,7 +127,7 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
     const bool uvm = t.storage == EmbeddingStorage::kHostUvm;
     const bool cached = t.storage == EmbeddingStorage::kHostUvmCaching;
     const double idx = accesses[i] * d.index_bytes + (batch + 1) * d.index_bytes;  // indices + offsets
-    const double grad_or_out = batch * t.dim * 4.0;                                   // fp32 pooled rows
+    const double grad_or_out = (t.sequence ? accesses[i] : batch) * t.dim * 4.0;       // fp32 rows: one per bag, or per index unpooled
     w.accesses += accesses[i];
     w.unique_rows += unique[i];
     if (fwd && cached) {

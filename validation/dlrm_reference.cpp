@@ -110,6 +110,10 @@ DlrmConfig dlrm_config_from_spec(const DlrmSpec& spec, std::int64_t batch_size) 
   c.top_mlp = spec.top_mlp;
   c.interaction = spec.interaction;
   for (const auto& t : spec.tables) {
+    if (t.sequence) {
+      throw ConfigError(spec.file, "/embedding/tables",
+                        fmt::format("table {}: sequence (EmbeddingCollection) tables are predicted, not run by the executor", t.name));
+    }
     if (t.dim < 1 || t.dim > profiler::kMaxEmbeddingDim) {
       throw ConfigError(spec.file, "/embedding/tables", fmt::format("table {}: dim {} outside 1..{}", t.name, t.dim,
                                                                     profiler::kMaxEmbeddingDim));

@@ -53,7 +53,8 @@ void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
 }
 
 /// Dot: the backward of the lower triangle, of the Gram matrix (two GEMMs) and the sum
-/// of both feature gradients; cat: one copy; dcn_v2: the cross layers' backward, then the copy.
+/// of both feature gradients; cat: one copy; dcn_v2: the cross layers' backward, then the copy;
+/// then the sequence tables' sum backward.
 void add_interaction_backward(const RankContext& c, RankDraft& d) {
   const double ab = c.act_bytes(), ib = c.interaction_bytes();
   const double tp = static_cast<double>(c.w.tables.size()) + 1;  // interaction features
@@ -89,6 +90,12 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
   } else {
     if (c.interaction_cast()) op.kernels.push_back(elementwise("cast_backward", c.batch * width, 0, ab + ib));
     op.kernels.push_back(elementwise("copy", c.batch * width, 0, 2 * ib));
+  }
+  // Sequence tables: the summed rows' gradient repeated for each index (reads one row per
+  // sample and feature, writes pooling).
+  if (const double sd = c.sequence_dims(); sd > 0) {
+    const double srd = c.sequence_row_dims();
+    op.kernels.push_back(elementwise("sequence_sum_backward", c.batch * srd, 0, 4.0 * (srd + sd) / srd));
   }
   d.interaction_grad = d.add(std::move(op));
 }

@@ -128,7 +128,7 @@ void add_embedding_exchange(const RankContext& c, RankDraft& d) {
   }
 }
 
-/// Dot interaction: concat, the batched Gram matrix of the features, the lower triangle
+/// Sequence tables' sum, then: dot interaction: concat, the batched Gram matrix of the features, the lower triangle
 /// concatenated with the bottom output; cat interaction: one concat; dcn_v2: the concat,
 /// then one op per cross layer.
 void add_interaction(const RankContext& c, RankDraft& d) {
@@ -142,6 +142,12 @@ void add_interaction(const RankContext& c, RankDraft& d) {
   // semi_sync: this batch's embeddings were looked up and exchanged one iteration earlier.
   for (int e : d.embeddings_ready) (c.semi_sync() ? inter.prev_deps : inter.deps).push_back(e);
   const double ib = c.interaction_bytes();
+  // Sequence tables arrive unpooled (one fp32 row per index): each sample's rows are summed
+  // first (reads pooling rows, writes one, per sequence feature).
+  if (const double sd = c.sequence_dims(); sd > 0) {
+    const double srd = c.sequence_row_dims();
+    inter.kernels.push_back(elementwise("sequence_sum", c.batch * sd, srd / sd, 4.0 * (srd + sd) / sd));
+  }
   if (c.w.interaction == Interaction::kDot) {
     inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ib));
     if (c.interaction_cast()) inter.kernels.push_back(elementwise("cast", c.batch * tp * dim, 0, ib + ab));  // bmm's input

@@ -52,14 +52,30 @@ bool RankContext::has_sparse_tables() const {
   return false;
 }
 bool RankContext::has_row_wise() const {
-  for (const auto& t : plan.tables)
-    if (t.type == ShardingType::kRowWise) return true;
+  for (std::size_t t = 0; t < plan.tables.size(); ++t)
+    if (plan.tables[t].type == ShardingType::kRowWise && !w.tables[t].sequence) return true;
   return false;
 }
+bool RankContext::exchanged_by_all_to_all(std::size_t t) const {
+  const ShardingType type = plan.tables[t].type;
+  return pooled_all_to_all(type) || (w.tables[t].sequence && type == ShardingType::kRowWise);
+}
 bool RankContext::has_pooled_all_to_all() const {
-  for (const auto& t : plan.tables)
-    if (pooled_all_to_all(t.type)) return true;
+  for (std::size_t t = 0; t < plan.tables.size(); ++t)
+    if (exchanged_by_all_to_all(t)) return true;
   return false;
+}
+double RankContext::sequence_dims() const {
+  double dims = 0;
+  for (const auto& t : w.tables)
+    if (t.sequence) dims += double(t.dim);
+  return dims;
+}
+double RankContext::sequence_row_dims() const {
+  double dims = 0;
+  for (const auto& t : w.tables)
+    if (t.sequence) dims += t.pooling * double(t.dim);
+  return dims;
 }
 bool RankContext::has_node_reduced() const {
   for (const auto& t : plan.tables)
@@ -143,9 +159,12 @@ std::vector<double> RankContext::input_pairs(bool lengths) const {
 std::vector<double> RankContext::output_pairs() const {
   const auto un = static_cast<std::size_t>(world);
   std::vector<double> per_src(un, 0.0);
-  for (const auto& t : plan.tables) {
-    if (!pooled_all_to_all(t.type)) continue;
-    for (const auto& sh : t.shards) per_src[static_cast<std::size_t>(sh.rank)] += batch * double(sh.cols) * 4.0;
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    if (!exchanged_by_all_to_all(t)) continue;
+    for (const auto& sh : plan.tables[t].shards) {
+      const double rows_per_sample = w.tables[t].sequence ? shard_pooling(t, sh) : 1.0;
+      per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * 4.0;
+    }
   }
   std::vector<double> m(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
@@ -156,7 +175,7 @@ std::vector<double> RankContext::output_pairs() const {
 double RankContext::rw_bytes() const {
   double dims = 0;
   for (std::size_t t = 0; t < plan.tables.size(); ++t)
-    if (plan.tables[t].type == ShardingType::kRowWise) dims += double(w.tables[t].dim);
+    if (plan.tables[t].type == ShardingType::kRowWise && !w.tables[t].sequence) dims += double(w.tables[t].dim);
   return double(w.batch_size) * dims * 4.0;
 }
 
@@ -186,7 +205,7 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
                                   ? std::max(1.0, std::floor(ts.cache_load_factor * static_cast<double>(ref.shard->rows)))
                                   : 0.0;
     e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution,
-                                          ts.storage, cache_rows});
+                                          ts.storage, cache_rows, spec.sequence});
     host_tables = host_tables || ts.storage != EmbeddingStorage::kHbm;
   }
   if (host_tables) {  // only then: HBM-only kernels keep one descriptor whatever the system's host link

@@ -137,8 +137,16 @@ class RankContext {
 
   // ---- what the plan holds ----
   [[nodiscard]] bool has_sparse_tables() const;
+  /// Row-wise pooled tables (reduce-scattered).
   [[nodiscard]] bool has_row_wise() const;
+  /// Tables whose rows go back by the output all-to-all (exchanged_by_all_to_all).
   [[nodiscard]] bool has_pooled_all_to_all() const;
+  /// Table `t` goes back to its samples' ranks by the output all-to-all: pooled table-,
+  /// column- and table-column-wise shards, and sequence row-wise shards.
+  [[nodiscard]] bool exchanged_by_all_to_all(std::size_t t) const;
+  /// Sequence tables, summed before the interaction: sum of dim, and of pooling x dim.
+  [[nodiscard]] double sequence_dims() const;
+  [[nodiscard]] double sequence_row_dims() const;
   [[nodiscard]] bool has_node_reduced() const;
 
   // ---- op makers ----
@@ -165,13 +173,15 @@ class RankContext {
   [[nodiscard]] std::vector<double> input_length_pairs() const { return input_pairs(true); }
   /// ... and the indices (index_bytes each).
   [[nodiscard]] std::vector<double> input_index_pairs() const { return input_pairs(false); }
-  /// Pooled all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
-  /// table-, column- and table-column-wise shards i holds.
+  /// Output all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
+  /// table-, column- and table-column-wise shards i holds; of a sequence table, every
+  /// looked-up row (j's samples x the shard's indices per sample x its columns x 4 B).
   [[nodiscard]] std::vector<double> output_pairs() const;
   /// Hybrid dense layout: the bottom MLP's rank sends rank j its local batch's bottom output
   /// (local batch x width x activation bytes).
   [[nodiscard]] std::vector<double> bottom_output_pairs() const;
-  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4.
+  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4
+  /// (pooled tables only).
   [[nodiscard]] double rw_bytes() const;
   /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
   [[nodiscard]] double shard_pooling(std::size_t table, const Shard& sh) const;

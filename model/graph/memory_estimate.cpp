@@ -58,17 +58,19 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     const bool dp = plan.tables[t].type == ShardingType::kDataParallel;
     // Row-split shards (row_wise, table_row_wise, grid) see their share of the lookups.
     const bool rw = splits_rows(plan.tables[t].type);
-    pooled_dims += static_cast<double>(spec.dim);
+    pooled_dims += static_cast<double>(spec.dim) * (spec.sequence ? spec.pooling : 1.0);  // sequence: every row
     for (const auto& sh : plan.tables[t].shards) {
       auto& m = out[static_cast<std::size_t>(sh.rank)];
       const double cols = static_cast<double>(sh.cols), rows = static_cast<double>(sh.rows);
       const ShardFootprint f = shard_footprint(w, plan.tables[t], sh);
       m.embedding += f.device;
       m.host += f.host;
-      // Inputs (indices + offsets) and pooled fp32 outputs of this shard.
+      // Inputs (indices + offsets) and fp32 outputs of this shard: one row per bag, or per
+      // index for a sequence table.
       const double batch = dp ? b : global;
       const double share = rw ? rows / static_cast<double>(spec.rows) : 1.0;
-      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + batch * cols * 4;
+      const double out_rows = spec.sequence ? batch * spec.pooling * share : batch;
+      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * 4;
     }
   }
   const double params = w.dense_parameters();
@@ -83,7 +85,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
   // DCNv2: each cross layer keeps its input (width), V x (rank) and W V x + b (width).
   if (w.interaction == Interaction::kDcnV2)
     saved += w.dcn_layers * b * (2.0 * static_cast<double>(w.interaction_width()) + static_cast<double>(w.dcn_rank)) * act;
-  const double received = b * pooled_dims * 4;  // the local batch's pooled rows from every table
+  const double received = b * pooled_dims * 4;  // the local batch's pooled (sequence: all) rows from every table
   const bool hybrid = w.bottom_mlp_rank >= 0;
   for (auto& m : out) {
     const bool bottom_here = !hybrid || m.rank == w.bottom_mlp_rank;

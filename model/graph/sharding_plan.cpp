@@ -64,6 +64,13 @@ double parse_cache_load_factor(const JsonValue& v) {
 
 }  // namespace
 
+void require_sequence_sharding(const JsonObject& entry, const EmbeddingTableSpec& spec, ShardingType t) {
+  if (!spec.sequence || sequence_sharding(t)) return;
+  entry.fail("sharding_type", fmt::format("table \"{}\" is a sequence (EmbeddingCollection) table: TorchRec shards those "
+                                          "table_wise, row_wise, column_wise or data_parallel, not {}",
+                                          spec.name, sharding_type_name(t)));
+}
+
 void parse_compute_kernel(const JsonObject& t, TableSharding& ts) {
   const bool dp = ts.type == ShardingType::kDataParallel;
   ts.storage = EmbeddingStorage::kHbm;
@@ -274,6 +281,7 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
     TableSharding ts;
     ts.type = *sharding_type_from_name(t.at("sharding_type").as_enum(
         {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"}));
+    require_sequence_sharding(t, spec, ts.type);
     parse_compute_kernel(t, ts);
     const JsonArray ranks = t.array("ranks");
     ranks.require_size(1, static_cast<std::size_t>(world_size));

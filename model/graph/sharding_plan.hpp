@@ -55,6 +55,17 @@ inline constexpr int kShardingTypeCount = 7;
 [[nodiscard]] constexpr bool pooled_all_to_all(ShardingType t) {
   return t == ShardingType::kTableWise || t == ShardingType::kColumnWise || t == ShardingType::kTableColumnWise;
 }
+/// Types TorchRec shards a sequence (EmbeddingCollection) table with: table_wise,
+/// row_wise, column_wise, data_parallel (torchrec/distributed/embedding.py,
+/// create_embedding_sharding). A sequence row-wise shard sends its looked-up rows with the
+/// all-to-all (nothing to reduce).
+[[nodiscard]] constexpr bool sequence_sharding(ShardingType t) {
+  return t == ShardingType::kTableWise || t == ShardingType::kRowWise || t == ShardingType::kColumnWise ||
+         t == ShardingType::kDataParallel;
+}
+/// Fails at `entry`'s "sharding_type" when `spec` is a sequence table and `t` is not a
+/// sequence_sharding (plan files of both formats).
+void require_sequence_sharding(const JsonObject& entry, const EmbeddingTableSpec& spec, ShardingType t);
 /// Types reduced inside one node and exchanged across nodes (table_row_wise, grid).
 [[nodiscard]] constexpr bool node_reduced(ShardingType t) {
   return t == ShardingType::kTableRowWise || t == ShardingType::kGrid;

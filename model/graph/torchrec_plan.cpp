@@ -48,6 +48,7 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
   ts.type = *sharding_type_from_name(type_v.as_enum(
       {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid_shard"}));
   const bool dp = ts.type == ShardingType::kDataParallel;
+  require_sequence_sharding(t, spec, ts.type);
   parse_compute_kernel(t, ts);
   require_null_unmodelled_fields(t);
   std::optional<JsonValue> ranks_v = t.find("ranks");

@@ -133,6 +133,7 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
     spec.dim = t.integer("dim", 1, kMaxDim);
     spec.pooling = t.at("pooling").as_number_in(0.0, 1e6);
     spec.distribution = parse_index_distribution(t.object("distribution"));
+    spec.sequence = t.bool_or("sequence", false);
     const auto repeat = t.integer_or("repeat", 1, 100000, 1);
     t.finish();
     if (repeat == 1) {

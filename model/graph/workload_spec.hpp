@@ -22,8 +22,12 @@ struct EmbeddingTableSpec {
   std::string name;
   std::int64_t rows = 0;
   std::int64_t dim = 0;
-  double pooling = 1;  ///< mean indices per sample (bag length)
+  double pooling = 1;  ///< mean indices per sample (bag length; the sequence length of a sequence table)
   IndexDistribution distribution;
+  /// "sequence": true: a table of TorchRec's EmbeddingCollection (unpooled: one embedding
+  /// per index, exchanged as such). The model sums each sample's sequence before the
+  /// interaction (see docs/embedding.md#sequence-embeddings-embeddingcollection).
+  bool sequence = false;
 };
 
 /// Feature interaction: dot (DLRM's pairwise dots), cat (concatenation), dcn_v2 (the

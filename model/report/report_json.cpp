@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -15,7 +16,10 @@ namespace {
 
 nlohmann::json workload_json(const Workload& any) {
   if (const auto* d = std::get_if<DlrmSpec>(&any)) {
-    return {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
+    nlohmann::json j = {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
+    const auto sequence = std::count_if(d->tables.begin(), d->tables.end(), [](const auto& t) { return t.sequence; });
+    if (sequence > 0) j["sequence_tables"] = sequence;  // EmbeddingCollection tables (unpooled)
+    return j;
   }
   if (const auto* t = std::get_if<TraceWorkload>(&any)) {
     return {{"name", t->name}, {"file", t->file}, {"model", "trace"}, {"batch", t->batch},

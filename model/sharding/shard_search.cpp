@@ -116,6 +116,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (!t) t = tw_table(false);
     if (!t) return "";
     const auto& spec = w_->tables[*t];
+    if (spec.sequence) return "";  // TorchRec has no node-local sharding of sequence tables
     const int home = p.tables[*t].ranks[0];
     auto node_ranks = [&](int node) {
       std::vector<int> r;

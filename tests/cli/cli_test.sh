@@ -194,6 +194,10 @@ expect "predict searched plan" 0 "predicted iteration time" -- "$perfcast" predi
   for t in 1 2 3 4 5 6 7; do printf ', "table_%s": {"sharding_type": "table_wise", "ranks": [%s]}' $t $t; done
   printf '}}\n'; } > "$tmp/twrw_plan.json"
 expect "table_row_wise across nodes" 2 '/tables/table_0/ranks: table_row_wise shards must be on the ranks of one node' -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --plan "$tmp/twrw_plan.json" --json "$tmp/out.json"
+twrw_ok=$(sed 's/"ranks": \[7, 8\]/"ranks": [0, 1]/' "$tmp/twrw_plan.json")
+printf '%s\n' "$twrw_ok" > "$tmp/twrw_plan_one_node.json"
+expect "sequence table: no table_row_wise (TorchRec has no sequence version)" 2 '/tables/table_0/sharding_type: table "table_0" is a sequence (EmbeddingCollection) table' -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --set 'workload.embedding.tables[0].sequence=true' --plan "$tmp/twrw_plan_one_node.json" --json "$tmp/out.json"
+expect "sequence tables named in the header" 0 "8 embedding tables (8 sequence: unpooled, summed before the interaction)" -- "$perfcast" predict --system "$c2" --set system.nodes=2 --workload "$wl" --set 'workload.embedding.tables[0].sequence=true'
 h1=$src/configs/systems/h100_sxm.json
 mlperf=$src/configs/workloads/dlrm_mlperf.json
 expect "shard infeasible in HBM explains" 1 "at least 2 such GPUs are needed" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers off

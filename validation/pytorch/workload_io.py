@@ -102,6 +102,9 @@ def read_dlrm(doc, file="<input>"):
             raise WorkloadError(file, f"{at}/pooling", f"expected a non-negative number, got {pooling!r}")
         spec["pooling"] = float(pooling)
         spec["distribution"] = read_distribution(t.get("distribution"), file, f"{at}/distribution")
+        if t.get("sequence", False) is not False:
+            raise WorkloadError(file, f"{at}/sequence",
+                                "sequence (EmbeddingCollection) tables are predicted by perfcast, not run by this benchmark")
         repeat = _int(t, "repeat", file, at, 1, 100000, default=1)
         if repeat == 1:
             w["tables"].append(spec)
