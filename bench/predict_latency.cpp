@@ -1,7 +1,7 @@
 // Prediction latency of perfcast itself: build the execution graph, annotate it with the
 // predictors (cold or warm estimate cache), simulate 3 iterations, analyze the timeline.
 // Configs are parsed once, outside the timed loop. Run on one core:
-//   taskset -c 0 build/bench/perfcast_bench_predict
+//   taskset -c 0 build/bench/perfcast_bench_predict [--only TEXT]   (cases whose label contains TEXT)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +26,10 @@ struct Stats {
   double median, p10, p90;
 };
 
+/// Cases run: those whose label contains this text (all when empty).
+std::string only_cases;
+bool wanted(const char* label) { return only_cases.empty() || std::string(label).find(only_cases) != std::string::npos; }
+
 Stats stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))]; };
@@ -33,6 +37,7 @@ Stats stats(std::vector<double> v) {
 }
 
 void run(const char* label, const std::string& system_file, int nodes, const std::string& workload_file, int reps) {
+  if (!wanted(label)) return;
   JsonDocument sys_doc = load_json_file(system_file);
   if (nodes > 0) apply_override(sys_doc, "nodes", std::to_string(nodes));
   const SystemSpec sys = parse_system(sys_doc);
@@ -71,6 +76,7 @@ void run(const char* label, const std::string& system_file, int nodes, const std
 /// A whole Transformer prediction (parse, graph with symmetric simulation, annotate,
 /// simulate, analyse) through predict_documents, with the process's peak memory so far.
 void run_transformer(const char* label, const std::string& src, const std::vector<std::string>& overrides, int reps) {
+  if (!wanted(label)) return;
   std::vector<double> ms;
   double iteration_time = 0;
   std::size_t events = 0;
@@ -94,7 +100,14 @@ void run_transformer(const char* label, const std::string& src, const std::vecto
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --only TEXT: run the cases whose label contains TEXT (e.g. --only "8 GPUs" for profiling).
+  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (argc != 1 && only.empty()) {
+    std::fprintf(stderr, "usage: %s [--only TEXT]\n", argv[0]);
+    return 2;
+  }
+  only_cases = only;
   const std::string src = PERFCAST_SOURCE_DIR;
   const std::string bench_workload = src + "/bench/dlrm_64tables.json";
   std::printf("perfcast prediction latency (median of repeated runs; 3 simulated iterations per prediction)\n");

@@ -78,8 +78,10 @@ double transformer_layer_parameters(const TransformerSpec& w) {
   const double qkv = (h + 1) * (w.heads + 2.0 * w.kv_heads) * d / t;
   const double proj = h * w.heads * d / t + h;
   const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
-  // MoE: the router (replicated over TP) and the rank's experts, without biases.
-  const double mlp = w.moe.enabled() ? h * w.moe.experts + transformer_layer_expert_parameters(w)
+  // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
+  // experts, without biases.
+  const double s = double(w.moe.shared_ffn), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double mlp = w.moe.enabled() ? h * w.moe.experts + transformer_layer_expert_parameters(w) + (h * gate * s + s * h) / t
                                      : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
   return qkv + proj + mlp + 4 * h;
 }
@@ -135,7 +137,10 @@ double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
   const double gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
   const double per_row = double(w.hidden) + (gate + 1) * double(w.expert_ffn()) / etp;
   const double mask = w.dropout > 0 ? sbh / t : 0.0;  // bytes
-  return e * (rows * per_row + sbh / t) + mask - dense_mlp;
+  // Shared experts: a TP MLP over every token; its sequence-parallel input and its fc1 and
+  // activation outputs (this rank's width share) are kept.
+  const double shared = w.moe.shared_ffn > 0 ? e * (sbh / t + sbh / double(w.hidden) * (gate + 1) * double(w.moe.shared_ffn) / t) : 0.0;
+  return e * (rows * per_row + sbh / t) + mask + shared - dense_mlp;
 }
 
 }  // namespace

@@ -137,33 +137,37 @@ void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int
   if (w.moe.enabled()) {
     add_moe_forward(c, d, p, ph);
   } else {
-    d.sp_gather(p + "mlp.all_gather", ph, true);
-    const double inner = double(c.tokens) * c.ffn2;
-    std::vector<KernelDesc> fc1 = c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.ffn1, w.hidden)});
-    fc1.push_back(w.activation == Activation::kGelu ? ew("bias_gelu", inner, kGeluFlops, 2 * e) : ew("swiglu", inner, 6, 3 * e));
-    d.kernels(p + "mlp.fc1", ph, std::move(fc1));
-    d.kernels(p + "mlp.fc2", ph, c.linear(T * c.ffn2, {c.linear_gemm(c.tokens, w.hidden, c.ffn2)}));
-    d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+    add_mlp_forward(c, d, p, ph, c.dense_mlp());
   }
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
 }
 
-namespace {
-
-/// The dense MLP's backward (fc2, activation, fc1 with the TP collectives).
-void add_dense_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
-  const auto& w = c.w;
-  const Phase ph = Phase::kBackward;
-  const std::int64_t T = c.tokens, H = w.hidden;
-  const double e = c.e, inner = double(T) * c.ffn2;
-  d.sp_gather(p + "mlp.fc2.all_gather", ph, true);
-  d.kernels(p + "mlp.fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.ffn2, H), c.linear_gemm(c.ffn2, H, T)}));
-  std::vector<KernelDesc> fc1{w.activation == Activation::kGelu ? ew("bias_gelu_backward", inner, kGeluBwdFlops, 3 * e)
-                                                                : ew("swiglu_backward", inner, 8, 5 * e)};
-  for (auto& k : c.linear(double(T) * c.ffn1, {c.linear_gemm(T, H, c.ffn1), c.linear_gemm(c.ffn1, H, T)})) fc1.push_back(std::move(k));
-  d.kernels(p + "mlp.fc1", ph, std::move(fc1));
-  d.tp_reduce(p + "mlp.tp_reduce", ph, true);
+void add_mlp_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph, const MlpShape& m) {
+  const double e = c.e, T = double(c.tokens), inner = T * double(m.ffn2);
+  const std::int64_t H = c.w.hidden;
+  d.sp_gather(p + m.prefix + "all_gather", ph, true);
+  std::vector<KernelDesc> fc1 = c.linear(T * double(H), {c.linear_gemm(c.tokens, m.ffn1, H)});
+  if (c.w.activation == Activation::kGelu) fc1.push_back(ew(m.bias ? "bias_gelu" : "gelu", inner, kGeluFlops, 2 * e));
+  else fc1.push_back(ew("swiglu", inner, 6, 3 * e));
+  d.kernels(p + m.prefix + "fc1", ph, std::move(fc1));
+  d.kernels(p + m.prefix + "fc2", ph, c.linear(T * double(m.ffn2), {c.linear_gemm(c.tokens, H, m.ffn2)}));
+  d.tp_reduce(p + m.prefix + "tp_reduce", ph, true);
 }
+
+void add_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, const MlpShape& m) {
+  const Phase ph = Phase::kBackward;
+  const std::int64_t T = c.tokens, H = c.w.hidden;
+  const double e = c.e, inner = double(T) * double(m.ffn2);
+  d.sp_gather(p + m.prefix + "fc2.all_gather", ph, true);
+  d.kernels(p + m.prefix + "fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, m.ffn2, H), c.linear_gemm(m.ffn2, H, T)}));
+  std::vector<KernelDesc> fc1{c.w.activation == Activation::kGelu ? ew(m.bias ? "bias_gelu_backward" : "gelu_backward", inner, kGeluBwdFlops, 3 * e)
+                                                                  : ew("swiglu_backward", inner, 8, 5 * e)};
+  for (auto& k : c.linear(double(T) * double(m.ffn1), {c.linear_gemm(T, H, m.ffn1), c.linear_gemm(m.ffn1, H, T)})) fc1.push_back(std::move(k));
+  d.kernels(p + m.prefix + "fc1", ph, std::move(fc1));
+  d.tp_reduce(p + m.prefix + "tp_reduce", ph, true);
+}
+
+namespace {
 
 /// --overlap-grad-reduce: the layer's gradient buckets, reduced over the data-parallel
 /// ranks (dense parameters) and the expert data-parallel ranks (expert parameters).
@@ -186,7 +190,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const std::int64_t T = c.tokens, H = w.hidden;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
   if (w.moe.enabled()) add_moe_backward(c, d, p);
-  else add_dense_mlp_backward(c, d, p);
+  else add_mlp_backward(c, d, p, c.dense_mlp());
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
   d.sp_gather(p + "attention.dense.all_gather", ph, true);

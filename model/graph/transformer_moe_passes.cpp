@@ -11,6 +11,7 @@
 ///   -> fc1, activation, fc2 of each local expert
 ///   -> reduce-scatter over expert TP, unsort, all-to-all back (combine)
 ///   -> unpermute (the top_k outputs weighted by their router probabilities, summed)
+///   -> shared experts, if any (a TP MLP over every token), added to that output
 ///
 /// With the all-gather dispatcher (MoEAllGatherTokenDispatcher) the permute / all-to-all /
 /// expert-TP gather become one all-gather of the hidden states over the expert TP x ep
@@ -165,6 +166,10 @@ void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const
   d.kernels(p + "mlp.experts.fc1", ph, std::move(fc1));
   d.kernels(p + "mlp.experts.fc2", ph, c.linear(expert_in * c.expert_ffn2, expert_gemms(c, R, H, c.expert_ffn2)));
   experts_to_tokens(c, d, p, ph, kCombine);
+  if (c.shared_ffn2 > 0) {  // shared experts, then their output added to the routed experts'
+    add_mlp_forward(c, d, p, ph, c.shared_experts());
+    d.kernels(p + "mlp.shared_experts.add", ph, {ew("add", T * double(H), 1, 3 * e)});
+  }
 }
 
 void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
@@ -172,6 +177,8 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   const Phase ph = Phase::kBackward;
   const double e = c.e, T = double(c.tokens_sp), E = w.moe.experts;
   const std::int64_t H = w.hidden, R = c.expert_rows;
+  // Autograd reaches the shared experts first (created last in the forward).
+  if (c.shared_ffn2 > 0) add_mlp_backward(c, d, p, c.shared_experts());
   tokens_to_experts(c, d, p, ph, kCombineBackward);
   const double expert_in = expert_input_rows(c);
   // Each expert GEMM's backward: input gradient (dgrad) and weight gradient (wgrad).

@@ -76,6 +76,8 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
     expert_rows = static_cast<std::int64_t>(std::ceil(routed / w.moe.experts * w.moe.load_factor()));
     expert_ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.expert_ffn() / etp;
     expert_ffn2 = w.expert_ffn() / etp;
+    shared_ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.moe.shared_ffn / t;
+    shared_ffn2 = w.moe.shared_ffn / t;
   }
 }
 

@@ -57,6 +57,14 @@ struct SharedCollectives {
 
 /// Where the rank sits in the tp x dp x pp grid, its groups, and the per-rank sizes every
 /// pass reads (TP shards of heads and GEMM widths; elements and bytes of one micro-batch).
+/// The widths of one tensor-parallel MLP on a TP rank, and the name prefix of its ops.
+struct MlpShape {
+  std::string prefix;        ///< "mlp." (the dense MLP) or "mlp.shared_experts."
+  std::int64_t ffn1 = 0;     ///< fc1 output width per TP rank (2x the width under SwiGLU)
+  std::int64_t ffn2 = 0;     ///< fc2 input width per TP rank
+  bool bias = true;          ///< biases fused into the activation (the dense MLP); MoE MLPs have none
+};
+
 struct TransformerRankContext {
   /// Creates the rank's groups in `shared` (TP, DP, previous and next stage, embedding).
   TransformerRankContext(const TransformerSpec& w, int rank, SharedCollectives& shared);
@@ -81,11 +89,14 @@ struct TransformerRankContext {
   /// load factor.
   std::int64_t expert_rows = 0;
   std::int64_t expert_ffn1 = 0, expert_ffn2 = 0;  ///< expert GEMM widths per expert-TP rank
+  std::int64_t shared_ffn1 = 0, shared_ffn2 = 0;  ///< shared-expert GEMM widths per TP rank (0: none)
   double e = 2;  ///< bytes per activation element
   std::int64_t tokens = 0;     ///< micro-batch x sequence / cp (this rank's share)
   std::int64_t tokens_sp = 0;  ///< tokens held by this rank (/tp under sequence parallelism)
   std::int64_t heads = 0, kv_heads = 0;  ///< per TP rank
   std::int64_t qkv = 0, attn_out = 0, ffn1 = 0, ffn2 = 0, vocab = 0;  ///< GEMM widths per TP rank
+  [[nodiscard]] MlpShape dense_mlp() const { return {"mlp.", ffn1, ffn2, true}; }
+  [[nodiscard]] MlpShape shared_experts() const { return {"mlp.shared_experts.", shared_ffn1, shared_ffn2, false}; }
   double p2p_bytes = 0;  ///< one pipeline transfer: tokens x hidden x e
   double mask = 0;       ///< bytes of a dropout mask element (1 with dropout, else 0)
   /// The model chunk the micro-batch passes run (interleaved schedule, 0 .. vp-1); -1: all
@@ -242,6 +253,11 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
 /// A mixture-of-experts MLP (transformer_moe_passes.cpp), after the post-attention norm:
 /// router, token permutation and all-to-all dispatch, the local experts' GEMMs, combine.
 /// `p`: the layer's name prefix.
+/// A tensor-parallel MLP over every token: all-gather (sequence parallelism), fc1 and its
+/// activation, fc2, the TP reduction; ops named p + prefix + "fc1" etc. Backward: fc2's
+/// input gathered again, fc2, activation and fc1 (input and weight gradients), the reduction.
+void add_mlp_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph, const MlpShape& m);
+void add_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, const MlpShape& m);
 void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph);
 void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p);
 

@@ -21,6 +21,7 @@ MoeSpec parse_moe(const JsonObject& o) {
   m.all_to_all = o.enum_or("dispatcher", {"alltoall", "allgather"}, "alltoall") == "alltoall";
   m.expert_tp = static_cast<int>(o.integer_or("expert_tp", 1, 4096, 0));
   m.load_imbalance = o.number_or("load_imbalance", 1.0, 1000.0, 1.0);
+  m.shared_ffn = o.integer_or("shared_expert_ffn_hidden", 1, kMaxWidth, 0);
   o.finish();
   if (m.pad_to_capacity && m.capacity_factor <= 0)
     o.fail("pad_to_capacity", "padding to capacity needs a \"capacity_factor\" (Megatron's --moe-expert-capacity-factor)");
@@ -45,8 +46,8 @@ double mlp_parameters(const TransformerSpec& w, double experts_counted) {
     const double f1 = gate * double(w.ffn_hidden);
     return h * f1 + f1 + double(w.ffn_hidden) * h + h;
   }
-  const double f = double(w.expert_ffn());
-  return h * w.moe.experts + experts_counted * (h * gate * f + f * h);
+  const double f = double(w.expert_ffn()), s = double(w.moe.shared_ffn);
+  return h * w.moe.experts + experts_counted * (h * gate * f + f * h) + (h * gate * s + s * h);  // + shared experts (always active)
 }
 
 double total_parameters(const TransformerSpec& w, double experts_counted) {
@@ -200,6 +201,10 @@ void resolve_parallelism(TransformerSpec& w, int world) {
   }
   if (w.heads % w.tp != 0 || w.kv_heads % w.tp != 0) {
     throw ConfigError(w.file, at + "/tp", fmt::format("{} heads ({} kv heads) do not divide over tp {}", w.heads, w.kv_heads, w.tp));
+  }
+  if (w.moe.shared_ffn % w.tp != 0) {
+    throw ConfigError(w.file, "/moe/shared_expert_ffn_hidden",
+                      fmt::format("shared expert width {} does not divide over tp {}", w.moe.shared_ffn, w.tp));
   }
   if (w.ffn_hidden % w.tp != 0) {
     throw ConfigError(w.file, at + "/tp", fmt::format("ffn_hidden {} does not divide over tp {}", w.ffn_hidden, w.tp));

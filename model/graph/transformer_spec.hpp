@@ -45,6 +45,11 @@ struct MoeSpec {
   /// rank waits for the busiest at the combine, so all are simulated with its load. Dropless
   /// routing only; with a capacity factor the busiest expert holds at most capacity.
   double load_imbalance = 1.0;
+  /// --moe-shared-expert-intermediate-size: the width of the shared experts, one MLP that
+  /// every token passes besides its routed experts (DeepSeekMoE, Qwen-MoE); 0: none. It runs
+  /// after the routed experts' combine and is added to their output (MoELayer without
+  /// --moe-shared-expert-overlap), tensor-parallel like the dense MLP, without biases.
+  std::int64_t shared_ffn = 0;
 
   [[nodiscard]] bool enabled() const { return experts > 0; }
   /// Rows the busiest expert processes per routed row at the mean load: the capacity factor

@@ -33,7 +33,8 @@ nlohmann::json workload_json(const Workload& any) {
   if (w.moe.enabled()) {
     j["active_parameters"] = w.active_parameters();
     j["moe"] = {{"experts", w.moe.experts}, {"top_k", w.moe.top_k}, {"expert_tp", w.expert_tp()},
-                {"dispatcher", w.moe.all_to_all ? "alltoall" : "allgather"}, {"load_imbalance", w.moe.load_imbalance}};
+                {"dispatcher", w.moe.all_to_all ? "alltoall" : "allgather"}, {"load_imbalance", w.moe.load_imbalance},
+                {"shared_expert_ffn_hidden", w.moe.shared_ffn}};
   }
   return j;
 }

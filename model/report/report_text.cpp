@@ -30,8 +30,9 @@ std::string header(const Prediction& p) {
     out += fmt::format("  global batch {} x {} tokens, tp {}{} pp {}{} dp {}{}, {} micro-batches of {} per pipeline\n", w.global_batch,
                        w.seq_len, w.tp, cp, w.pp, vp, w.dp, ep, w.micro_batches(), w.micro_batch);
     if (w.moe.enabled()) {
-      out += fmt::format("  mixture of experts: {} experts, top-{}, {} dispatcher, expert TP {}{}; {:.3g} of {:.3g} parameters active\n",
-                         w.moe.experts, w.moe.top_k, w.moe.all_to_all ? "all-to-all" : "all-gather", w.expert_tp(),
+      const std::string shared = w.moe.shared_ffn > 0 ? fmt::format(" + shared experts of width {}", w.moe.shared_ffn) : "";
+      out += fmt::format("  mixture of experts: {} experts{}, top-{}, {} dispatcher, expert TP {}{}; {:.3g} of {:.3g} parameters active\n",
+                         w.moe.experts, shared, w.moe.top_k, w.moe.all_to_all ? "all-to-all" : "all-gather", w.expert_tp(),
                          w.moe.load_imbalance > 1 ? fmt::format(", busiest expert x{:.2f}", w.moe.load_imbalance) : ", balanced routing",
                          w.active_parameters(), w.parameters());
     }

@@ -235,6 +235,57 @@ TEST_CASE("moe: the workload keys and config errors", "[transformer][moe][config
   CHECK(parse_error(R"({"moe": {"experts": 2, "top_k": 4}})") == "/moe/top_k: top_k 4 is more than the 2 experts");
   CHECK(parse_error(R"({"moe": {"experts": 2, "pad_to_capacity": true}})").find("/moe/pad_to_capacity") == 0);
   CHECK(parse_error(R"({"moe": {"experts": 2, "shared_experts": 1}})").find("/moe") == 0);
+  CHECK(parse_error(R"({"moe": {"experts": 2, "shared_expert_ffn_hidden": 0}})").find("/moe/shared_expert_ffn_hidden") == 0);
   CHECK(parse_error(R"({"moe": {"experts": 2, "dispatcher": "flex"}})").find("/moe/dispatcher") == 0);
   CHECK(parse_error(R"({"moe": {"experts": 2, "load_imbalance": 0.5}})").find("/moe/load_imbalance") == 0);
+}
+
+TEST_CASE("moe: shared experts, a TP MLP over every token after the routed experts, by hand", "[transformer][moe][shared]") {
+  // Shared experts of width 256 at tp 2 (GeLU, no biases): 64 x 256 + 256 x 64 = 32,768
+  // parameters per layer, all active, half of them on each TP rank.
+  TransformerSpec w = moe_gpt(2, 1, 1);
+  TransformerSpec plain = w;
+  w.moe.shared_ffn = 256;
+  const double shared = 2.0 * 64 * 256;
+  CHECK(w.parameters() - plain.parameters() == Approx(2 /*layers*/ * shared));
+  CHECK(w.active_parameters() - plain.active_parameters() == Approx(2 * shared));
+  resolve_parallelism(w, 2);
+  resolve_parallelism(plain, 2);
+  CHECK(transformer_rank_parameters(w, 0) - transformer_rank_parameters(plain, 0) == Approx(2 * shared / 2));
+  const ExecutionGraph g = build_transformer_graph(w, 2);
+  // Forward: after the combine, the sequence-parallel all-gather of the 32 tokens (32 x 64 x
+  // 2 B), fc1 (32 x 128 x 64 per TP rank), fc2 (32 x 64 x 128), the reduce-scatter, the add.
+  auto index_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < g.ranks[0].ops.size(); ++i)
+      if (g.ranks[0].ops[i].name == name) return static_cast<int>(i);
+    FAIL("no op " << name);
+    return -1;
+  };
+  CHECK(index_of("mb0.layer0.mlp.unpermute") < index_of("mb0.layer0.mlp.shared_experts.all_gather"));
+  const auto& gather = collective_of(g, op_named(g, "mb0.layer0.mlp.shared_experts.all_gather"));
+  CHECK(gather.desc.kind == CollectiveKind::kAllGather);
+  CHECK(gather.desc.bytes == Approx(32.0 * 64 * 2));
+  const auto& fc1 = std::get<GemmDesc>(op_named(g, "mb0.layer0.mlp.shared_experts.fc1").kernels[0]);
+  CHECK((fc1.m == 32 && fc1.n == 128 && fc1.k == 64));
+  CHECK(std::get<ElementwiseDesc>(op_named(g, "mb0.layer0.mlp.shared_experts.fc1").kernels[1]).op == "gelu");
+  const auto& fc2 = std::get<GemmDesc>(op_named(g, "mb0.layer0.mlp.shared_experts.fc2").kernels[0]);
+  CHECK((fc2.m == 32 && fc2.n == 64 && fc2.k == 128));
+  CHECK(collective_of(g, op_named(g, "mb0.layer0.mlp.shared_experts.tp_reduce")).desc.kind == CollectiveKind::kReduceScatter);
+  CHECK(index_of("mb0.layer0.mlp.shared_experts.tp_reduce") < index_of("mb0.layer0.mlp.shared_experts.add"));
+  // Backward: the shared experts first, then the routed path.
+  CHECK(index_of("mb0.layer1.backward.mlp.shared_experts.fc1") < index_of("mb0.layer1.backward.mlp.unpermute"));
+  // Their gradients join the dense ones (all-reduced over dp x cp, not expert DP).
+  CHECK(!has_op(g, "expert_grads.all_reduce"));
+  // Memory: the kept sequence-parallel input (16 x 64) and fc1 / GeLU outputs (32 x 128 each
+  // per TP rank), 2 B each, per layer and micro-batch in flight.
+  const SystemSpec s2 = dgx_h100(2);
+  const double per_layer = 2.0 * (16 * 64 + 2 * 32 * 128);
+  const double grown = estimate_transformer_memory(w, s2)[0].activations - estimate_transformer_memory(plain, s2)[0].activations;
+  CHECK(grown == Approx(per_layer * 2 /*layers*/ * 1 /*in flight*/).epsilon(1e-9));
+  // And it takes time.
+  CHECK(predict_transformer(s2, w)->timeline.iteration_time > predict_transformer(s2, plain)->timeline.iteration_time);
+  // A width that does not divide over tp is refused.
+  TransformerSpec odd = moe_gpt(2, 1, 1);
+  odd.moe.shared_ffn = 255;
+  CHECK(test::parallelism_error(odd, 2) == "/moe/shared_expert_ffn_hidden: shared expert width 255 does not divide over tp 2");
 }
