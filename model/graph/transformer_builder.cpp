@@ -73,7 +73,7 @@ RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, S
 
 }  // namespace transformer
 
-double transformer_layer_parameters(const TransformerSpec& w) {
+double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer) {
   const double t = w.tp, h = double(w.hidden), d = double(w.head_dim());
   const double qkv = (h + 1) * (w.heads + 2.0 * w.kv_heads) * d / t;
   const double proj = h * w.heads * d / t + h;
@@ -81,14 +81,34 @@ double transformer_layer_parameters(const TransformerSpec& w) {
   // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
   // experts, without biases.
   const double s = double(w.moe.shared_ffn), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
-  const double mlp = w.moe.enabled() ? h * w.moe.experts + transformer_layer_expert_parameters(w) + (h * gate * s + s * h) / t
-                                     : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
+  const double mlp = w.moe.in_layer(layer) ? h * w.moe.experts + transformer_layer_expert_parameters(w, layer) + (h * gate * s + s * h) / t
+                                           : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
   return qkv + proj + mlp + 4 * h;
+}
+
+std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {
+  const std::int64_t chunk = w.layers / (std::int64_t(w.pp) * w.vp);  // layers per virtual chunk
+  std::vector<std::int64_t> out;
+  for (std::int64_t v = 0; v < w.vp; ++v)
+    for (std::int64_t i = 0; i < chunk; ++i) out.push_back((v * w.pp + stage) * chunk + i);
+  return out;
+}
+
+double transformer_stage_layer_parameters(const TransformerSpec& w, int stage) {
+  double p = 0;
+  for (const std::int64_t l : transformer_stage_layers(w, stage)) p += transformer_layer_parameters(w, l);
+  return p;
+}
+
+double transformer_stage_expert_parameters(const TransformerSpec& w, int stage) {
+  double p = 0;
+  for (const std::int64_t l : transformer_stage_layers(w, stage)) p += transformer_layer_expert_parameters(w, l);
+  return p;
 }
 
 double transformer_rank_parameters(const TransformerSpec& w, int stage) {
   const double t = w.tp, h = double(w.hidden);
-  double p = transformer_layer_parameters(w) * double(w.layers / w.pp);
+  double p = transformer_stage_layer_parameters(w, stage);
   const double table = double(w.padded_vocab()) / t * h;
   if (stage == 0) p += table + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
   if (stage + 1 == w.pp) {
@@ -160,7 +180,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   double per_layer = w.sequence_parallel ? sbh * 34 / t : sbh * (10 + 24 / t);
   if (keep_scores) per_layer += sbh * attn / t;
   per_layer *= e / 2;
-  if (w.moe.enabled()) per_layer += moe_activation_bytes_change(w, sbh);
+  const double moe_change = w.moe.enabled() ? moe_activation_bytes_change(w, sbh) : 0.0;
   const double checkpoint = 2 * sbh / sp * (e / 2);  // the layer input kept under full recompute
   const auto M = w.micro_batches();
   for (int r = 0; r < world; ++r) {
@@ -170,7 +190,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     m.rank = r;
     m.capacity = s.gpu.memory;
     // The distributed optimizer shards dense states over dp x cp, expert states over expert DP.
-    const double experts = transformer_layer_expert_parameters(w) * double(w.layers / w.pp);
+    const double experts = transformer_stage_expert_parameters(w, stage);
     const double sharded = w.distributed_optimizer ? (params - experts) / (w.dp * w.cp) + experts / w.expert_dp() : params;
     const double states = (mixed ? 12.0 : 8.0) * sharded;
     m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
@@ -184,8 +204,13 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
       inflight = double(std::min<std::int64_t>(warmup + 1, M * w.vp));
       layers = double(w.layers / (w.pp * w.vp));
     }
-    m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + per_layer
-                                                    : inflight * layers * per_layer;
+    // MoE layers keep their MLP's activations in place of the dense ones: the stage's
+    // mean layer (its MoE share of layers).
+    const auto held = transformer_stage_layers(w, stage);
+    const double moe_share = double(std::count_if(held.begin(), held.end(), [&](std::int64_t l) { return w.moe.in_layer(l); })) / double(held.size());
+    const double layer_bytes = per_layer + moe_change * moe_share;
+    m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + layer_bytes
+                                                    : inflight * layers * layer_bytes;
     if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len / w.cp) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;
     m.reserved = o.reserved_share * s.gpu.memory;
     out.push_back(m);

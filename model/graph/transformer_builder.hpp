@@ -29,12 +29,18 @@ namespace perfcast {
 /// Parameters held by one rank of pipeline stage `stage` (its TP shard of the stage's
 /// layers, plus the embedding on the first and the LM head on the last stage).
 [[nodiscard]] double transformer_rank_parameters(const TransformerSpec& w, int stage);
-/// Parameters of one Transformer layer on one TP rank (QKV, attention output, MLP, norms,
-/// biases; for MoE the router and the rank's experts, transformer_layer_expert_parameters).
-[[nodiscard]] double transformer_layer_parameters(const TransformerSpec& w);
+/// Parameters of Transformer layer `layer` (0-based, whole model) on one TP rank (QKV,
+/// attention output, MLP, norms, biases; an MoE layer has the router, the rank's experts,
+/// transformer_layer_expert_parameters, and its share of the shared experts).
+[[nodiscard]] double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer);
 /// The expert parameters among them (local experts / expert TP); 0 for dense MLPs. They
 /// are reduced and sharded over the expert data-parallel ranks, the rest over dp x cp.
-[[nodiscard]] double transformer_layer_expert_parameters(const TransformerSpec& w);
+[[nodiscard]] double transformer_layer_expert_parameters(const TransformerSpec& w, std::int64_t layer);
+/// The layers pipeline stage `stage` holds, in model order (all its virtual chunks).
+[[nodiscard]] std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage);
+/// Sums of the two over the stage's layers (one rank's share).
+[[nodiscard]] double transformer_stage_layer_parameters(const TransformerSpec& w, int stage);
+[[nodiscard]] double transformer_stage_expert_parameters(const TransformerSpec& w, int stage);
 
 /// First-order device memory per rank: weights, fp32 gradients, Adam states (sharded over
 /// dp with the distributed optimizer), activations kept for the backward of the in-flight

@@ -134,7 +134,7 @@ void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int
   d.tp_reduce(p + "attention.tp_reduce", ph, true);
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("bias_dropout_add", c.hs(), 3, 3 * e + c.mask)});
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
-  if (w.moe.enabled()) {
+  if (w.moe.in_layer(layer)) {
     add_moe_forward(c, d, p, ph);
   } else {
     add_mlp_forward(c, d, p, ph, c.dense_mlp());
@@ -171,12 +171,12 @@ namespace {
 
 /// --overlap-grad-reduce: the layer's gradient buckets, reduced over the data-parallel
 /// ranks (dense parameters) and the expert data-parallel ranks (expert parameters).
-void add_layer_grad_buckets(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
+void add_layer_grad_buckets(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, int layer) {
   const auto& w = c.w;
   const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-  const double gb = dtype_bytes(w.grad_reduce_dtype), experts = transformer_layer_expert_parameters(w);
-  if (c.grad_ranks() > 1) d.async_collective(p + "grads.bucket", Phase::kBackward, c.dp_group, {k, (transformer_layer_parameters(w) - experts) * gb, {}});
-  if (c.edp_group >= 0) d.async_collective(p + "expert_grads.bucket", Phase::kBackward, c.edp_group, {k, experts * gb, {}});
+  const double gb = dtype_bytes(w.grad_reduce_dtype), experts = transformer_layer_expert_parameters(w, layer);
+  if (c.grad_ranks() > 1) d.async_collective(p + "grads.bucket", Phase::kBackward, c.dp_group, {k, (transformer_layer_parameters(w, layer) - experts) * gb, {}});
+  if (c.edp_group >= 0 && experts > 0) d.async_collective(p + "expert_grads.bucket", Phase::kBackward, c.edp_group, {k, experts * gb, {}});
 }
 
 }  // namespace
@@ -189,7 +189,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const double e = c.e;
   const std::int64_t T = c.tokens, H = w.hidden;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
-  if (w.moe.enabled()) add_moe_backward(c, d, p);
+  if (w.moe.in_layer(layer)) add_moe_backward(c, d, p);
   else add_mlp_backward(c, d, p, c.dense_mlp());
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   d.kernels(p + "attention.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
@@ -202,7 +202,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's
   // backward of it; their DP reduction starts now, beside the rest of the backward.
-  if (w.overlap_grad_reduce && d.last_micro_batch()) add_layer_grad_buckets(c, d, p);
+  if (w.overlap_grad_reduce && d.last_micro_batch()) add_layer_grad_buckets(c, d, p, layer);
 }
 
 /// The stage's layers in order.
@@ -213,13 +213,13 @@ void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
   // wait for the current one); the layer's first op waits for its own bucket.
   // MoE: the expert parameters' bucket over the expert data-parallel ranks beside it.
   const bool gather = c.w.overlap_param_gather && d.first_micro_batch();
-  const double experts = transformer_layer_expert_parameters(c.w);
-  const double bucket = (transformer_layer_parameters(c.w) - experts) * c.e;
   auto gather_layer = [&](std::int64_t l) {
+    const double experts = transformer_layer_expert_parameters(c.w, first + l);
+    const double bucket = (transformer_layer_parameters(c.w, first + l) - experts) * c.e;
     std::vector<int> ops;
     if (c.grad_ranks() > 1)
       ops.push_back(d.param_gather_ahead(fmt::format("layer{}.params.all_gather", first + l), Phase::kForward, c.dp_group, bucket));
-    if (c.edp_group >= 0)
+    if (c.edp_group >= 0 && experts > 0)
       ops.push_back(d.param_gather_ahead(fmt::format("layer{}.expert_params.all_gather", first + l), Phase::kForward,
                                          c.edp_group, experts * c.e));
     return ops;

@@ -201,8 +201,8 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
 
 namespace perfcast {
 
-double transformer_layer_expert_parameters(const TransformerSpec& w) {
-  if (!w.moe.enabled()) return 0;
+double transformer_layer_expert_parameters(const TransformerSpec& w, std::int64_t layer) {
+  if (!w.moe.in_layer(layer)) return 0;
   const double h = double(w.hidden), f = double(w.expert_ffn()) / w.expert_tp();
   const double gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
   return double(w.moe.experts / w.ep) * (h * gate * f + f * h);

@@ -1,5 +1,7 @@
 #include "model/graph/transformer_spec.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace perfcast {
@@ -22,6 +24,15 @@ MoeSpec parse_moe(const JsonObject& o) {
   m.expert_tp = static_cast<int>(o.integer_or("expert_tp", 1, 4096, 0));
   m.load_imbalance = o.number_or("load_imbalance", 1.0, 1000.0, 1.0);
   m.shared_ffn = o.integer_or("shared_expert_ffn_hidden", 1, kMaxWidth, 0);
+  if (const auto freq = o.find("layer_freq")) {
+    if (freq->raw().is_array()) {
+      const JsonArray pattern = freq->as_array();
+      pattern.require_size(1, 1 << 20);
+      for (std::size_t i = 0; i < pattern.size(); ++i) m.layer_pattern.push_back(pattern[i].as_integer(0, 1) == 1);
+    } else {
+      m.layer_freq = static_cast<int>(freq->as_integer(1, 1 << 20));
+    }
+  }
   o.finish();
   if (m.pad_to_capacity && m.capacity_factor <= 0)
     o.fail("pad_to_capacity", "padding to capacity needs a \"capacity_factor\" (Megatron's --moe-expert-capacity-factor)");
@@ -29,6 +40,14 @@ MoeSpec parse_moe(const JsonObject& o) {
 }
 
 }  // namespace
+
+void check_moe_layers(const TransformerSpec& w) {
+  const auto& p = w.moe.layer_pattern;
+  if (!p.empty() && static_cast<std::int64_t>(p.size()) != w.layers)
+    throw ConfigError(w.file, "/moe/layer_freq", fmt::format("the pattern lists {} layers, the model has {}", p.size(), w.layers));
+  if (!p.empty() && std::find(p.begin(), p.end(), true) == p.end())
+    throw ConfigError(w.file, "/moe/layer_freq", "no layer has an MoE MLP (a 1 in the pattern); remove \"moe\" for a dense model");
+}
 
 std::int64_t TransformerSpec::padded_vocab() const {
   const std::int64_t multiple = 128 * tp;  // Megatron: make_vocab_size_divisible_by (128) x tp
@@ -40,9 +59,9 @@ namespace {
 /// Parameters of one layer's MLP: dense (fc1, fc2 with biases), or the router (hidden x
 /// experts) and `experts_counted` expert MLPs without biases (Megatron's MoE recipes run
 /// --disable-bias-linear).
-double mlp_parameters(const TransformerSpec& w, double experts_counted) {
+double mlp_parameters(const TransformerSpec& w, double experts_counted, bool moe_layer) {
   const double h = double(w.hidden), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
-  if (!w.moe.enabled()) {
+  if (!moe_layer) {
     const double f1 = gate * double(w.ffn_hidden);
     return h * f1 + f1 + double(w.ffn_hidden) * h + h;
   }
@@ -54,11 +73,13 @@ double total_parameters(const TransformerSpec& w, double experts_counted) {
   const double h = double(w.hidden), d = double(w.head_dim());
   const double qkv = h * (w.heads + 2.0 * w.kv_heads) * d + (w.heads + 2.0 * w.kv_heads) * d;
   const double proj = h * h + h;
-  const double per_layer = qkv + proj + mlp_parameters(w, experts_counted) + 4 * h;  // + two layer norms (weight, bias)
+  double layers = 0;
+  for (std::int64_t l = 0; l < w.layers; ++l)  // + two layer norms (weight, bias) each
+    layers += qkv + proj + mlp_parameters(w, experts_counted, w.moe.in_layer(l)) + 4 * h;
   const std::int64_t padded = w.padded_vocab();
   double emb = double(padded) * h + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
   if (!w.tied_embeddings) emb += double(padded) * h;
-  return per_layer * double(w.layers) + emb + 2 * h;  // + final layer norm
+  return layers + emb + 2 * h;  // + final layer norm
 }
 
 }  // namespace
@@ -131,6 +152,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     throw ConfigError(doc.file, "/parallelism/ep", "expert parallelism needs experts: add \"moe\": {\"experts\": N, \"top_k\": K}");
   if (w.moe.enabled() && w.moe.top_k > w.moe.experts)
     throw ConfigError(doc.file, "/moe/top_k", fmt::format("top_k {} is more than the {} experts", w.moe.top_k, w.moe.experts));
+  check_moe_layers(w);
   if (schedule == "interleaved" && w.vp == 1)
     root.fail("schedule", "the interleaved schedule needs virtual stages: set \"parallelism\": {\"vp\": 2 or more}");
   if (schedule == "1f1b" && w.vp > 1)
@@ -220,6 +242,7 @@ void resolve_parallelism(TransformerSpec& w, int world) {
     }
   }
   if (w.moe.enabled()) check_expert_parallelism(w);
+  check_moe_layers(w);
   if (w.sequence_parallel && w.seq_len / w.cp * w.micro_batch % w.tp != 0) {
     throw ConfigError(w.file, "/sequence_parallel", fmt::format("seq_len x micro_batch does not divide over tp {}", w.tp));
   }

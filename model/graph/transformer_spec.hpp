@@ -50,8 +50,19 @@ struct MoeSpec {
   /// after the routed experts' combine and is added to their output (MoELayer without
   /// --moe-shared-expert-overlap), tensor-parallel like the dense MLP, without biases.
   std::int64_t shared_ffn = 0;
+  /// --moe-layer-freq: which layers have MoE MLPs (the others a dense MLP of the model's
+  /// ffn_hidden). An integer N: layers 0, N, 2N, ... (Megatron's int form); or one 0 / 1 per
+  /// layer (Megatron's list form, e.g. DeepSeek's dense first layer). Default: every layer.
+  int layer_freq = 1;
+  std::vector<bool> layer_pattern;  ///< the list form; empty: layer_freq
 
   [[nodiscard]] bool enabled() const { return experts > 0; }
+  /// Layer `layer` (0-based, over the whole model) has an MoE MLP.
+  [[nodiscard]] bool in_layer(std::int64_t layer) const {
+    if (!enabled()) return false;
+    if (!layer_pattern.empty()) return layer_pattern[static_cast<std::size_t>(layer)];
+    return layer % layer_freq == 0;
+  }
   /// Rows the busiest expert processes per routed row at the mean load: the capacity factor
   /// when inputs are padded to it; with a capacity factor, the imbalance capped at it (tokens
   /// beyond capacity are dropped); dropless, the imbalance.
@@ -150,6 +161,9 @@ struct TransformerSpec {
 /// Reads a transformer workload (schema "perfcast.workload" 1.x, "model": "transformer").
 /// Throws ConfigError (file, JSON path, message).
 [[nodiscard]] TransformerSpec parse_transformer(const JsonDocument& doc);
+/// ConfigError at /moe/layer_freq when the list form does not name every layer once or
+/// names no MoE layer.
+void check_moe_layers(const TransformerSpec& w);
 
 /// Checks the parallelism against a world size and resolves dp "auto". Throws ConfigError
 /// naming "/parallelism" when tp x pp x dp differs from `world`, or when a size does not

@@ -107,20 +107,20 @@ void add_gradient_sync(const TransformerRankContext& c, TransformerDraft& d) {
   const auto& w = c.w;
   const Phase ph = Phase::kOptimizer;
   const double params = transformer_rank_parameters(w, c.stage);
-  const double experts = transformer_layer_expert_parameters(w) * double(c.layers_per_stage());
+  const double experts = transformer_stage_expert_parameters(w, c.stage);
   const double gb = dtype_bytes(w.grad_reduce_dtype);
   const CollectiveKind k = w.distributed_optimizer ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   const std::string name = w.distributed_optimizer ? "grads.reduce_scatter" : "grads.all_reduce";
   if (w.overlap_grad_reduce) {
     // The layers' buckets went out during the backward; what is left (embedding, final
     // norm, LM head) goes now, and the next op waits for every bucket.
-    const double rest = params - transformer_layer_parameters(w) * double(c.layers_per_stage());
+    const double rest = params - transformer_stage_layer_parameters(w, c.stage);
     if (c.grad_ranks() > 1) d.async_collective(name + ".rest", ph, c.dp_group, {k, rest * gb, {}});
     d.join_async();
   } else {
     if (c.grad_ranks() > 1) d.collective(name, ph, c.dp_group, {k, (params - experts) * gb, {}});
     // MoE: the expert gradients over the ranks holding the same experts.
-    if (c.edp_group >= 0) d.collective("expert_" + name, ph, c.edp_group, {k, experts * gb, {}});
+    if (c.edp_group >= 0 && experts > 0) d.collective("expert_" + name, ph, c.edp_group, {k, experts * gb, {}});
   }
   if (c.emb_group >= 0 && w.tied_embeddings && (c.first_stage() || c.last_stage())) {
     d.collective("embedding_grads.all_reduce", ph, c.emb_group, {CollectiveKind::kAllReduce, double(c.vocab) * w.hidden * gb, {}});
@@ -134,7 +134,7 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   const auto& w = c.w;
   const Phase ph = Phase::kOptimizer;
   const double params = transformer_rank_parameters(w, c.stage);
-  const double experts = transformer_layer_expert_parameters(w) * double(c.layers_per_stage());
+  const double experts = transformer_stage_expert_parameters(w, c.stage);
   // The distributed optimizer shards dense states over dp x cp and expert states over expert DP.
   const double local = w.distributed_optimizer ? (params - experts) / c.grad_ranks() + experts / w.expert_dp() : params;
   const bool mixed = dtype_bytes(w.precision) < 4;
@@ -150,11 +150,11 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
       // The layers' buckets are gathered in the next iteration's first forward (after this
       // step: prev_deps); the rest (embedding, final norm, LM head) now.
       for (int g : d.param_gathers) d.program.ops[static_cast<std::size_t>(g)].prev_deps = {adam};
-      const double rest = params - transformer_layer_parameters(w) * double(c.layers_per_stage());
+      const double rest = params - transformer_stage_layer_parameters(w, c.stage);
       if (c.grad_ranks() > 1) d.collective("params.all_gather.rest", ph, c.dp_group, {CollectiveKind::kAllGather, rest * c.e, {}});
     } else {
       if (c.grad_ranks() > 1) d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, (params - experts) * c.e, {}});
-      if (c.edp_group >= 0) d.collective("expert_params.all_gather", ph, c.edp_group, {CollectiveKind::kAllGather, experts * c.e, {}});
+      if (c.edp_group >= 0 && experts > 0) d.collective("expert_params.all_gather", ph, c.edp_group, {CollectiveKind::kAllGather, experts * c.e, {}});
     }
   }
   d.kernels("zero_grad", ph, {ew("zero", params, 0, 4)});

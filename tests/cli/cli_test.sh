@@ -205,6 +205,8 @@ expect "... and names host memory" 1 "with tables in host memory they could fit 
 expect "shard puts tables in host memory when nothing fits in HBM" 0 "in host memory (" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 200
 expect "shard infeasible with host memory explains" 1 "and 8.38 GiB of host memory" -- "$perfcast" shard --system "$h1" --set system.host_memory.capacity=10GB --workload "$mlperf" --evaluations 10
 expect "bad --memory-tiers" 2 "--memory-tiers" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers maybe
+expect "MoE header names the shared experts" 0 "mixture of experts: 64 experts + shared experts of width 2816, top-6" -- "$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$src/configs/workloads/deepseek_moe_16b.json"
+expect "MoE layer pattern of the wrong length" 2 '/moe/layer_freq: the pattern lists 28 layers, the model has 24' -- "$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$src/configs/workloads/deepseek_moe_16b.json" --set workload.layers=24 --json "$tmp/out.json"
 expect "MoE header says the experts and the active parameters" 0 "mixture of experts: 8 experts, top-2, all-to-all dispatcher, expert TP 1, balanced routing; 1.29e+10 of 4.67e+10 parameters active" -- "$perfcast" predict --system "$c2" --workload "$src/configs/workloads/mixtral_8x7b.json"
 # --dense-layout search: one table search per dense layout; on DLRM default (a small bottom
 # MLP) the data-parallel layout wins over running it on rank 0 for the whole batch.

@@ -69,7 +69,7 @@ TEST_CASE("moe: parameters count every expert, active parameters top_k of them",
   CHECK(w.parameters() - dense.parameters() == Approx(2 * (moe_mlp - dense_mlp)));
   resolve_parallelism(w = moe_gpt(1, 2, 2), 2);
   // ep 2: two experts per rank.
-  CHECK(transformer_layer_expert_parameters(w) == Approx(2 * expert));
+  CHECK(transformer_layer_expert_parameters(w, 0) == Approx(2 * expert));
 }
 
 TEST_CASE("moe: all-to-all dispatch and combine carry tokens x top_k rows; expert GEMMs share them", "[transformer][moe]") {
@@ -145,7 +145,7 @@ TEST_CASE("moe: expert gradients are reduced over the ranks holding the same exp
   TransformerSpec w = moe_gpt(1, 2, 4);  // expert DP 2: ranks {0, 2}
   resolve_parallelism(w, 4);
   const ExecutionGraph g = build_transformer_graph(w, 4);
-  const double experts = transformer_layer_expert_parameters(w) * 2 /*layers*/;
+  const double experts = transformer_stage_expert_parameters(w, 0) /* 2 layers */;
   const auto& expert_grads = collective_of(g, op_named(g, "expert_grads.all_reduce"));
   CHECK(expert_grads.desc.bytes == Approx(4 * experts));  // fp32 gradients
   CHECK(members(g, expert_grads) == std::vector<int>{0, 2});
@@ -189,7 +189,7 @@ TEST_CASE("moe: optimizer states of experts shard over expert DP, activations gr
   w.distributed_optimizer = true;
   resolve_parallelism(w, 4);
   const RankMemory m = estimate_transformer_memory(w, s4)[0];
-  const double params = transformer_rank_parameters(w, 0), experts = transformer_layer_expert_parameters(w) * 2;
+  const double params = transformer_rank_parameters(w, 0), experts = transformer_stage_expert_parameters(w, 0);
   // bf16 weights 2 B + fp32 grads 4 B per parameter; Adam 12 B sharded over dp 4 (dense) and expert DP 2.
   CHECK(m.dense == Approx(6 * params + 12 * ((params - experts) / 4 + experts / 2)));
   TransformerSpec more = moe_gpt(1, 2, 4, 4, 4);
@@ -288,4 +288,73 @@ TEST_CASE("moe: shared experts, a TP MLP over every token after the routed exper
   TransformerSpec odd = moe_gpt(2, 1, 1);
   odd.moe.shared_ffn = 255;
   CHECK(test::parallelism_error(odd, 2) == "/moe/shared_expert_ffn_hidden: shared expert width 255 does not divide over tp 2");
+}
+
+TEST_CASE("moe: layer_freq: dense and MoE layers, by hand", "[transformer][moe][layer_freq]") {
+  // 2 layers; layer 0 dense (ffn 128, biases), layer 1 MoE: the list form [0, 1].
+  TransformerSpec w = moe_gpt(1, 2, 2);
+  w.moe.layer_pattern = {false, true};
+  TransformerSpec all = moe_gpt(1, 2, 2);
+  TransformerSpec dense = test::gpt(64, 4, 2, 32);
+  dense.ffn_hidden = 128;
+  const double expert = 2.0 * 64 * 128, dense_mlp = 65.0 * 128 + 128.0 * 64 + 64, moe_mlp = 64.0 * 4 + 4 * expert;
+  CHECK(w.parameters() - dense.parameters() == Approx(moe_mlp - dense_mlp));
+  CHECK(all.parameters() - w.parameters() == Approx(moe_mlp - dense_mlp));
+  CHECK(w.parameters() - w.active_parameters() == Approx((4 - 2) * expert));
+  // The integer form: layers 0, 2, 4, ...: layer 0 MoE, layer 1 dense.
+  TransformerSpec every_other = moe_gpt(1, 2, 2);
+  every_other.moe.layer_freq = 2;
+  CHECK(every_other.moe.in_layer(0));
+  CHECK(!every_other.moe.in_layer(1));
+  CHECK(every_other.parameters() == Approx(w.parameters()));
+
+  // pp 2: stage 0 holds the dense layer, stage 1 the MoE layer (ep 2 over dp 2).
+  w.pp = 2;
+  w.global_batch = 4;
+  resolve_parallelism(w, 4);
+  CHECK(transformer_stage_expert_parameters(w, 0) == 0);
+  CHECK(transformer_stage_expert_parameters(w, 1) == Approx(2 * expert));  // 2 of the 4 experts per rank
+  const ExecutionGraph g = build_transformer_graph(w, 4);
+  auto has = [&](int rank, const std::string& name) {
+    for (const Op& op : g.ranks[static_cast<std::size_t>(rank)].ops)
+      if (op.name == name) return true;
+    return false;
+  };
+  CHECK(!has(0, "mb0.layer0.mlp.router"));
+  CHECK(has(0, "mb0.layer0.mlp.fc1"));
+  CHECK(has(2, "mb0.layer1.mlp.router"));
+  CHECK(has(2, "mb0.layer1.mlp.dispatch"));
+  CHECK(!has(2, "mb0.layer1.mlp.fc1"));
+  // Stage 0 has no expert gradients to reduce; stage 1 does, over expert DP 1: none either.
+  CHECK(!has(0, "expert_grads.reduce_scatter"));
+  // It runs (no deadlock), and the dense stage keeps the dense layer's activations.
+  const SystemSpec s4 = dgx_h100(4);
+  CHECK(predict_transformer(s4, w)->timeline.iteration_time > 0);
+  const auto m = estimate_transformer_memory(w, s4);
+  TransformerSpec all_moe = all;
+  all_moe.pp = 2;
+  all_moe.global_batch = 4;
+  resolve_parallelism(all_moe, 4);
+  const auto m_all = estimate_transformer_memory(all_moe, s4);
+  CHECK(m[0].activations != Approx(m_all[0].activations));
+  CHECK(m[2].activations == Approx(m_all[2].activations));
+
+  // Config errors: a list of the wrong length, no MoE layer, values other than 0 / 1.
+  TransformerSpec short_list = moe_gpt(1, 1, 1);
+  short_list.moe.layer_pattern = {true};
+  CHECK(test::parallelism_error(short_list, 1) == "/moe/layer_freq: the pattern lists 1 layers, the model has 2");
+  TransformerSpec none = moe_gpt(1, 1, 1);
+  none.moe.layer_pattern = {false, false};
+  CHECK(test::parallelism_error(none, 1).find("/moe/layer_freq: no layer has an MoE MLP") == 0);
+}
+
+TEST_CASE("moe: the DeepSeekMoE 16B preset: shared experts, a dense first layer, 16.4B parameters", "[transformer][moe][preset]") {
+  const TransformerSpec w = parse_transformer(load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/deepseek_moe_16b.json"));
+  CHECK(!w.moe.in_layer(0));
+  CHECK(w.moe.in_layer(27));
+  CHECK(w.moe.shared_ffn == 2 * 1408);
+  // DeepSeek-MoE README: 16.4B parameters; the paper: 2.8B activated. perfcast's count adds
+  // LayerNorm biases (RMSNorm has none) and pads the vocabulary: within 1% and 3%.
+  CHECK(w.parameters() == Approx(16.4e9).epsilon(0.01));
+  CHECK(w.active_parameters() == Approx(2.8e9).epsilon(0.03));
 }
