@@ -26,9 +26,14 @@ constexpr double kEmbeddingWarpsPerSm = 45;
 constexpr double kEmbeddingL2Share = 0.9;
 /// DRAM sector: rows are fetched in 32-byte sectors.
 constexpr double kSectorBytes = 32;
-/// Radix sort of (index, position) pairs in the backward: 4 passes, each reading and
-/// writing a 12-byte pair (assumed from CUB's onesweep on 32-bit keys; a kernel calibration replaces it).
-constexpr double kSortBytesPerIndex = 4 * 2 * 12;
+/// The backward's work per index besides the rows, as HBM bytes: linearizing the indices,
+/// the radix sort of (index, position) pairs, run-length encoding and the segment
+/// bookkeeping of FBGEMM's TBE backward (also the cache prefetch's sort). 800 B, fitted on
+/// the large TBE backward of the HTA A100 trace, steps 1009-1011 (time-weighted, 28.60 vs
+/// 28.64 ms measured); checked on steps 1012-1014 and on the H100 FBGEMM rows of the
+/// public-measurements table (docs/embedding.md). It replaces 96 B (4 passes x 2 x 12 B,
+/// assumed from CUB's onesweep), with which these backwards came out 44-80% too fast.
+constexpr double kSortBytesPerIndex = 800;
 /// Sub-kernels of an FBGEMM-style backward besides the update (linearize, sort, run-length
 /// encode), each costing at least the minimum kernel time.
 constexpr int kEmbeddingBackwardExtraKernels = 3;
@@ -215,9 +220,10 @@ Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) {
     return e;
   }
   const EmbeddingWork w = embedding_work(d, gpu);
-  // The sort traffic is HBM traffic of the same kernel sequence (and takes the same
-  // small-dimension factor, as it did before the terms were split for calibration).
-  const double dram_time = (w.dram_at_peak + w.sort_at_peak * w.dim_factor) / gpu.efficiency.memory;
+  // The sort traffic is HBM traffic of the same kernel sequence. It is per index, so the
+  // small-dimension factor of the row traffic does not apply to it (with it, a wider row
+  // would make the backward faster).
+  const double dram_time = (w.dram_at_peak + w.sort_at_peak) / gpu.efficiency.memory;
   const double l2_time = w.l2_at_peak;
   e.flops = w.flops;
   e.dram_bytes = w.dram_bytes + w.sort_bytes;

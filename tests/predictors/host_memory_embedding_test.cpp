@@ -62,9 +62,10 @@ TEST_CASE("fused_uvm_caching forward: the prefetch of the misses runs before an 
   // A 200,000-row cache over uniform lookups hits 20%: 800 misses (fewer than the unique
   // rows), each a 512-byte fill over PCIe and a 512-byte eviction back, at the update
   // efficiency: 800 x 512 / (0.605 x 64e9) = 10.58 us; the cache lookup sorts the 1000
-  // indices (96 B each through HBM at the GPU's memory efficiency); two more kernels.
+  // indices (800 B of per-index work each through HBM at the GPU's memory efficiency); two
+  // more kernels.
   const double fill = 800 * 512 / (0.605 * 64e9);
-  const double sort = 1000 * 96 / (gpu.memory_bandwidth * gpu.efficiency.memory);
+  const double sort = 1000 * 800 / (gpu.memory_bandwidth * gpu.efficiency.memory);
   CHECK(cached.time - hbm.time == Approx(fill + sort + 2 * gpu.efficiency.min_kernel_time).epsilon(1e-9));
   CHECK(cached.launches == hbm.launches + 2);
   CHECK(cached.host_link_bytes == Approx(2 * 800 * 512.0).epsilon(1e-12));
