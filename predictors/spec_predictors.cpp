@@ -34,9 +34,13 @@ constexpr double kSectorBytes = 32;
 /// public-measurements table (docs/embedding.md). It replaces 96 B (4 passes x 2 x 12 B,
 /// assumed from CUB's onesweep), with which these backwards came out 44-80% too fast.
 constexpr double kSortBytesPerIndex = 800;
-/// Sub-kernels of an FBGEMM-style backward besides the update (linearize, sort, run-length
-/// encode), each costing at least the minimum kernel time.
-constexpr int kEmbeddingBackwardExtraKernels = 3;
+/// Sub-kernels of FBGEMM's TBE backward besides the update kernel, each costing at least the
+/// minimum kernel time and one launch: linearize, the CUB radix sort (3-4 kernels), fills,
+/// run-length encoding and its scan, the exclusive scan of the offsets, find_long_segments,
+/// the cta- and warp-per-row kernels. Counted in the traces: 15 kernels per backward in the
+/// PARAM V100 trace (FBGEMM 2023, adagrad and dense), 17 in the HTA A100 trace (2022,
+/// row-wise Adagrad unweighted; 21 weighted). Was 3 (assumed).
+constexpr int kEmbeddingBackwardExtraKernels = 14;
 
 /// Share of the host link's rate that a TBE forward reaches gathering rows from host memory
 /// (fused_uvm): fitted to FBGEMM's pure-UVM forward on one H100 (recsys-examples dynamicemb

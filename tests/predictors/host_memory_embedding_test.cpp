@@ -48,10 +48,11 @@ TEST_CASE("fused_uvm backward: unique rows read and written back over both direc
   const GpuSpec gpu = h100();
   const Estimate e = predict_embedding(one_table(EmbeddingStorage::kHostUvm, EmbeddingPass::kBackward), gpu);
   // SGD: no optimizer state. Each unique row is read and written: 999.5 x 512 B each way at
-  // 0.605 x 64 GB/s = 13.2 us, plus four kernels (update, sort, linearize, encode) x 2 us.
+  // 0.605 x 64 GB/s = 13.2 us, plus the 15 kernels of FBGEMM's backward (the update,
+  // linearize, sort, encode, scans, ...: counted in the PARAM trace) x 2 us.
   const double link = unique_rows() * 512 / (0.605 * 64e9);
-  CHECK(e.time == Approx(link + 4 * 2e-6).epsilon(1e-9));
-  CHECK(e.launches == 4);
+  CHECK(e.time == Approx(link + 15 * 2e-6).epsilon(1e-9));
+  CHECK(e.launches == 15);
   CHECK(e.host_link_bytes == Approx(2 * unique_rows() * 512).epsilon(1e-9));
 }
 
