@@ -41,6 +41,14 @@ Action add_replay(CLI::App& app) {
                   "kernel durations: measured (the trace's, default) or predicted (our spec-derived predictors and "
                   "collective model on --system, where the trace gives the shape)")
       ->transform(CLI::CheckedTransformer(kernels, CLI::ignore_case));
+  const std::map<std::string, ReplayCollectives> collectives = {{"auto", ReplayCollectives::kAuto},
+                                                                 {"model", ReplayCollectives::kModel},
+                                                                 {"measured", ReplayCollectives::kMeasured}};
+  cmd->add_option("--collectives", options->collectives,
+                  "with --kernels predicted, collective durations: auto (default: the collective model where every rank "
+                  "of the communicator is traced, else the measured one, which includes the wait for untraced peers), "
+                  "model, or measured")
+      ->transform(CLI::CheckedTransformer(collectives, CLI::ignore_case));
   cmd->add_option("--system", *system_file,
                   "system that predicts kernels with --kernels predicted (e.g. configs/systems/dgx1_v100.json for the "
                   "V100 traces, configs/systems/dgx_a100.json for A100)");

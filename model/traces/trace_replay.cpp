@@ -118,7 +118,7 @@ void check_collectives_match(const std::vector<KinetoTrace>& traces, const std::
 
 /// The k-th NCCL kernel of every rank is one collective of the group of all: its
 /// duration the minimum over ranks (measured), or the collective model's for its size
-/// (predicted, with a sample against the measurement).
+/// (predicted, with a sample against the measurement; ReplayCollectives decides).
 void add_collectives(const std::vector<KinetoTrace>& traces, const std::vector<std::vector<const GpuActivity*>>& nccl,
                      const ReplayOptions& options, ReplayGraph& out) {
   const bool predicted = options.kernels == ReplayKernels::kPredicted;
@@ -138,9 +138,15 @@ void add_collectives(const std::vector<KinetoTrace>& traces, const std::vector<s
     e.time = std::numeric_limits<double>::infinity();
     for (std::size_t r = 0; r < traces.size(); ++r) e.time = std::min(e.time, nccl[r][k]->duration);
     e.algorithm = "measured";
-    if (predicted && tc.bytes > 0) {
-      // The communicator's size: the trace's, else the world size, else the traced ranks.
-      const int n = tc.group_size > 0 ? tc.group_size : traces[0].world_size.value_or(static_cast<int>(traces.size()));
+    // The communicator's size: the trace's, else the world size, else the traced ranks.
+    const int n = tc.group_size > 0 ? tc.group_size : traces[0].world_size.value_or(static_cast<int>(traces.size()));
+    const bool all_traced = static_cast<int>(traces.size()) >= n;
+    const bool model = options.collectives == ReplayCollectives::kModel ||
+                       (options.collectives == ReplayCollectives::kAuto && all_traced);
+    if (predicted && tc.bytes > 0 && !model) {
+      out.measured_collectives++;
+      if (!all_traced) out.untraced_communicator = std::max(out.untraced_communicator, n);
+    } else if (predicted && tc.bytes > 0) {
       if (n > options.system->world_size())
         throw ConfigError(options.system->file, "/gpus_per_node",
                           fmt::format("the traced collectives run on {} ranks, the system has {} GPUs", n,

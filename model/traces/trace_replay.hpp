@@ -81,6 +81,16 @@ enum class ReplayHostModel {
   kMean,      ///< the rank's mean host time per GPU op for every op (step markers stay measured)
 };
 
+/// With ReplayKernels::kPredicted, where a collective's duration comes from.
+enum class ReplayCollectives {
+  /// The model where every rank of the collective's communicator is traced, else the
+  /// measurement (default): a traced rank's NCCL kernel also lasts while it waits for
+  /// peers that arrive later, and without their traces nothing predicts that wait.
+  kAuto,
+  kModel,     ///< the collective model for its size and communicator, always
+  kMeasured,  ///< the trace's (min over the traced ranks), always
+};
+
 struct ReplayOptions {
   ReplayHostModel host = ReplayHostModel::kMeasured;
   /// Also infer a dependency for every GPU op that started later than its launch, its
@@ -90,6 +100,7 @@ struct ReplayOptions {
   /// off by default, because it fits the replay to the measurement it is compared with.
   bool infer_waits = false;
   ReplayKernels kernels = ReplayKernels::kMeasured;
+  ReplayCollectives collectives = ReplayCollectives::kAuto;  ///< kPredicted only
   /// The system that predicts kernels and collectives; required for kPredicted.
   const SystemSpec* system = nullptr;
   /// Execution traces linked to the Kineto traces, one per input trace in input order
@@ -160,6 +171,10 @@ struct ReplayGraph {
   std::vector<std::string> inputs;
   std::vector<KernelSample> collective_samples;  ///< kPredicted: one per collective
   int unrecognized_collectives = 0;               ///< kPredicted: NCCL kernels without a size
+  /// kPredicted: collectives that kept their measured duration (ReplayCollectives), and the
+  /// largest communicator among them that the traces cover only in part (0: none).
+  int measured_collectives = 0;
+  int untraced_communicator = 0;
 
   ReplayGraph() = default;
   ReplayGraph(const ReplayGraph&) = delete;

@@ -32,6 +32,19 @@ std::string short_name(const std::string& n, std::size_t width) {
 
 std::string percent(double x) { return fmt::format("{:+.2f}%", 100 * x); }
 
+/// Where the replayed collectives' durations came from.
+std::string collectives_text(const ReplayResult& r) {
+  const ReplayGraph& g = *r.replay;
+  const std::string measured = g.ranks.size() > 1 ? "min over the traced ranks" : "measured (one rank: includes peer waits)";
+  if (r.options.kernels != ReplayKernels::kPredicted) return measured;
+  if (r.options.collectives == ReplayCollectives::kMeasured) return measured + " (--collectives measured)";
+  if (g.measured_collectives == 0) return "collective model where the size is known";
+  const std::size_t traced = g.ranks.size();
+  return fmt::format("measured: the trace holds {} of the {} ranks of their communicator, and a traced rank's NCCL "
+                     "kernel includes its wait for the others (--collectives model predicts the transfer alone)",
+                     traced, g.untraced_communicator);
+}
+
 }  // namespace
 
 std::string render_trace_stats_text(const std::vector<TraceStats>& stats, int top) {
@@ -136,8 +149,7 @@ std::string render_replay_text(const ReplayResult& r) {
                                              r.options.calibration ? "calibrated by " + r.options.calibration_file + " where it covers the family, else spec-derived" : "spec-derived",
                                              r.system)
                                : "measured durations",
-                     predicted ? "collective model where the size is known"
-                     : g.ranks.size() > 1 ? "own duration = min over ranks" : "measured (one rank: includes peer waits)",
+                     collectives_text(r),
                      r.options.host == ReplayHostModel::kMeasured ? "measured per op" : "mean per op",
                      r.options.infer_waits ? "; waits inferred from the measurement" : "");
   out += fmt::format("{:>5} {:>8} {:>12} {:>12} {:>9}\n", "rank", "step", "measured", "simulated", "error");
@@ -198,7 +210,7 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
                      {"error", r.selected_error()}};
   }
   j["context"]["host_model"] = r.options.host == ReplayHostModel::kMeasured ? "measured" : "mean";
-  j["context"]["collective_duration"] = g.ranks.size() > 1 ? "min over ranks" : "measured";
+  j["context"]["collective_duration"] = collectives_text(r);
   j["context"]["infer_waits"] = r.options.infer_waits;
   json ranks = json::array();
   for (std::size_t i = 0; i < r.ranks.size(); ++i) {

@@ -205,6 +205,7 @@ TEST_CASE("replay with predicted kernels: per-family samples against the trace",
   const SystemSpec v100 = load_system(kV100);
   ReplayOptions o;
   o.kernels = ReplayKernels::kPredicted;
+  o.collectives = ReplayCollectives::kModel;  // the trace holds 1 of the job's 8 ranks: auto keeps the measurement
   o.system = &v100;
   const ReplayResult r = replay_traces(traces, o);
   const auto& info = r.replay->ranks[0];
@@ -239,6 +240,21 @@ TEST_CASE("replay with predicted kernels: per-family samples against the trace",
   CHECK(r.families[1].name == "embedding");
   CHECK(r.families[1].count == 2);
   CHECK(r.families[4].name == "collective");
+  // auto (the default): one of the 8 ranks is traced, so the all-reduce keeps its measured
+  // 15 us, which includes the traced rank's wait for the other 7.
+  ReplayOptions automatic = o;
+  automatic.collectives = ReplayCollectives::kAuto;
+  const ReplayResult a = replay_traces(traces, automatic);
+  CHECK(a.replay->collective_samples.empty());
+  CHECK(a.replay->measured_collectives == 1);
+  CHECK(a.replay->untraced_communicator == 8);
+  REQUIRE(a.replay->timed.collectives.size() == 1);
+  CHECK(a.replay->timed.collectives[0].time == Approx(15 * us));
+  CHECK(r.replay->timed.collectives[0].time == Approx(comm->estimate(ar, eight).time));
+  CHECK(a.families.size() == 4);  // no collective family
+  ReplayOptions measured = o;
+  measured.collectives = ReplayCollectives::kMeasured;
+  CHECK(replay_traces(traces, measured).replay->timed.collectives[0].time == Approx(15 * us));
   // Measured replay of the same trace has no families; predicted needs a system.
   CHECK(replay_traces(traces).families.empty());
   ReplayOptions none;

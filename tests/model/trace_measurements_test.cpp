@@ -202,6 +202,7 @@ TEST_CASE("replay --kernels predicted applies a kernel calibration; selection re
   const std::vector<KinetoTrace> traces = {load("kineto_shapes.json")};
   ReplayOptions o;
   o.kernels = ReplayKernels::kPredicted;
+  o.collectives = ReplayCollectives::kModel;  // one traced rank of 8: predict the all-reduce anyway
   o.system = &v100;
   const ReplayResult spec = replay_traces(traces, o);
   // Elementwise calibration: 7 us + bytes / 900 GB/s. The relu moves 4096 x 8 B.
