@@ -24,8 +24,15 @@ std::string_view optimizer_name(EmbeddingOptimizer o) {
     case EmbeddingOptimizer::kSgd: return "sgd";
     case EmbeddingOptimizer::kRowwiseAdagrad: return "rowwise_adagrad";
     case EmbeddingOptimizer::kAdam: return "adam";
+    case EmbeddingOptimizer::kAdagrad: return "adagrad";
   }
   return "sgd";
+}
+
+EmbeddingOptimizer embedding_optimizer_from_name(std::string_view name) {
+  for (const auto o : {EmbeddingOptimizer::kRowwiseAdagrad, EmbeddingOptimizer::kAdam, EmbeddingOptimizer::kAdagrad})
+    if (name == optimizer_name(o)) return o;
+  return EmbeddingOptimizer::kSgd;
 }
 
 std::string_view storage_kernel_name(EmbeddingStorage s) {

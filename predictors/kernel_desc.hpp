@@ -24,7 +24,10 @@ struct GemmDesc {
 };
 
 enum class EmbeddingPass { kForward, kBackward };
-enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam };
+/// The TBE's fused optimizer: SGD; row-wise Adagrad (one fp32 accumulator per row, FBGEMM's
+/// EXACT_ROWWISE_ADAGRAD); Adam (two fp32 moments per element); Adagrad (one fp32
+/// accumulator per element, FBGEMM's EXACT_ADAGRAD, torch.optim.Adagrad's rule).
+enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam, kAdagrad };
 
 /// Where a shard's rows live (FBGEMM's EmbeddingLocation, TorchRec's compute_kernel):
 ///  - kHbm: device memory ("fused");
@@ -125,6 +128,9 @@ struct KernelDescHash {
 };
 
 [[nodiscard]] std::string_view optimizer_name(EmbeddingOptimizer o);
+/// The inverse of optimizer_name for "sgd", "rowwise_adagrad", "adam", "adagrad" (the
+/// callers' enum checks the text); anything else is SGD.
+[[nodiscard]] EmbeddingOptimizer embedding_optimizer_from_name(std::string_view name);
 /// TorchRec's compute_kernel name of a storage: "fused", "fused_uvm", "fused_uvm_caching".
 [[nodiscard]] std::string_view storage_kernel_name(EmbeddingStorage s);
 

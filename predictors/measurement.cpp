@@ -140,8 +140,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     e.pass = family == "embedding_forward" ? EmbeddingPass::kForward : EmbeddingPass::kBackward;
     e.batch = o.integer("batch", 1, 1LL << 40);
     e.weight_dtype = dtype_of(o, "weight_dtype");
-    const std::string opt = o.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam"}, "sgd");
-    e.optimizer = opt == "sgd" ? EmbeddingOptimizer::kSgd : opt == "adam" ? EmbeddingOptimizer::kAdam : EmbeddingOptimizer::kRowwiseAdagrad;
+    e.optimizer = embedding_optimizer_from_name(o.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam", "adagrad"}, "sgd"));
     e.index_bytes = static_cast<int>(o.integer_or("index_bytes", 4, 8, 8));
     const JsonArray tables = o.array("tables");
     tables.require_size(1, 1 << 20);

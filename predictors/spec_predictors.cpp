@@ -170,6 +170,7 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
         case EmbeddingOptimizer::kSgd: state = 0; break;
         case EmbeddingOptimizer::kRowwiseAdagrad: state = 2 * 4.0; break;
         case EmbeddingOptimizer::kAdam: state = 2 * 2 * t.dim * 4.0; break;
+        case EmbeddingOptimizer::kAdagrad: state = 2 * t.dim * 4.0; break;
       }
       // Host-memory rows and (for both host kinds) optimizer state are read and written
       // over the link instead of HBM; the cached rows of fused_uvm_caching are in HBM.

@@ -98,8 +98,9 @@ void DlrmConfig::validate() const {
           bottom_mlp.back(), t, tables[t].dim));
     }
   }
-  if (embedding_optimizer == EmbeddingOptimizer::kAdam) {
-    throw std::invalid_argument("DLRM config: embedding optimizer adam is not implemented (sgd, rowwise_adagrad)");
+  if (embedding_optimizer == EmbeddingOptimizer::kAdam || embedding_optimizer == EmbeddingOptimizer::kAdagrad) {
+    throw std::invalid_argument(fmt::format("DLRM config: embedding optimizer {} is not implemented (sgd, rowwise_adagrad)",
+                                            optimizer_name(embedding_optimizer)));
   }
 }
 

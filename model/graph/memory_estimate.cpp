@@ -12,6 +12,7 @@ Bytes embedding_weight_and_state_bytes(const DlrmSpec& w, double rows, double co
     case EmbeddingOptimizer::kSgd: state = 0; break;
     case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
     case EmbeddingOptimizer::kAdam: state = 2 * rows * cols * 4; break;
+    case EmbeddingOptimizer::kAdagrad: state = rows * cols * 4; break;
   }
   return rows * cols * dtype_bytes(w.embedding_dtype) + state;
 }

@@ -119,10 +119,7 @@ DlrmSpec parse_workload(const JsonDocument& doc) {
   const JsonObject emb = root.object("embedding");
   w.embedding_dtype = parse_dtype(emb, "dtype", {"fp32", "fp16", "bf16"}, DType::kFp32);
   w.index_bytes = emb.enum_or("index_dtype", {"int64", "int32"}, "int64") == "int64" ? 8 : 4;
-  const std::string opt = emb.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam"}, "sgd");
-  w.embedding_optimizer = opt == "sgd" ? EmbeddingOptimizer::kSgd
-                          : opt == "adam" ? EmbeddingOptimizer::kAdam
-                                          : EmbeddingOptimizer::kRowwiseAdagrad;
+  w.embedding_optimizer = embedding_optimizer_from_name(emb.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam", "adagrad"}, "sgd"));
   const JsonArray tables = emb.array("tables");
   tables.require_size(1, 100000);
   for (std::size_t i = 0; i < tables.size(); ++i) {

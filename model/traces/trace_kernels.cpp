@@ -148,7 +148,7 @@ std::optional<std::string> tbe_backward_optimizer(std::string_view n) {
 
 EmbeddingOptimizer optimizer_of(std::string_view name) {
   if (contains(name, "adam") || contains(name, "lamb")) return EmbeddingOptimizer::kAdam;
-  if (contains(name, "adagrad")) return EmbeddingOptimizer::kRowwiseAdagrad;
+  if (contains(name, "adagrad")) return contains(name, "rowwise") ? EmbeddingOptimizer::kRowwiseAdagrad : EmbeddingOptimizer::kAdagrad;
   return EmbeddingOptimizer::kSgd;
 }
 

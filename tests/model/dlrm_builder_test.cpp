@@ -319,3 +319,15 @@ TEST_CASE("TorchRec semi_sync pipeline: the interaction reads the previous itera
   CHECK(t[2] <= t[1]);
   CHECK(t[2] < t[0]);
 }
+
+TEST_CASE("embedding weights and optimizer state per shard, by hand", "[dlrm][memory]") {
+  // 1000 rows x 64 fp32 columns: 256,000 B of weights; row-wise Adagrad adds 4 B per row,
+  // Adagrad 4 B per element, Adam 8 B per element.
+  DlrmSpec w = default_workload();
+  const std::pair<const char*, double> cases[] = {{"sgd", 0}, {"rowwise_adagrad", 4000}, {"adagrad", 256000}, {"adam", 512000}};
+  for (const auto& [name, state] : cases) {
+    w.embedding_optimizer = embedding_optimizer_from_name(name);
+    INFO(name);
+    CHECK(embedding_weight_and_state_bytes(w, 1000, 64) == Approx(256000 + state));
+  }
+}

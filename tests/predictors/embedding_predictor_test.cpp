@@ -100,6 +100,24 @@ TEST_CASE("embedding work terms: hand values of the waves and the sort", "[embed
   CHECK(w.sort_bytes == Approx(120000 * 800.0));  // 800 B of per-index work (fitted on the HTA A100 trace)
 }
 
+TEST_CASE("embedding backward: optimizer state traffic per unique row, by hand", "[embedding]") {
+  // 1,000,000 rows x 64 fp32 columns, 12 tables x 1000 bags x 10 indices, uniform: the
+  // optimizer state read and written per unique row is 0 (SGD), 2 x 4 B (row-wise Adagrad),
+  // 2 x 64 x 4 B (Adagrad: one accumulator per element), 2 x 2 x 64 x 4 B (Adam: two moments).
+  const GpuSpec g = h100();
+  EmbeddingDesc d = lookup(1000, 12, 1'000'000, 64, 10, IndexDistribution::uniform(), EmbeddingPass::kBackward);
+  d.optimizer = EmbeddingOptimizer::kSgd;
+  const EmbeddingWork sgd = embedding_work(d, g);
+  const std::pair<EmbeddingOptimizer, double> states[] = {
+      {EmbeddingOptimizer::kRowwiseAdagrad, 8.0}, {EmbeddingOptimizer::kAdagrad, 512.0}, {EmbeddingOptimizer::kAdam, 1024.0}};
+  for (const auto& [opt, bytes] : states) {
+    d.optimizer = opt;
+    INFO(optimizer_name(opt));
+    CHECK(embedding_work(d, g).dram_bytes - sgd.dram_bytes == Approx(sgd.unique_rows * bytes));
+    CHECK(embedding_optimizer_from_name(optimizer_name(opt)) == opt);
+  }
+}
+
 TEST_CASE("embedding calibration recovers known efficiencies, latency and sort cost", "[calibration][embedding]") {
   const GpuSpec g = h100();
   // Synthetic GPU: 80% of HBM, 60% of L2, 0.2 us per dependent row round, the sort at 50%

@@ -147,7 +147,7 @@ def run_workload(torch, w, args, device):
         emb_opt = torch.optim.SGD(emb_params, lr=lr)
     elif w["embedding_optimizer"] == "adam":
         emb_opt = torch.optim.SparseAdam(emb_params, lr=lr)
-    else:  # rowwise_adagrad: torch has no fused row-wise Adagrad; Adagrad with sparse gradients is closest
+    else:  # adagrad; rowwise_adagrad: torch has no fused row-wise Adagrad, Adagrad with sparse gradients is closest
         emb_opt = torch.optim.Adagrad(emb_params, lr=lr)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(w["mlp_dtype"])

@@ -89,7 +89,7 @@ def read_dlrm(doc, file="<input>"):
         raise WorkloadError(file, "/embedding", "missing required object")
     w["embedding_dtype"] = _enum(emb, "dtype", ["fp32", "fp16", "bf16"], "fp32", file, "/embedding")
     w["index_dtype"] = _enum(emb, "index_dtype", ["int64", "int32"], "int64", file, "/embedding")
-    w["embedding_optimizer"] = _enum(emb, "optimizer", ["sgd", "rowwise_adagrad", "adam"], "sgd", file, "/embedding")
+    w["embedding_optimizer"] = _enum(emb, "optimizer", ["sgd", "rowwise_adagrad", "adam", "adagrad"], "sgd", file, "/embedding")
     tables = emb.get("tables")
     if not isinstance(tables, list) or not tables:
         raise WorkloadError(file, "/embedding/tables", "expected a non-empty list")
