@@ -6,8 +6,8 @@
 //
 // Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the rows measured on
 // DGX H100 or DGX A100 that perfcast can express: dense GPT (default) or mixture-of-experts
-// (--models moe) models without Megatron FSDP, multi-latent attention or multi-token
-// prediction. Each row's configuration (layers, widths, heads and query groups, sequence,
+// (--models moe) models without Megatron FSDP, multi-latent attention, multi-token
+// prediction or the Muon optimizer. Each row's configuration (layers, widths, heads and query groups, sequence,
 // vocabulary, batch, TP / CP / PP / VP / DP / EP, precision, recompute, sequence parallelism,
 // the flags swiglu, rope, untied embeddings, unfused attention, distributed optimizer,
 // overlapped gradient reduction and parameter gather, TP communication overlap, and the MoE
@@ -93,6 +93,9 @@ std::string unsupported(const Row& r, const std::map<std::string, std::string>& 
   if (flags.count("use-megatron-fsdp") || !r.at("fsdp").empty()) return "Megatron FSDP";
   if (flags.count("multi-latent-attention")) return "multi-latent attention";
   if (flags.count("mtp-num-layers")) return "multi-token prediction";
+  // The Muon optimizer (Newton-Schulz iterations on every weight matrix): the test case name
+  // says it (..._muon, ..._dist_muon); the CSV's flags do not. perfcast models Adam.
+  if (r.at("model").find("muon") != std::string::npos) return "Muon optimizer (named by the test case)";
   if (moe_row(r) && !flags.count("num-experts")) return "MoE row without num-experts";
   return "";
 }
