@@ -99,7 +99,8 @@ void DlrmConfig::validate() const {
     }
   }
   if (embedding_optimizer == EmbeddingOptimizer::kAdam || embedding_optimizer == EmbeddingOptimizer::kAdagrad) {
-    throw std::invalid_argument(fmt::format("DLRM config: embedding optimizer {} is not implemented (sgd, rowwise_adagrad)",
+    throw std::invalid_argument(fmt::format("DLRM config: the executor trains embeddings with sgd or rowwise_adagrad; "
+                                            "{} is predicted, not run",
                                             optimizer_name(embedding_optimizer)));
   }
 }

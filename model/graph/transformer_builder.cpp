@@ -80,8 +80,7 @@ double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer
   const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
   // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
   // experts, without biases.
-  const double s = double(w.moe.shared_ffn), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
-  const double mlp = w.moe.in_layer(layer) ? h * w.moe.experts + transformer_layer_expert_parameters(w, layer) + (h * gate * s + s * h) / t
+  const double mlp = w.moe.in_layer(layer) ? h * w.moe.experts + transformer_layer_expert_parameters(w, layer) + w.shared_expert_parameters() / t
                                            : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
   return qkv + proj + mlp + 4 * h;
 }

@@ -65,8 +65,8 @@ double mlp_parameters(const TransformerSpec& w, double experts_counted, bool moe
     const double f1 = gate * double(w.ffn_hidden);
     return h * f1 + f1 + double(w.ffn_hidden) * h + h;
   }
-  const double f = double(w.expert_ffn()), s = double(w.moe.shared_ffn);
-  return h * w.moe.experts + experts_counted * (h * gate * f + f * h) + (h * gate * s + s * h);  // + shared experts (always active)
+  const double f = double(w.expert_ffn());
+  return h * w.moe.experts + experts_counted * (h * gate * f + f * h) + w.shared_expert_parameters();  // shared: always active
 }
 
 double total_parameters(const TransformerSpec& w, double experts_counted) {
@@ -85,6 +85,11 @@ double total_parameters(const TransformerSpec& w, double experts_counted) {
 }  // namespace
 
 double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
+
+double TransformerSpec::shared_expert_parameters() const {
+  const double h = double(hidden), s = double(moe.shared_ffn), gate = activation == Activation::kSwiglu ? 2.0 : 1.0;
+  return h * gate * s + s * h;
+}
 
 double TransformerSpec::active_parameters() const { return total_parameters(*this, moe.top_k); }
 

@@ -150,6 +150,8 @@ struct TransformerSpec {
   /// Parameters one token meets: parameters() with each layer's experts counted top_k
   /// times instead of `experts` times (= parameters() for dense MLPs).
   [[nodiscard]] double active_parameters() const;
+  /// Parameters of one MoE layer's shared experts (fc1, fc2, no biases); 0 without them.
+  [[nodiscard]] double shared_expert_parameters() const;
   /// Expert tensor parallelism: moe.expert_tp, or tp when unset.
   [[nodiscard]] int expert_tp() const { return moe.expert_tp > 0 ? moe.expert_tp : tp; }
   /// Expert data parallelism: ranks of a stage holding the same experts.

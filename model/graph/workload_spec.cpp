@@ -1,5 +1,6 @@
 #include "model/graph/workload_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -25,6 +26,10 @@ DType parse_dtype(const JsonObject& o, std::string_view key, const std::vector<s
 }
 
 }  // namespace
+
+std::size_t DlrmSpec::sequence_tables() const {
+  return static_cast<std::size_t>(std::count_if(tables.begin(), tables.end(), [](const EmbeddingTableSpec& t) { return t.sequence; }));
+}
 
 std::int64_t DlrmSpec::interaction_width() const {
   const std::int64_t d = bottom_mlp.back();

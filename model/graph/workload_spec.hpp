@@ -82,6 +82,8 @@ struct DlrmSpec {
   [[nodiscard]] double bottom_parameters() const;
   /// Width of the top MLP's input.
   [[nodiscard]] std::int64_t interaction_width() const;
+  /// Tables with "sequence": true (unpooled EmbeddingCollection tables).
+  [[nodiscard]] std::size_t sequence_tables() const;
   /// Total dense parameters (weights + biases of both MLPs).
   [[nodiscard]] double dense_parameters() const;
 };

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -17,8 +16,7 @@ namespace {
 nlohmann::json workload_json(const Workload& any) {
   if (const auto* d = std::get_if<DlrmSpec>(&any)) {
     nlohmann::json j = {{"name", d->name}, {"file", d->file}, {"batch_size", d->batch_size}, {"tables", d->tables.size()}};
-    const auto sequence = std::count_if(d->tables.begin(), d->tables.end(), [](const auto& t) { return t.sequence; });
-    if (sequence > 0) j["sequence_tables"] = sequence;  // EmbeddingCollection tables (unpooled)
+    if (const std::size_t sequence = d->sequence_tables(); sequence > 0) j["sequence_tables"] = sequence;  // unpooled tables
     return j;
   }
   if (const auto* t = std::get_if<TraceWorkload>(&any)) {

@@ -15,7 +15,7 @@ std::string header(const Prediction& p) {
                                 p.system.nodes, p.system.gpus_per_node, p.system.world_size(),
                                 p.system.world_size() > 1 ? "s" : "");
   if (const auto* d = std::get_if<DlrmSpec>(&p.workload)) {
-    const auto sequence = std::count_if(d->tables.begin(), d->tables.end(), [](const auto& t) { return t.sequence; });
+    const std::size_t sequence = d->sequence_tables();
     const std::string seq = sequence > 0 ? fmt::format(" ({} sequence: unpooled, summed before the interaction)", sequence) : "";
     out += fmt::format("  global batch {}, {} embedding tables{}, plan: {}\n", d->batch_size, d->tables.size(), seq, p.plan.source);
   } else if (const auto* tw = std::get_if<TraceWorkload>(&p.workload)) {

@@ -200,6 +200,11 @@ TEST_CASE("DLRM reference: configs it cannot train are rejected", "[validation]"
   CHECK(c.interaction_width() == 4 + 4 + 8 + 4);
   c.top_mlp = {6, 2};
   CHECK_THROWS_AS(c.validate(), std::invalid_argument);
+  // Embedding optimizers the executor does not run are refused by name.
+  for (auto eopt : {EmbeddingOptimizer::kAdam, EmbeddingOptimizer::kAdagrad}) {
+    DlrmConfig o = small_config(Interaction::kDot, DenseOptimizer::kSgd, eopt);
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains(std::string(optimizer_name(eopt)) + " is predicted, not run"));
+  }
   const DlrmConfig ok = small_config(Interaction::kDot, DenseOptimizer::kSgd, EmbeddingOptimizer::kSgd);
   const DlrmModel m = init_dlrm_model(ok, 1);
   DlrmBatch b = generate_dlrm_batch(ok, traffic(3, 1), 1, 0);
@@ -266,4 +271,7 @@ TEST_CASE("DLRM reference: shipped workloads map onto trainable configs", "[vali
   DlrmSpec spec = load_workload(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/dlrm_default.json");
   spec.tables[0].dim = 32;  // dot interaction needs every dim equal to the bottom MLP output (64)
   CHECK_THROWS_AS(dlrm_config_from_spec(spec, 4), ConfigError);
+  spec.tables[0].dim = 64;
+  spec.tables[0].sequence = true;  // EmbeddingCollection tables are predicted only
+  CHECK_THROWS_WITH(dlrm_config_from_spec(spec, 4), Catch::Contains("sequence (EmbeddingCollection) tables are predicted"));
 }
