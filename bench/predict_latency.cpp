@@ -124,5 +124,11 @@ int main(int argc, char** argv) {
                   {"system.nodes=128", "workload.parallelism.pp=16", "workload.global_batch=1536", "workload.micro_batch=1",
                    "workload.recompute=\"none\""},
                   3);
+  // The same model with dp 1 on 128 GPUs: 1,536 micro-batches per pipeline, eight times the
+  // case above; the steady-state extrapolation keeps time and memory from growing with them.
+  run_transformer("GPT-3 175B, 16x dgx_h100 (128 GPUs, 1,536 micro-batches)", src,
+                  {"system.nodes=16", "workload.parallelism.pp=16", "workload.global_batch=1536", "workload.micro_batch=1",
+                   "workload.recompute=\"none\""},
+                  3);
   return 0;
 }

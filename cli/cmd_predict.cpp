@@ -24,6 +24,7 @@ struct PredictOptions {
   std::string trace_format = "chrome";
   ChromeTraceOptions trace;
   int top = 8;
+  bool all_micro_batches = false;  ///< --all-micro-batches
   std::vector<std::string> compare, sweep;
   unsigned threads = 0;
   std::string timeout;  ///< --timeout, a duration ("30s"); empty: none
@@ -98,7 +99,12 @@ Action add_predict(CLI::App& app) {
   cmd->add_option("--iterations", req.iterations, "iterations to simulate; the last period is reported")
       ->check(CLI::Range(2, 100));
   cmd->add_option("--top", o->top, "critical-path op types to list")->check(CLI::Range(0, 1000));
+  cmd->add_flag("--all-micro-batches", o->all_micro_batches,
+                "Transformers: simulate every micro-batch (default: past 2 x pp x vp and at least 16, a few are "
+                "simulated and the steady state extrapolated; always with --trace)");
   return [o]() {
+    // A trace draws every simulated event, so every micro-batch is simulated for it.
+    if (o->all_micro_batches || !o->trace_out.empty()) o->req.steady_state.enabled = false;
     if (!o->compare.empty() || !o->sweep.empty()) {
       if (!o->trace_out.empty()) throw ConfigError("--trace", o->trace_out, "a trace is written for a single prediction, not with --compare / --sweep");
       return run_grid_command(*o);

@@ -1,5 +1,7 @@
 #include "model/predict/predict.hpp"
 
+#include <array>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -122,7 +124,8 @@ std::unique_ptr<Prediction> predict(const PredictRequest& req) {
   JsonDocument workload_doc = load_json_file(req.workload);
   std::optional<JsonDocument> plan_doc;
   if (req.plan) plan_doc = load_json_file(*req.plan);
-  return predict_documents(std::move(system_doc), std::move(workload_doc), std::move(plan_doc), req.overrides, req.iterations);
+  return predict_documents(std::move(system_doc), std::move(workload_doc), std::move(plan_doc), req.overrides, req.iterations,
+                           req.steady_state);
 }
 
 namespace {
@@ -130,7 +133,8 @@ namespace {
 /// predict_documents after the overrides are applied; ConfigErrors name the files.
 std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_doc, JsonDocument& workload_doc,
                                                          std::optional<JsonDocument>& plan_doc, const JsonDocument& host_overrides,
-                                                         std::vector<std::string> overrides, int iterations) {
+                                                         std::vector<std::string> overrides, int iterations,
+                                                         const SteadyStateOptions& steady) {
   const std::string system_file = system_doc.file, workload_file = workload_doc.file;
   SystemSpec system = parse_system(system_doc);
   const std::optional<std::string> named_runtime = take_runtime_name(workload_doc);
@@ -161,7 +165,7 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
     if (runtime && runtime->pipeline_host_blocking) tf->pipeline_host_blocking = *runtime->pipeline_host_blocking;
-    return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations));
+    return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations, steady));
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
@@ -177,13 +181,13 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
 
 std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
                                               std::optional<JsonDocument> plan_doc, std::vector<std::string> overrides,
-                                              int iterations) {
+                                              int iterations, SteadyStateOptions steady) {
   JsonDocument host_overrides{nlohmann::json::object(), "--set"};
   for (const auto& o : overrides)
     apply_override_text(o, system_doc, workload_doc, plan_doc ? &*plan_doc : nullptr, &host_overrides);
   const std::string system_file = system_doc.file, workload_file = workload_doc.file;
   try {
-    return predict_overridden_documents(system_doc, workload_doc, plan_doc, host_overrides, overrides, iterations);
+    return predict_overridden_documents(system_doc, workload_doc, plan_doc, host_overrides, overrides, iterations, steady);
   } catch (const ConfigError& e) {
     if (e.file() == system_file) rethrow_blaming_overrides(e, overrides, "system", system_file);
     if (e.file() == workload_file) rethrow_blaming_overrides(e, overrides, "workload", workload_file);
@@ -230,6 +234,41 @@ void annotate_and_simulate(Prediction& p, int iterations) {
   p.timeline = simulate(p.timed, p.system.host, opts);
   p.analysis = analyze_timeline(p.timeline, p.graph);
 }
+
+/// Simulates `plan.simulated` micro-batch counts of `w` and extrapolates the steady state
+/// to w's count (steady_state.hpp). `p` keeps the graph and timeline of the first count,
+/// with the extrapolated iteration time and analysis. False, leaving `p` without a
+/// simulation, when the increments disagree (the schedule has not settled).
+bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const SteadyStatePlan& plan, int iterations) {
+  std::array<TimelineAnalysis, 3> analyses;
+  std::array<Seconds, 3> times{};
+  // The longer two first, each freed before the next; the shortest stays in `p`.
+  for (std::size_t k = plan.simulated.size(); k-- > 0;) {
+    Prediction scratch;
+    Prediction& target = k == 0 ? p : scratch;
+    if (k > 0) target.system = p.system;
+    target.graph = build_transformer_graph(with_micro_batches(w, plan.simulated[k]), p.system.world_size());
+    annotate_and_simulate(target, iterations);
+    times[k] = target.timeline.iteration_time;
+    analyses[k] = k == 0 ? target.analysis : std::move(target.analysis);
+  }
+  if (!increments_agree(analyses[0], analyses[1], analyses[2], times[2])) {
+    p.graph = {};
+    p.timed = {};
+    p.timeline = {};
+    p.analysis = {};
+    return false;
+  }
+  const double steps = double(plan.micro_batches - plan.simulated[2]) / double(plan.step);
+  const Seconds per_step = times[2] - times[1];
+  std::vector<int> kept_events = std::move(p.analysis.critical_events);
+  p.analysis = extrapolate_analysis(analyses[1], analyses[2], steps);
+  p.analysis.critical_events = std::move(kept_events);
+  p.timeline.iteration_time = times[2] + steps * per_step;
+  p.steady_state = SteadyStateExtrapolation{plan.micro_batches, plan.simulated, plan.step, per_step};
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
@@ -251,16 +290,19 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
 }
 
 std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload, std::vector<std::string> overrides,
-                                                int iterations) {
+                                                int iterations, SteadyStateOptions steady) {
   resolve_parallelism(workload, system.world_size());
   auto p = std::make_unique<Prediction>();
   p->overrides = std::move(overrides);
   p->system = std::move(system);
   p->plan.source = "none (transformer)";
-  p->graph = build_transformer_graph(workload, p->system.world_size());
   p->memory = estimate_transformer_memory(workload, p->system);
+  const std::optional<SteadyStatePlan> plan = steady_state_plan(workload, steady);
+  if (!plan || !simulate_steady_state(*p, workload, *plan, iterations)) {
+    p->graph = build_transformer_graph(workload, p->system.world_size());
+    annotate_and_simulate(*p, iterations);
+  }
   p->workload = std::move(workload);
-  annotate_and_simulate(*p, iterations);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the model does not fit in device memory: " + verdict);
   }

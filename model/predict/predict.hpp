@@ -4,6 +4,8 @@
 /// -> annotate with predictors -> simulate -> analyze. Every command is this or a loop
 /// around it.
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "model/sim/timeline_analysis.hpp"
 #include "model/predict/provenance.hpp"
 #include "model/predict/runtime_profile.hpp"
+#include "model/predict/steady_state.hpp"
 #include "model/predict/workload.hpp"
 #include "model/graph/workload_spec.hpp"
 #include "topology/collective.hpp"
@@ -32,6 +35,18 @@ struct PredictRequest {
   /// What-if edits "PATH=VALUE" where PATH starts with "system.", "workload." or "plan.".
   std::vector<std::string> overrides;
   int iterations = 3;
+  /// Transformers: extrapolate the steady state past a few micro-batches (steady_state.hpp);
+  /// off where every simulated event is needed (a timeline trace).
+  SteadyStateOptions steady_state;
+};
+
+/// How a Transformer prediction's figures were obtained when its steady state was
+/// extrapolated (steady_state.hpp).
+struct SteadyStateExtrapolation {
+  std::int64_t micro_batches = 0;            ///< the workload's, per pipeline
+  std::array<std::int64_t, 3> simulated{};  ///< the counts simulated
+  std::int64_t step = 1;                     ///< micro-batches per schedule period
+  Seconds per_step = 0;                      ///< iteration time one step adds, s
 };
 
 /// Everything a report needs. Not copyable: the timed graph points into `graph`.
@@ -48,6 +63,9 @@ struct Prediction {
   std::string kernel_calibration;  ///< calibration file used, or "" (spec-derived predictors)
   std::vector<ProvenanceEntry> provenance;  ///< calibrated or spec-derived, per family (provenance.hpp)
   std::optional<RuntimeProfile> runtime;    ///< the runtime profile whose host costs were applied, if any
+  /// Set when the steady state was extrapolated: `graph`, `timed` and `timeline` (but its
+  /// iteration_time) are then those of the first simulated count, `analysis` is extrapolated.
+  std::optional<SteadyStateExtrapolation> steady_state;
   std::vector<std::string> overrides;
   std::vector<std::string> warnings;
 
@@ -66,7 +84,8 @@ struct Prediction {
 /// folder of `system.file`.
 [[nodiscard]] std::unique_ptr<Prediction> predict_documents(JsonDocument system_doc, JsonDocument workload_doc,
                                                             std::optional<JsonDocument> plan_doc,
-                                                            std::vector<std::string> overrides, int iterations = 3);
+                                                            std::vector<std::string> overrides, int iterations = 3,
+                                                            SteadyStateOptions steady_state = {});
 
 /// The pipeline on specs already read (the sharding search's final report uses it).
 [[nodiscard]] std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload, ShardingPlan plan,
@@ -75,7 +94,8 @@ struct Prediction {
 /// The pipeline for a Transformer workload already read; resolves its parallelism
 /// against the system (ConfigError when tp x pp x dp differs from the GPU count).
 [[nodiscard]] std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSpec workload,
-                                                              std::vector<std::string> overrides = {}, int iterations = 3);
+                                                              std::vector<std::string> overrides = {}, int iterations = 3,
+                                                              SteadyStateOptions steady_state = {});
 
 /// The models a prediction annotates with: the system's collective model (calibrated when
 /// the system names a collective calibration) and the kernel calibration of its GPU, found

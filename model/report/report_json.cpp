@@ -63,7 +63,7 @@ nlohmann::json input_files(const Prediction& p) {
 }
 
 nlohmann::json context(const Prediction& p) {
-  return {
+  nlohmann::json j = {
       {"perfcast_version", build_info::kVersion},
       {"git_commit", build_info::kGitCommit},
       {"date", utc_now_iso8601()},
@@ -79,6 +79,12 @@ nlohmann::json context(const Prediction& p) {
       {"iterations_simulated", p.timeline.iterations},
       {"provenance", provenance_json(p.provenance)},
   };
+  if (const auto& x = p.steady_state) {
+    // rank0_ops, like the timeline, then lists the first simulated count's ops.
+    j["steady_state"] = {{"micro_batches", x->micro_batches}, {"micro_batches_simulated", x->simulated},
+                         {"step_micro_batches", x->step}, {"per_step_s", x->per_step}};
+  }
+  return j;
 }
 
 nlohmann::json exposed_by_group(const RankBreakdown& b) {

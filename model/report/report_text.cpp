@@ -36,6 +36,12 @@ std::string header(const Prediction& p) {
                          w.moe.load_imbalance > 1 ? fmt::format(", busiest expert x{:.2f}", w.moe.load_imbalance) : ", balanced routing",
                          w.active_parameters(), w.parameters());
     }
+    if (const auto& x = p.steady_state) {
+      out += fmt::format("  simulated {}, {} and {} of the {} micro-batches; the steady state extrapolated at {} per {} (exact: "
+                         "both increments agreed; --all-micro-batches simulates every one)\n",
+                         x->simulated[0], x->simulated[1], x->simulated[2], x->micro_batches, format_time(x->per_step),
+                         x->step == 1 ? std::string("micro-batch") : fmt::format("{} micro-batches", x->step));
+    }
   }
   for (const auto& o : p.overrides) out += fmt::format("  what-if: {}\n", o);
   return out;

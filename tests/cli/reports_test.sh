@@ -149,5 +149,24 @@ code=$?
 check "trace: rank out of range exits 2, no file written" \
   bash -c "test $code = 2 && grep -q 'trace-ranks' '$tmp/err' && ! ls '$tmp'/bad* > /dev/null 2>&1"
 
+# Many micro-batches (64: micro-batch 4, dp 8): the header says the steady state was
+# extrapolated; --all-micro-batches and --trace simulate every one, to the same time.
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --set workload.global_batch=2048 \
+  --json "$tmp/ss.json" > "$tmp/ss.txt" 2> /dev/null
+check "steady state: header names the counts simulated" grep -q "simulated 16, 17 and 18 of the 64 micro-batches" "$tmp/ss.txt"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --set workload.global_batch=2048 \
+  --all-micro-batches --json "$tmp/ss_all.json" > "$tmp/ss_all.txt" 2> /dev/null
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --set workload.global_batch=2048 \
+  --trace "$tmp/ss_trace.json" --trace-iterations 2 --json "$tmp/ss_trace_result.json" > /dev/null 2> /dev/null
+check "steady state: --all-micro-batches and --trace simulate all, the same iteration time" python3 -c "
+import json
+a, b, c = (json.load(open('$tmp/' + n)) for n in ('ss.json', 'ss_all.json', 'ss_trace_result.json'))
+assert 'steady_state' in a['context'] and a['context']['steady_state']['micro_batches'] == 64, a['context']
+assert 'steady_state' not in b['context'] and 'steady_state' not in c['context']
+assert abs(a['iteration_time_s'] / b['iteration_time_s'] - 1) < 1e-9, (a['iteration_time_s'], b['iteration_time_s'])
+assert c['iteration_time_s'] == b['iteration_time_s']
+"
+check "steady state: --all-micro-batches has no extrapolation line" bash -c "! grep -q 'steady state extrapolated' '$tmp/ss_all.txt'"
+
 if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all reports tests passed"

@@ -57,13 +57,18 @@ for path in sorted(glob.glob(os.path.join(src, "tests", "golden", "*.json"))):
 
 if perfcast:
     with tempfile.TemporaryDirectory() as tmp:
-        for system, workload in [("dgx_h100", "gpt3_1.3b"), ("dgx_h100", "dlrm_mlperf")]:
-            out = os.path.join(tmp, f"{system}__{workload}.json")
+        # The last: 64 micro-batches (micro-batch 4, dp 8), so the steady state is extrapolated (context.steady_state).
+        for system, workload, sets in [("dgx_h100", "gpt3_1.3b", []), ("dgx_h100", "dlrm_mlperf", []),
+                                       ("dgx_h100", "gpt3_1.3b", ["--set", "workload.global_batch=2048"])]:
+            out = os.path.join(tmp, f"{system}__{workload}{len(sets)}.json")
             subprocess.run([perfcast, "-q", "predict", "--system", os.path.join(src, "configs", "systems", system + ".json"),
-                            "--workload", os.path.join(src, "configs", "workloads", workload + ".json"), "--json", out],
+                            "--workload", os.path.join(src, "configs", "workloads", workload + ".json"), "--json", out] + sets,
                            check=True, stdout=subprocess.DEVNULL)
             with open(out) as f:
-                check(out, json.load(f), "perfcast.predict_result")
+                result = json.load(f)
+            check(out, result, "perfcast.predict_result")
+            if sets and "steady_state" not in result["context"]:
+                sys.exit(f"{out}: expected context.steady_state (64 micro-batches)")
 
         out = os.path.join(tmp, "plan.json")
         subprocess.run([perfcast, "-q", "plan", "--system", os.path.join(src, "configs", "systems", "dgx_h100.json"),
