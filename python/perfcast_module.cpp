@@ -39,13 +39,13 @@ JsonDocument load_document(const std::string& label, const std::optional<std::st
 std::string predict_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& workload,
                          const std::optional<std::string>& workload_text, const std::optional<std::string>& plan,
                          const std::optional<std::string>& plan_text, const std::vector<std::string>& overrides, int iterations,
-                         bool text) {
+                         bool all_micro_batches, bool text) {
   py::gil_scoped_release release;
   if (iterations < 2 || iterations > 100) throw ConfigError("iterations", std::to_string(iterations), "expected 2 to 100");
   std::optional<JsonDocument> plan_doc;
   if (plan) plan_doc = load_document(*plan, plan_text);
   const auto p = predict_documents(load_document(system, system_text), load_document(workload, workload_text),
-                                   std::move(plan_doc), overrides, iterations);
+                                   std::move(plan_doc), overrides, iterations, SteadyStateOptions{!all_micro_batches});
   return text ? render_text(*p) : render_json(*p);
 }
 
@@ -159,7 +159,8 @@ PYBIND11_MODULE(_perfcast, m) {
     }
   });
   m.def("predict", &predict_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
-        py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("iterations"), py::arg("text"));
+        py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("iterations"), py::arg("all_micro_batches"),
+        py::arg("text"));
   m.def("comm", &comm_json, py::arg("system"), py::arg("system_text"), py::arg("collective"), py::arg("sizes"), py::arg("ranks"),
         py::arg("nodes"), py::arg("text"));
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),

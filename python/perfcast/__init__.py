@@ -74,20 +74,23 @@ def _paths(value, what):
     return [_os.fspath(v) for v in value]
 
 
-def predict(system, workload, plan=None, overrides=None, iterations=3, config_dir=None):
-    """``perfcast predict --json -``: the predicted iteration (``iteration_time_s``, ...)."""
+def predict(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False):
+    """``perfcast predict --json -``: the predicted iteration (``iteration_time_s``, ...).
+    ``all_micro_batches``: ``--all-micro-batches`` (simulate every micro-batch of a Transformer)."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     p, pt = _document(plan, "plan", config_dir) if plan is not None else (None, None)
-    return _json.loads(_perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations), False))
+    return _json.loads(_perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations),
+                                  bool(all_micro_batches), False))
 
 
-def predict_text(system, workload, plan=None, overrides=None, iterations=3, config_dir=None):
+def predict_text(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False):
     """The text report ``perfcast predict`` prints."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     p, pt = _document(plan, "plan", config_dir) if plan is not None else (None, None)
-    return _perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations), True)
+    return _perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations),
+                           bool(all_micro_batches), True)
 
 
 def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, config_dir=None):

@@ -30,6 +30,17 @@ def test_predict_equals_cli_json(src, cli):
     assert got["iteration_time_s"] > 0
 
 
+def test_steady_state_and_all_micro_batches_equal_cli(src, cli):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/gpt3_1.3b.json"
+    for flags, kwargs in (([], {}), (["--all-micro-batches"], {"all_micro_batches": True})):
+        expected = run_cli(cli, "predict", "--system", sys_file, "--workload", wl_file, "--set", "workload.global_batch=2048",
+                           *flags, "--json", "-")
+        got = perfcast.predict(sys_file, wl_file, overrides={"workload.global_batch": 2048}, **kwargs)
+        assert without_date(got) == without_date(expected)
+        assert ("steady_state" in got["context"]) == (not flags)  # 64 micro-batches: extrapolated unless asked not to
+
+
 def test_overrides_dict_equals_cli_set(src, cli):
     sys_file = src / "configs/systems/dgx_h100.json"
     wl_file = src / "configs/workloads/dlrm_default.json"
