@@ -239,7 +239,8 @@ void annotate_and_simulate(Prediction& p, int iterations) {
 /// to w's count (steady_state.hpp). `p` keeps the graph and timeline of the first count,
 /// with the extrapolated iteration time and analysis. False, leaving `p` without a
 /// simulation, when the increments disagree (the schedule has not settled).
-bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const SteadyStatePlan& plan, int iterations) {
+bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const SteadyStatePlan& plan, int iterations,
+                           double agreement) {
   std::array<TimelineAnalysis, 3> analyses;
   std::array<Seconds, 3> times{};
   // The longer two first, each freed before the next; the shortest stays in `p`.
@@ -252,7 +253,7 @@ bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const Steady
     times[k] = target.timeline.iteration_time;
     analyses[k] = k == 0 ? target.analysis : std::move(target.analysis);
   }
-  if (!increments_agree(analyses[0], analyses[1], analyses[2], times[2])) {
+  if (!increments_agree(analyses[0], analyses[1], analyses[2], times[2], agreement)) {
     p.graph = {};
     p.timed = {};
     p.timeline = {};
@@ -298,7 +299,7 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   p->plan.source = "none (transformer)";
   p->memory = estimate_transformer_memory(workload, p->system);
   const std::optional<SteadyStatePlan> plan = steady_state_plan(workload, steady);
-  if (!plan || !simulate_steady_state(*p, workload, *plan, iterations)) {
+  if (!plan || !simulate_steady_state(*p, workload, *plan, iterations, steady.agreement)) {
     p->graph = build_transformer_graph(workload, p->system.world_size());
     annotate_and_simulate(*p, iterations);
   }

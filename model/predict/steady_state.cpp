@@ -60,9 +60,10 @@ TransformerSpec with_micro_batches(const TransformerSpec& w, std::int64_t micro_
   return s;
 }
 
-bool increments_agree(const TimelineAnalysis& a0, const TimelineAnalysis& a1, const TimelineAnalysis& a2, Seconds period) {
-  if (a0.ranks.size() != a1.ranks.size() || a1.ranks.size() != a2.ranks.size()) return false;
-  const double tolerance = 1e-9 * std::abs(period);
+bool increments_agree(const TimelineAnalysis& a0, const TimelineAnalysis& a1, const TimelineAnalysis& a2, Seconds period,
+                      double agreement) {
+  if (agreement < 0 || a0.ranks.size() != a1.ranks.size() || a1.ranks.size() != a2.ranks.size()) return false;
+  const double tolerance = agreement * std::abs(period);
   bool agree = true;
   auto same_step = [&](double x0, double x1, double x2) {
     if (!(std::abs((x2 - x1) - (x1 - x0)) <= tolerance)) agree = false;

@@ -29,6 +29,9 @@ struct SteadyStateOptions {
   /// Smallest M0 (micro-batches of the first simulation); M0 is at least 2 x pp x vp, the
   /// warmup and cooldown of every stage plus as many steady-state micro-batches.
   std::int64_t min_base = 16;
+  /// Increments agree when they differ by at most this share of the iteration time
+  /// (negative: never, which forces the full simulation; for tests).
+  double agreement = 1e-9;
 };
 
 /// Which micro-batch counts to simulate for `w` (parallelism resolved).
@@ -45,10 +48,10 @@ struct SteadyStatePlan {
 /// `w` with `micro_batches` micro-batches per pipeline (its global batch changed).
 [[nodiscard]] TransformerSpec with_micro_batches(const TransformerSpec& w, std::int64_t micro_batches);
 
-/// True when a1 - a0 and a2 - a1 agree in every additive figure within 1e-9 x a2's
+/// True when a1 - a0 and a2 - a1 agree in every additive figure within `agreement` x a2's
 /// iteration time `period`: the schedule repeats from a0 on.
 [[nodiscard]] bool increments_agree(const TimelineAnalysis& a0, const TimelineAnalysis& a1, const TimelineAnalysis& a2,
-                                    Seconds period);
+                                    Seconds period, double agreement = 1e-9);
 
 /// b + steps x (b - a), figure by figure (critical-path entries matched by label, sorted
 /// longest first; times clamped at 0). `critical_events` is left empty: its indices belong

@@ -139,6 +139,11 @@ std::string render_chrome_trace(const Prediction& p) {
 }
 
 void check_trace_options(const Prediction& p, const ChromeTraceOptions& o) {
+  // An extrapolated prediction's timeline holds only its first simulated micro-batch count.
+  if (p.steady_state)
+    throw ConfigError("--trace", "", fmt::format("the prediction simulated {} of {} micro-batches and extrapolated the rest; a trace "
+                                                 "needs every micro-batch simulated (--all-micro-batches)",
+                                                 p.steady_state->simulated[0], p.steady_state->micro_batches));
   for (int r : o.ranks)
     if (r < 0 || r >= p.timeline.world)
       throw ConfigError("--trace-ranks", std::to_string(r), fmt::format("expected ranks in [0, {})", p.timeline.world));

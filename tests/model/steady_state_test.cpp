@@ -4,12 +4,15 @@
 // pipelines (1F1B blocking and stream-ordered, interleaved, MoE, overlapped gradient
 // reduction, two nodes), and a simulation whose size does not grow with the micro-batches.
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "model/graph/transformer_builder.hpp"
 #include "model/predict/predict.hpp"
 #include "model/predict/steady_state.hpp"
+#include "model/report/report.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
 using namespace perfcast;
@@ -55,13 +58,18 @@ void check_equal_to_full(const SystemSpec& s, const TransformerSpec& w, std::int
   REQUIRE(fast->analysis.ranks.size() == full->analysis.ranks.size());
   for (std::size_t r = 0; r < full->analysis.ranks.size(); ++r) {
     const auto &x = fast->analysis.ranks[r], &y = full->analysis.ranks[r];
-    CHECK(x.period == Approx(y.period).margin(1e-9 * t));
-    CHECK(x.compute_busy == Approx(y.compute_busy).margin(1e-9 * t));
-    CHECK(x.exposed_communication == Approx(y.exposed_communication).margin(1e-9 * t));
-    CHECK(x.host_busy == Approx(y.host_busy).margin(1e-9 * t));
-    CHECK(x.gpu_idle == Approx(y.gpu_idle).margin(1e-9 * t));
-    CHECK(x.critical_path == Approx(y.critical_path).margin(1e-9 * t));
+    const std::vector<std::pair<Seconds, Seconds>> figures = {
+        {x.period, y.period}, {x.compute_busy, y.compute_busy}, {x.communication_busy, y.communication_busy},
+        {x.copy_busy, y.copy_busy}, {x.exposed_communication, y.exposed_communication}, {x.exposed_copy, y.exposed_copy},
+        {x.host_busy, y.host_busy}, {x.host_bound_idle, y.host_bound_idle}, {x.gpu_idle, y.gpu_idle},
+        {x.critical_path, y.critical_path}};
+    for (const auto& [a, b] : figures) CHECK(a == Approx(b).margin(1e-9 * t));
+    for (std::size_t g = 0; g < x.exposed_by_group.size(); ++g)
+      CHECK(x.exposed_by_group[g] == Approx(y.exposed_by_group[g]).margin(1e-9 * t));
   }
+  const NotableRanks nf = notable_ranks(fast->analysis), nb = notable_ranks(full->analysis);
+  CHECK(nf.slowest == nb.slowest);
+  CHECK(nf.critical == nb.critical);
   // By label: entries whose times agree to rounding may swap places.
   REQUIRE(fast->analysis.critical_path.size() == full->analysis.critical_path.size());
   std::map<std::string, CriticalPathEntry> by_label;
@@ -158,6 +166,26 @@ TEST_CASE("steady-state extrapolation equals the full simulation", "[transformer
     const SystemSpec two = test::system("dgx_h100", "nodes", 2);
     check_equal_to_full(two, pipeline_gpt(4, 2, 2, 40), 8);
   }
+}
+
+TEST_CASE("steady state: increments that disagree fall back to simulating every micro-batch", "[transformer][steady_state]") {
+  const SystemSpec node = test::system("dgx_h100", "gpus_per_node", 8);
+  const TransformerSpec w = pipeline_gpt(2, 4, 1, 40);
+  const auto full = predict_transformer(node, w, {}, 3, SteadyStateOptions{false, 8});
+  const auto rejected = predict_transformer(node, w, {}, 3, SteadyStateOptions{true, 8, -1});  // never agree
+  CHECK_FALSE(rejected->steady_state.has_value());
+  CHECK(rejected->timeline.iteration_time == full->timeline.iteration_time);
+  CHECK(rejected->timeline.events.size() == full->timeline.events.size());
+  CHECK(rejected->analysis.critical_events == full->analysis.critical_events);
+  CHECK(rejected->collective_model == full->collective_model);
+  CHECK(rejected->provenance.size() == full->provenance.size());
+}
+
+TEST_CASE("steady state: a trace of an extrapolated prediction is refused", "[transformer][steady_state]") {
+  const SystemSpec node = test::system("dgx_h100", "gpus_per_node", 8);
+  const auto p = predict_transformer(node, pipeline_gpt(2, 4, 1, 64), {}, 3);
+  REQUIRE(p->steady_state.has_value());
+  CHECK_THROWS_WITH(check_trace_options(*p, {}), Catch::Contains("--all-micro-batches"));
 }
 
 TEST_CASE("steady state: the simulation does not grow with the micro-batches", "[transformer][steady_state]") {
