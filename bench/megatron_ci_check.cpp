@@ -37,6 +37,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -166,7 +168,20 @@ struct Case {
   nlohmann::json workload;
   std::string system;  ///< stem of configs/systems/<system>.json
   bool deterministic = false;
+  /// --set edits of the system the row's environment implies: NCCL_ALGO without NVLS
+  /// (Ring, ^NVLS: deterministic-mode recipes) switches off in-switch reduction.
+  std::vector<std::string> system_overrides;
 };
+
+/// The row's NCCL_ALGO forbids NVLS: "Ring", "^NVLS", any list without NVLS.
+bool nvls_excluded(const std::map<std::string, std::string>& flags) {
+  const auto it = flags.find("NCCL_ALGO");
+  if (it == flags.end()) return false;
+  std::string v = it->second;
+  for (char& ch : v) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (!v.empty() && v.front() == '^') return v.find("NVLS") != std::string::npos;
+  return v.find("NVLS") == std::string::npos;
+}
 
 /// Rows measured on the GPUs asked for that perfcast can express; counts the others by reason.
 std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus, const std::string& models,
@@ -186,7 +201,9 @@ std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus
     const bool deterministic = flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True";
     // auto: the profile of the row's mode (Megatron's --deterministic-mode costs host time).
     w["runtime"] = runtime != "auto" ? runtime : deterministic ? "megatron_core_ci" : "megatron_core_ci_nondeterministic";
-    cases.push_back({r, std::move(w), sys, deterministic});
+    std::vector<std::string> system_overrides;
+    if (nvls_excluded(flags)) system_overrides.push_back("system.intra_node.nvls=false");
+    cases.push_back({r, std::move(w), sys, deterministic, std::move(system_overrides)});
   }
   return cases;
 }
@@ -196,8 +213,10 @@ double predict_case(const Case& c, const std::vector<std::string>& overrides, st
   const std::string src = PERFCAST_SOURCE_DIR;
   JsonDocument sys = load_json_file(src + "/configs/systems/" + c.system + ".json");
   JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};  // beside the shipped runtimes
+  std::vector<std::string> all = c.system_overrides;
+  all.insert(all.end(), overrides.begin(), overrides.end());
   try {
-    return predict_documents(std::move(sys), std::move(wl), std::nullopt, overrides, 3)->timeline.iteration_time;
+    return predict_documents(std::move(sys), std::move(wl), std::nullopt, all, 3)->timeline.iteration_time;
   } catch (const std::exception& e) {
     if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
     return -1.0;
