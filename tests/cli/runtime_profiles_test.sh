@@ -75,6 +75,23 @@ code=$?
 [ "$code" = 2 ] && grep -q "/cpu/sockets" "$tmp/err" && [ ! -e "$tmp/never.json" ] && echo "ok   a cpu without sockets exits 2 naming /cpu/sockets, nothing written" \
   || { echo "FAIL cpu without sockets: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
 
+# torchrec (opt-in for DLRM): on its fit's own system (dgx1_v100, same CPU) the 495 us per op
+# is not scaled and the headline names it; on DGX H100 it is scaled by 1.06 / 1.43; it makes the
+# DLRM step slower than pytorch_eager's spec-derived costs.
+v100=$src/configs/systems/dgx1_v100.json
+dlrm=$src/configs/workloads/dlrm_default.json
+"$perfcast" predict --system "$v100" --workload "$dlrm" --set runtime=torchrec --json "$tmp/trec.json" > "$tmp/trec.txt" 2>&1
+"$perfcast" predict --system "$v100" --workload "$dlrm" --set runtime=pytorch_eager --set runtime.host.op_overhead=495us \
+  --json "$tmp/trec_by_hand.json" > /dev/null 2>&1
+"$perfcast" predict --system "$v100" --workload "$dlrm" --json "$tmp/dlrm_default_rt.json" > /dev/null 2>&1
+grep -q "host (torchrec, 8.3% held-out)" "$tmp/trec.txt" && same "$(time_of "$tmp/trec.json")" "$(time_of "$tmp/trec_by_hand.json")" \
+  && awk -v a="$(time_of "$tmp/trec.json")" -v b="$(time_of "$tmp/dlrm_default_rt.json")" 'BEGIN { exit !(a > 2 * b) }' \
+  && echo "ok   torchrec: 495 us per op unscaled on its own CPU, named in the headline, slower than the default" \
+  || { echo "FAIL torchrec profile"; cat "$tmp/trec.txt"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$h100" --workload "$dlrm" --set runtime=torchrec > "$tmp/trec_h100.txt" 2>&1
+grep -q "host (torchrec, host costs x0.74 for the CPU: fitted on Intel Xeon E5-2698 v4" "$tmp/trec_h100.txt" \
+  && echo "ok   torchrec on DGX H100: scaled by the CPUs' host speeds" || { echo "FAIL torchrec CPU scaling"; cat "$tmp/trec_h100.txt"; fails=$((fails + 1)); }
+
 # megatron_core: the same host constants as pytorch_eager, pipeline transfers stream-ordered
 # instead of host-blocking: never slower with a pipeline, and the transfers no longer block.
 pp=(--set workload.parallelism.pp=2 --set workload.parallelism.tp=1)
