@@ -79,6 +79,11 @@ std::string render_grid_text(const std::vector<GridPoint>& points, const std::ve
                        r.max_memory_bytes / (1024.0 * 1024 * 1024), r.fits ? "" : "!");
   }
   out += "(exposed: communication not hidden under compute on the critical-path rank; ! = does not fit in device memory)\n";
+  const auto extrapolated = std::count_if(results.begin(), results.end(), [](const auto& r) { return r && r->steady_state; });
+  if (extrapolated > 0)
+    out += fmt::format("({} of {} points simulated a few micro-batches and extrapolated the steady state, exactly; "
+                       "--all-micro-batches simulates every one; JSON: context.steady_state)\n",
+                       extrapolated, results.size());
   return out;
 }
 

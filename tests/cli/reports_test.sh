@@ -167,6 +167,9 @@ assert abs(a['iteration_time_s'] / b['iteration_time_s'] - 1) < 1e-9, (a['iterat
 assert c['iteration_time_s'] == b['iteration_time_s']
 "
 check "steady state: --all-micro-batches has no extrapolation line" bash -c "! grep -q 'steady state extrapolated' '$tmp/ss_all.txt'"
+"$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --sweep workload.global_batch=128,2048 \
+  > "$tmp/ss_sweep.txt" 2> /dev/null
+check "steady state: a sweep's table counts the extrapolated points" grep -q "^(1 of 2 points simulated a few micro-batches" "$tmp/ss_sweep.txt"
 
 if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all reports tests passed"
