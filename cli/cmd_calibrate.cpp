@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <filesystem>
 #include <functional>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "cli/output_file.hpp"
 #include "core/error_stats.hpp"
 #include "perfcast/build_info.hpp"
+#include "model/predict/runtime_fit.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
 #include "topology/collective_calibration.hpp"
@@ -382,6 +384,46 @@ int run_comms_calibration(const CalibrateArgs& a) {
   return 0;
 }
 
+struct RuntimeArgs {
+  std::string system, measurements, out, base;
+  bool force = false;
+};
+
+/// `calibrate runtime`: fit, print every run, refuse a fit that is worse than the base on
+/// the held-out runs (exit 1, nothing written) unless --force.
+int run_runtime_calibration(const RuntimeArgs& a) {
+  const std::vector<StepMeasurement> runs = read_step_measurements(a.measurements);
+  const RuntimeFit f = fit_runtime_op_overhead(a.system, runs, a.base, a.measurements);
+  std::string text = fmt::format("runtime fit: op_overhead {:.1f} us over {} ({} fit runs, {} held out)\n", f.op_overhead * 1e6,
+                                 f.base_runtime, f.fit_runs, f.heldout_runs);
+  text += fmt::format("{:>5} {:<8} {:>12} {:>12} {:>8} {:>12} {:>8}  {}\n", "line", "split", "measured", f.base_runtime.substr(0, 12),
+                      "error", "fitted", "error", "workload [set]");
+  for (const auto& r : f.rows) {
+    text += fmt::format("{:>5} {:<8} {:>12} {:>12} {:>+7.2f}% {:>12} {:>+7.2f}%  {}{}\n", r.run.line, r.run.heldout ? "heldout" : "fit",
+                        format_time(r.run.measured), format_time(r.base), (r.base / r.run.measured - 1) * 100,
+                        format_time(r.fitted), (r.fitted / r.run.measured - 1) * 100,
+                        std::filesystem::path(r.run.workload).filename().string(),
+                        r.run.overrides.empty() ? "" : fmt::format(" [{}]", fmt::join(r.run.overrides, "; ")));
+  }
+  text += fmt::format("fit runs: mean |error| {:.2f}%, geomean {:.2f}%\n", f.fit_mean_abs_error * 100, f.fit_geomean_abs_error * 100);
+  if (f.heldout_runs > 0) {
+    text += fmt::format("held-out runs: geomean |error| {:.2f}% (with {} as it is: {:.2f}%)\n", f.heldout_geomean_abs_error * 100,
+                        f.base_runtime, f.base_heldout_geomean_abs_error * 100);
+    if (f.heldout_geomean_abs_error > f.base_heldout_geomean_abs_error && !a.force) {
+      std::cout << text;
+      log().error("the fit is worse than {} on the held-out runs ({:.2f}% against {:.2f}%); not written (--force writes it)",
+                  f.base_runtime, f.heldout_geomean_abs_error * 100, f.base_heldout_geomean_abs_error * 100);
+      return 1;
+    }
+  } else {
+    text += "held-out runs: none (split every third run, or a split column, to check the fit)\n";
+  }
+  const std::string name = std::filesystem::path(a.out).stem().string();
+  write_outputs({{a.out, fitted_runtime_json(f, a.system, name, a.measurements)}});
+  std::cout << text << "wrote " << a.out << " (use it with --set runtime=" << name << " on workloads beside its folder)\n";
+  return 0;
+}
+
 }  // namespace
 
 Action add_calibrate(CLI::App& app) {
@@ -472,8 +514,23 @@ Action add_calibrate(CLI::App& app) {
     return 0;
   };
 
+  auto* runtime = cmd->add_subcommand("runtime", "Fit a runtime profile's host cost per op to measured iteration times of your runs");
+  auto rt = std::make_shared<RuntimeArgs>();
+  runtime->add_option("--system", rt->system, "system file the runs were measured on")->required();
+  runtime->add_option("--measurements", rt->measurements,
+                      "CSV: workload,measured[,set,plan,split] (docs/collectives-and-runtimes.md)")
+      ->required();
+  runtime->add_option("--out", rt->out, "profile to write, configs/runtimes/<name>.json (its stem is the --set runtime=NAME)")
+      ->required();
+  runtime->add_option("--base", rt->base, "runtime profile whose other values the fit keeps (default: the workloads' own)");
+  runtime->add_flag("--force", rt->force, "write the profile even when the held-out runs come out worse than with the base");
+  auto runtime_action = [rt]() { return run_runtime_calibration(*rt); };
+
   auto comms_action = [a]() { return run_comms_calibration(*a); };
-  return [comms, comms_action, kernels_action]() { return comms->parsed() ? comms_action() : kernels_action(); };
+  return [comms, runtime, comms_action, kernels_action, runtime_action]() {
+    if (runtime->parsed()) return runtime_action();
+    return comms->parsed() ? comms_action() : kernels_action();
+  };
 }
 
 }  // namespace perfcast::cli
