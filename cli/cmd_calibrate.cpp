@@ -385,9 +385,33 @@ int run_comms_calibration(const CalibrateArgs& a) {
 }
 
 struct RuntimeArgs {
-  std::string system, measurements, out, base;
+  std::string system, measurements, out, base, json;
   bool force = false;
 };
+
+/// `calibrate runtime --json`: the fit, its errors and every run (schema perfcast.runtime_fit_result).
+std::string runtime_fit_json(const RuntimeFit& f, const RuntimeArgs& a, bool written) {
+  auto or_null = [](double e) { return e >= 0 ? nlohmann::json(e) : nlohmann::json(); };
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : f.rows) {
+    runs.push_back({{"line", r.run.line}, {"workload", r.run.workload}, {"overrides", r.run.overrides},
+                    {"split", r.run.heldout ? "heldout" : "fit"}, {"measured_s", r.run.measured}, {"base_s", r.base},
+                    {"fitted_s", r.fitted}});
+  }
+  nlohmann::json j = {
+      {"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit}, {"system", a.system},
+                   {"measurements", a.measurements}, {"base_runtime", f.base_runtime}, {"base_file", f.base_file}}},
+      {"op_overhead_s", f.op_overhead},
+      {"fit_runs", f.fit_runs},
+      {"heldout_runs", f.heldout_runs},
+      {"fit_mean_abs_error", f.fit_mean_abs_error},
+      {"fit_geomean_abs_error", f.fit_geomean_abs_error},
+      {"heldout_geomean_abs_error", or_null(f.heldout_geomean_abs_error)},
+      {"base_heldout_geomean_abs_error", or_null(f.base_heldout_geomean_abs_error)},
+      {"written", written ? nlohmann::json(a.out) : nlohmann::json()},
+      {"runs", runs}};
+  return j.dump(2) + "\n";
+}
 
 /// `calibrate runtime`: fit, print every run, refuse a fit that is worse than the base on
 /// the held-out runs (exit 1, nothing written) unless --force.
@@ -410,7 +434,8 @@ int run_runtime_calibration(const RuntimeArgs& a) {
     text += fmt::format("held-out runs: geomean |error| {:.2f}% (with {} as it is: {:.2f}%)\n", f.heldout_geomean_abs_error * 100,
                         f.base_runtime, f.base_heldout_geomean_abs_error * 100);
     if (f.heldout_geomean_abs_error > f.base_heldout_geomean_abs_error && !a.force) {
-      std::cout << text;
+      if (!a.json.empty()) write_outputs({{a.json, runtime_fit_json(f, a, false)}});
+      if (a.json != "-") std::cout << text;
       log().error("the fit is worse than {} on the held-out runs ({:.2f}% against {:.2f}%); not written (--force writes it)",
                   f.base_runtime, f.heldout_geomean_abs_error * 100, f.base_heldout_geomean_abs_error * 100);
       return 1;
@@ -419,8 +444,11 @@ int run_runtime_calibration(const RuntimeArgs& a) {
     text += "held-out runs: none (split every third run, or a split column, to check the fit)\n";
   }
   const std::string name = std::filesystem::path(a.out).stem().string();
-  write_outputs({{a.out, fitted_runtime_json(f, a.system, name, a.measurements)}});
-  std::cout << text << "wrote " << a.out << " (use it with --set runtime=" << name << " on workloads beside its folder)\n";
+  std::vector<std::pair<std::string, std::string>> files{{a.out, fitted_runtime_json(f, a.system, name, a.measurements)}};
+  if (!a.json.empty()) files.emplace_back(a.json, runtime_fit_json(f, a, true));
+  write_outputs(files);
+  if (a.json != "-")
+    std::cout << text << "wrote " << a.out << " (use it with --set runtime=" << name << " on workloads beside its folder)\n";
   return 0;
 }
 
@@ -523,6 +551,7 @@ Action add_calibrate(CLI::App& app) {
   runtime->add_option("--out", rt->out, "profile to write, configs/runtimes/<name>.json (its stem is the --set runtime=NAME)")
       ->required();
   runtime->add_option("--base", rt->base, "runtime profile whose other values the fit keeps (default: the workloads' own)");
+  runtime->add_option("--json", rt->json, "write the fit report as JSON to FILE, or - for standard output");
   runtime->add_flag("--force", rt->force, "write the profile even when the held-out runs come out worse than with the base");
   auto runtime_action = [rt]() { return run_runtime_calibration(*rt); };
 
