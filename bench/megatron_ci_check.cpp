@@ -93,7 +93,8 @@ std::string unsupported(const Row& r, const std::map<std::string, std::string>& 
     return "not DGX H100 / DGX A100";
   if (r.at("model").rfind("GPT", 0) != 0 && !moe_row(r)) return "not GPT";
   if (flags.count("use-megatron-fsdp") || !r.at("fsdp").empty()) return "Megatron FSDP";
-  if (flags.count("multi-latent-attention")) return "multi-latent attention";
+  // perfcast models MLA, but the table records only the flag, not the ranks and head widths.
+  if (flags.count("multi-latent-attention")) return "multi-latent attention (its ranks are not in the table)";
   if (flags.count("mtp-num-layers")) return "multi-token prediction";
   // The Muon optimizer (Newton-Schulz iterations on every weight matrix): the test case name
   // says it (..._muon, ..._dist_muon); the CSV's flags do not. perfcast models Adam.

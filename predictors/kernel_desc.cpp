@@ -82,8 +82,9 @@ std::string kernel_label(const KernelDesc& k) {
           },
           [](const MeasuredKernelDesc& m) { return fmt::format("{} (measured {})", m.name, format_time(m.duration)); },
           [](const AttentionDesc& a) {
-            return fmt::format("flash_attention_{} {}x{}x{}x{}x{}{} {}", a.pass == AttentionPass::kForward ? "fwd" : "bwd",
-                               a.batch, a.heads, a.seq_q, a.seq_kv, a.head_dim, a.causal ? " causal" : "",
+            const std::string v = a.value_dim() != a.head_dim ? fmt::format("/{}", a.value_dim()) : "";
+            return fmt::format("flash_attention_{} {}x{}x{}x{}x{}{}{} {}", a.pass == AttentionPass::kForward ? "fwd" : "bwd",
+                               a.batch, a.heads, a.seq_q, a.seq_kv, a.head_dim, v, a.causal ? " causal" : "",
                                dtype_name(a.dtype));
           },
       },
@@ -135,7 +136,7 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix_d(seed, m.duration);
                  },
                  [&](const AttentionDesc& a) {
-                   for (auto v : {a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim}) mix(seed, static_cast<std::size_t>(v));
+                   for (auto v : {a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.v_head_dim}) mix(seed, static_cast<std::size_t>(v));
                    mix(seed, a.causal);
                    mix(seed, static_cast<std::size_t>(a.dtype));
                    mix(seed, static_cast<std::size_t>(a.pass));

@@ -109,6 +109,10 @@ struct AttentionDesc {
   bool causal = false;         ///< causal mask: about half the score blocks are skipped
   DType dtype = DType::kBf16;  ///< Q/K/V type
   AttentionPass pass = AttentionPass::kForward;
+  /// Elements per head of V and of the output; 0: head_dim. Multi-latent attention's differ
+  /// (DeepSeek-V2: queries and keys 128 + 64 rotary, values 128).
+  std::int64_t v_head_dim = 0;
+  [[nodiscard]] std::int64_t value_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
   bool operator==(const AttentionDesc&) const = default;
 };
 

@@ -264,13 +264,15 @@ Estimate predict_attention(const AttentionDesc& a, const GpuSpec& gpu) {
   e.predictor = fwd ? "attention_forward.spec_flash" : "attention_backward.spec_flash";
   const double bh = double(a.batch) * double(a.heads);
   const double causal = a.causal ? 0.5 : 1.0;
-  const double fwd_flops = 4.0 * bh * double(a.seq_q) * double(a.seq_kv) * double(a.head_dim) * causal;
+  // QK^T over head_dim, PV over the value dimension: 2 FLOPs per multiply-add each.
+  const double dims = double(a.head_dim) + double(a.value_dim());
+  const double fwd_flops = 2.0 * bh * double(a.seq_q) * double(a.seq_kv) * dims * causal;
   e.flops = fwd ? fwd_flops : 2.5 * fwd_flops;
   const double elem = dtype_bytes(a.dtype);
-  const double q = double(a.batch) * a.heads * a.seq_q * a.head_dim * elem;     // Q, O, dQ, dO
-  const double kv = double(a.batch) * a.kv_heads * a.seq_kv * a.head_dim * elem;  // K or V
+  const double qo = double(a.batch) * a.heads * a.seq_q * dims * elem;     // Q and O (backward: dQ and dO too)
+  const double kv = double(a.batch) * a.kv_heads * a.seq_kv * dims * elem;  // K and V (backward: dK and dV too)
   const double lse = double(a.batch) * a.heads * a.seq_q * 4.0;
-  e.dram_bytes = fwd ? 2 * q + 2 * kv + lse : 4 * q + 4 * kv + 2 * lse;
+  e.dram_bytes = fwd ? qo + kv + lse : 2 * qo + 2 * kv + 2 * lse;
   const double compute = e.flops / (gpu.peak(a.dtype) * (fwd ? kFlashForwardEfficiency : kFlashBackwardEfficiency));
   const double memory = e.dram_bytes / (gpu.memory_bandwidth * gpu.efficiency.memory);
   e.bound = compute >= memory ? "compute" : "memory";

@@ -78,8 +78,9 @@ void add_host_memory_time(Estimate& e, const EmbeddingWork& w, const GpuSpec& gp
 /// GB/s, docs/collectives.md section 1.2); D2D reads and writes HBM at the copy efficiency.
 [[nodiscard]] Estimate predict_memcpy(const MemcpyDesc& m, const GpuSpec& gpu);
 
-/// Fused attention (FlashAttention-2 style): FLOPs 4 x batch x heads x seq_q x seq_kv x
-/// head_dim forward (QK^T and PV), halved under a causal mask; backward 2.5x forward (the
+/// Fused attention (FlashAttention-2 style): FLOPs 2 x batch x heads x seq_q x seq_kv x
+/// (head_dim + value_dim) forward (QK^T and PV; 4 x ... x head_dim when they are equal),
+/// halved under a causal mask; backward 2.5x forward (the
 /// scores are recomputed: 5 matmuls instead of 2). HBM bytes: Q, K, V read and O (+ the
 /// fp32 log-sum-exp) written forward; Q, K, V, O, dO read and dQ, dK, dV written backward.
 /// time = max(FLOPs / (peak x kFlash*Efficiency), bytes / (HBM x memory efficiency))

@@ -74,15 +74,13 @@ RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, S
 }  // namespace transformer
 
 double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer) {
-  const double t = w.tp, h = double(w.hidden), d = double(w.head_dim());
-  const double qkv = (h + 1) * (w.heads + 2.0 * w.kv_heads) * d / t;
-  const double proj = h * w.heads * d / t + h;
+  const double t = w.tp, h = double(w.hidden);
   const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
   // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
   // experts, without biases.
   const double mlp = w.moe.in_layer(layer) ? h * w.moe.experts + transformer_layer_expert_parameters(w, layer) + w.shared_expert_parameters() / t
                                            : (h + 1) * f1 / t + double(w.ffn_hidden) * h / t + h;
-  return qkv + proj + mlp + 4 * h;
+  return w.attention_parameters(w.tp) + mlp + 4 * h;
 }
 
 std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {

@@ -50,12 +50,12 @@ void add_context_parallel_attention(const TransformerRankContext& c, Transformer
 /// selective recomputation in the backward, prefix `p` + "recompute.").
 void add_attention_core_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
   const auto& w = c.w;
-  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
+  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.qk_dim(), vd = w.v_dim();
   const bool causal = w.kind == TransformerKind::kDecoder;
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kForward);
   if (w.attention == AttentionImpl::kFlash) {
     d.kernels(p + "flash_attention", ph,
-              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward}});
+              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward, vd}});
     return;
   }
   const double e = c.e;
@@ -77,7 +77,7 @@ void add_attention_core_forward(const TransformerRankContext& c, TransformerDraf
     if (cast) k.push_back(ew("softmax_probs_to_half", scores, 0, f + e));
   }
   if (w.dropout > 0) k.push_back(ew("attention_dropout", scores, 2, 2 * e + 1));
-  k.push_back(c.gemm(s, hd, s, false, b * c.heads));
+  k.push_back(c.gemm(s, vd, s, false, b * c.heads));  // probabilities x values
   d.kernels(p + (c.fused_softmax() ? "core_attention" : "core_attention.context"), ph, std::move(k));
 }
 
@@ -86,18 +86,19 @@ void add_attention_core_forward(const TransformerRankContext& c, TransformerDraf
 void add_attention_core_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
   const auto& w = c.w;
   const Phase ph = Phase::kBackward;
-  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.head_dim();
+  const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.qk_dim(), vd = w.v_dim();
   const bool causal = w.kind == TransformerKind::kDecoder;
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kBackward);
   if (w.attention == AttentionImpl::kFlash) {
     d.kernels(p + "flash_attention", ph,
-              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward}});
+              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward, vd}});
     return;
   }
   if (w.recompute == Recompute::kSelective) add_attention_core_forward(c, d, p + "recompute.", ph);
   const double e = c.e;
   const double scores = double(b) * c.heads * s * s;
-  std::vector<KernelDesc> k{c.gemm(s, s, hd, false, b * c.heads), c.gemm(s, hd, s, false, b * c.heads)};
+  // Gradients of the probabilities (dO V^T) and of the values (P^T dO).
+  std::vector<KernelDesc> k{c.gemm(s, s, vd, false, b * c.heads), c.gemm(s, vd, s, false, b * c.heads)};
   if (w.dropout > 0) k.push_back(ew("attention_dropout_backward", scores, 1, 2 * e + 1));
   if (c.fused_softmax()) {
     k.push_back(ew("softmax_backward", scores, kSoftmaxBwdFlops, 3 * e));
@@ -119,6 +120,60 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
   d.kernels(p + "core_attention", ph, std::move(k));
 }
 
+/// Multi-latent attention's projections (MLASelfAttention.get_query_key_value_tensors),
+/// forward: the query down-projection, its RMSNorm and up-projection (or one full query
+/// projection without q_lora_rank), the key/value down-projection to the latent and the
+/// shared rotary key, the latent's RMSNorm and up-projection to keys and values, then the
+/// rotary embedding of the query and key rotary parts. Up-projections are column-parallel
+/// (heads split over TP); the down-projections are duplicated on every TP rank and, in
+/// perfcast, run on the all-gathered sequence like the QKV projection they replace (an
+/// upper bound under sequence parallelism: Megatron-Core may project the local shard and
+/// gather the smaller latent).
+void add_mla_projections_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
+  const auto& w = c.w;
+  const auto& m = w.mla;
+  const std::int64_t T = c.tokens, H = w.hidden;
+  const double e = c.e;
+  if (m.q_lora_rank > 0) {
+    d.kernels(p + "q_down", ph, c.linear(double(T) * H, {c.linear_gemm(T, m.q_lora_rank, H)}));
+    d.kernels(p + "q_layernorm", ph, {ew("rmsnorm", double(T) * m.q_lora_rank, kLayerNormFlops, 2 * e)});
+    d.kernels(p + "q_up", ph, c.linear(double(T) * m.q_lora_rank, {c.linear_gemm(T, c.mla_q_up, m.q_lora_rank)}));
+  } else {
+    d.kernels(p + "q_proj", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.mla_q_up, H)}));
+  }
+  d.kernels(p + "kv_down", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.mla_kv_down, H)}));
+  d.kernels(p + "kv_layernorm", ph, {ew("rmsnorm", double(T) * m.kv_lora_rank, kLayerNormFlops, 2 * e)});
+  d.kernels(p + "kv_up", ph, c.linear(double(T) * m.kv_lora_rank, {c.linear_gemm(T, c.mla_kv_up, m.kv_lora_rank)}));
+  // Rotary parts of this rank's query heads and the shared key, rotated in place.
+  const double rope = double(T) * (c.heads + 1) * m.qk_rope_head_dim;
+  d.kernels(p + "mla_rotary", ph, {ew("rotary_embedding", rope, 3, 2 * e)});
+}
+
+/// The same, backward: each projection's input-gradient and weight-gradient GEMMs, the
+/// norms' backward, in reverse order.
+void add_mla_projections_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p) {
+  const auto& w = c.w;
+  const auto& m = w.mla;
+  const Phase ph = Phase::kBackward;
+  const std::int64_t T = c.tokens, H = w.hidden;
+  const double e = c.e;
+  const double rope = double(T) * (c.heads + 1) * m.qk_rope_head_dim;
+  d.kernels(p + "mla_rotary", ph, {ew("rotary_embedding_backward", rope, 3, 2 * e)});
+  auto pair = [&](std::int64_t in, std::int64_t out) {  // dX = dY W, dW = dY^T X
+    return c.linear(double(T) * out, {c.linear_gemm(T, in, out), c.linear_gemm(out, in, T)});
+  };
+  d.kernels(p + "kv_up", ph, pair(m.kv_lora_rank, c.mla_kv_up));
+  d.kernels(p + "kv_layernorm", ph, {ew("rmsnorm_backward", double(T) * m.kv_lora_rank, kLayerNormBwdFlops, 4 * e)});
+  d.kernels(p + "kv_down", ph, pair(H, c.mla_kv_down));
+  if (m.q_lora_rank > 0) {
+    d.kernels(p + "q_up", ph, pair(m.q_lora_rank, c.mla_q_up));
+    d.kernels(p + "q_layernorm", ph, {ew("rmsnorm_backward", double(T) * m.q_lora_rank, kLayerNormBwdFlops, 4 * e)});
+    d.kernels(p + "q_down", ph, pair(H, m.q_lora_rank));
+  } else {
+    d.kernels(p + "q_proj", ph, pair(H, c.mla_q_up));
+  }
+}
+
 }  // namespace
 
 void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag) {
@@ -128,7 +183,8 @@ void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int
   d.kernels(p + "input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
   d.sp_gather(p + "attention.all_gather", ph, true);
   const double T = double(c.tokens);
-  d.kernels(p + "qkv", ph, c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.qkv, w.hidden, true)}));
+  if (w.mla.enabled()) add_mla_projections_forward(c, d, p, ph);
+  else d.kernels(p + "qkv", ph, c.linear(T * w.hidden, {c.linear_gemm(c.tokens, c.qkv, w.hidden, true)}));
   add_attention_core_forward(c, d, p, ph);
   d.kernels(p + "attention.dense", ph, c.linear(T * c.attn_out, {c.linear_gemm(c.tokens, w.hidden, c.attn_out)}));
   d.tp_reduce(p + "attention.tp_reduce", ph, true);
@@ -197,7 +253,8 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "attention.dense", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.attn_out, H), c.linear_gemm(c.attn_out, H, T)}));
   add_attention_core_backward(c, d, p);
   d.sp_gather(p + "qkv.all_gather", ph, true);
-  d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));
+  if (w.mla.enabled()) add_mla_projections_backward(c, d, p);
+  else d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));
   d.tp_reduce(p + "qkv.tp_reduce", ph, true);
   d.kernels(p + "input_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
   // --overlap-grad-reduce: this layer's gradients are complete after the last micro-batch's

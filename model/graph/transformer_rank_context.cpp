@@ -63,7 +63,13 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
   heads = w.heads / t;
   kv_heads = w.kv_heads / t;
   qkv = (w.heads + 2 * w.kv_heads) * w.head_dim() / t;
-  attn_out = w.heads * w.head_dim() / t;
+  attn_out = w.heads * w.v_dim() / t;
+  if (w.mla.enabled()) {
+    qkv = 0;  // MLA's projections instead (mla_* widths)
+    mla_q_up = w.heads * w.qk_dim() / t;
+    mla_kv_down = w.mla.kv_lora_rank + w.mla.qk_rope_head_dim;
+    mla_kv_up = w.heads * (w.mla.qk_head_dim + w.mla.v_head_dim) / t;
+  }
   ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.ffn_hidden / t;
   ffn2 = w.ffn_hidden / t;
   vocab = w.padded_vocab() / t;

@@ -95,6 +95,10 @@ struct TransformerRankContext {
   std::int64_t tokens_sp = 0;  ///< tokens held by this rank (/tp under sequence parallelism)
   std::int64_t heads = 0, kv_heads = 0;  ///< per TP rank
   std::int64_t qkv = 0, attn_out = 0, ffn1 = 0, ffn2 = 0, vocab = 0;  ///< GEMM widths per TP rank
+  /// Multi-latent attention's GEMM widths per TP rank (0 without MLA): the query
+  /// up-projection (or full projection) output, the key/value down-projection output (latent
+  /// and rotary key; duplicated on every TP rank) and up-projection output (keys and values).
+  std::int64_t mla_q_up = 0, mla_kv_down = 0, mla_kv_up = 0;
   [[nodiscard]] MlpShape dense_mlp() const { return {"mlp.", ffn1, ffn2, true}; }
   [[nodiscard]] MlpShape shared_experts() const { return {"mlp.shared_experts.", shared_ffn1, shared_ffn2, false}; }
   double p2p_bytes = 0;  ///< one pipeline transfer: tokens x hidden x e

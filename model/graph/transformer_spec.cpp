@@ -11,6 +11,28 @@ constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
 
 DType dtype_of(const std::string& s) { return *dtype_from_name(s); }
 
+/// The "mla" object: Megatron-Core's MLATransformerConfig fields (see MlaSpec).
+MlaSpec parse_mla(const JsonObject& o) {
+  MlaSpec m;
+  m.q_lora_rank = o.integer_or("q_lora_rank", 0, kMaxWidth, 0);
+  m.kv_lora_rank = o.integer("kv_lora_rank", 1, kMaxWidth);
+  m.qk_head_dim = o.integer("qk_head_dim", 1, 4096);
+  m.qk_rope_head_dim = o.integer("qk_rope_head_dim", 1, 4096);
+  m.v_head_dim = o.integer("v_head_dim", 1, 4096);
+  o.finish();
+  return m;
+}
+
+/// What perfcast models of multi-latent attention, and what it refuses.
+void check_mla(const TransformerSpec& w) {
+  if (w.kv_heads != w.heads)
+    throw ConfigError(w.file, "/kv_heads", "multi-latent attention has one key / value head per query head: leave kv_heads out");
+  if (w.cp > 1)
+    throw ConfigError(w.file, "/parallelism/cp", "context parallelism with multi-latent attention is not modelled");
+  if (w.tp_comm_overlap)
+    throw ConfigError(w.file, "/tp_comm_overlap", "TP communication overlap with multi-latent attention is not modelled");
+}
+
 /// The "moe" object: Megatron-Core's MoE arguments (see MoeSpec).
 MoeSpec parse_moe(const JsonObject& o) {
   MoeSpec m;
@@ -70,12 +92,10 @@ double mlp_parameters(const TransformerSpec& w, double experts_counted, bool moe
 }
 
 double total_parameters(const TransformerSpec& w, double experts_counted) {
-  const double h = double(w.hidden), d = double(w.head_dim());
-  const double qkv = h * (w.heads + 2.0 * w.kv_heads) * d + (w.heads + 2.0 * w.kv_heads) * d;
-  const double proj = h * h + h;
+  const double h = double(w.hidden);
   double layers = 0;
   for (std::int64_t l = 0; l < w.layers; ++l)  // + two layer norms (weight, bias) each
-    layers += qkv + proj + mlp_parameters(w, experts_counted, w.moe.in_layer(l)) + 4 * h;
+    layers += w.attention_parameters(1) + mlp_parameters(w, experts_counted, w.moe.in_layer(l)) + 4 * h;
   const std::int64_t padded = w.padded_vocab();
   double emb = double(padded) * h + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
   if (!w.tied_embeddings) emb += double(padded) * h;
@@ -85,6 +105,17 @@ double total_parameters(const TransformerSpec& w, double experts_counted) {
 }  // namespace
 
 double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
+
+double TransformerSpec::attention_parameters(int tp) const {
+  const double h = double(hidden), t = tp, n = double(heads);
+  const double proj = h * n * double(v_dim()) / t + h;  // row-parallel output projection, its bias whole
+  if (!mla.enabled()) return (h + 1) * (n + 2.0 * kv_heads) * double(head_dim()) / t + proj;
+  const double q_width = n * double(qk_dim()) / t;  // per TP rank
+  const double q = mla.q_lora_rank > 0 ? h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * q_width : h * q_width;
+  const double kv = h * double(mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank +
+                    mla.kv_lora_rank * n * double(mla.qk_head_dim + mla.v_head_dim) / t;
+  return q + kv + proj;
+}
 
 double TransformerSpec::shared_expert_parameters() const {
   const double h = double(hidden), s = double(moe.shared_ffn), gate = activation == Activation::kSwiglu ? 2.0 : 1.0;
@@ -152,7 +183,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     p.finish();
   }
   if (const auto moe = root.find("moe")) w.moe = parse_moe(moe->as_object());
+  if (const auto mla = root.find("mla")) w.mla = parse_mla(mla->as_object());
   root.finish();
+  if (w.mla.enabled()) check_mla(w);
   if (w.ep > 1 && !w.moe.enabled())
     throw ConfigError(doc.file, "/parallelism/ep", "expert parallelism needs experts: add \"moe\": {\"experts\": N, \"top_k\": K}");
   if (w.moe.enabled() && w.moe.top_k > w.moe.experts)
@@ -204,6 +237,7 @@ void check_expert_parallelism(const TransformerSpec& w) {
 }  // namespace
 
 void resolve_parallelism(TransformerSpec& w, int world) {
+  if (w.mla.enabled()) check_mla(w);  // again: overrides and the parallelism search change cp and the overlaps
   const std::string at = "/parallelism";
   const int tp_pp = w.tp * w.cp * w.pp;
   const std::string cp_text = w.cp > 1 ? fmt::format(" x cp {}", w.cp) : "";

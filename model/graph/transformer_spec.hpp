@@ -23,6 +23,21 @@ enum class Recompute { kNone, kSelective, kFull };
 enum class AttentionImpl { kFlash, kUnfused };
 enum class PositionEmbedding { kLearned, kRope };
 
+/// Multi-latent attention (DeepSeek-V2, arXiv:2405.04434 section 2.1; Megatron-Core's
+/// MLASelfAttention, --multi-latent-attention): keys and values come from a compressed
+/// latent of kv_lora_rank elements per token (plus one rotary key of qk_rope_head_dim shared
+/// by the heads), queries from one of q_lora_rank (or a full projection when 0). Per head,
+/// queries and keys have qk_head_dim + qk_rope_head_dim elements, values v_head_dim.
+/// Absent (kv_lora_rank 0): standard multi-head / grouped-query attention.
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;       ///< 0: queries from a full projection (DeepSeek-V2-Lite)
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_head_dim = 0;       ///< the part of a query / key head without rotary embedding
+  std::int64_t qk_rope_head_dim = 0;  ///< the rotary part
+  std::int64_t v_head_dim = 0;
+  [[nodiscard]] bool enabled() const { return kv_lora_rank > 0; }
+};
+
 /// Mixture-of-experts MLPs (Megatron-Core's MoELayer with the all-to-all token dispatcher):
 /// every layer's MLP is `experts` expert MLPs of width `ffn_hidden`, each token routed to
 /// `top_k` of them. Absent (experts 0): dense MLPs.
@@ -121,6 +136,7 @@ struct TransformerSpec {
   /// a stage; ep x expert_tp must divide tp x cp x dp (Megatron-Core's MoE parallel folding).
   int ep = 1;
   MoeSpec moe;
+  MlaSpec mla;
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
@@ -133,6 +149,14 @@ struct TransformerSpec {
   bool symmetric_simulation = true;
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// Elements per head of queries and keys / of values and the attention output:
+  /// head_dim() both, or multi-latent attention's.
+  [[nodiscard]] std::int64_t qk_dim() const { return mla.enabled() ? mla.qk_head_dim + mla.qk_rope_head_dim : head_dim(); }
+  [[nodiscard]] std::int64_t v_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }
+  /// Attention parameters of one layer on one of `tp` tensor-parallel ranks: projections
+  /// with biases (Megatron's default), MLA's latent norms; MLA's down-projections and norms
+  /// are duplicated on every TP rank.
+  [[nodiscard]] double attention_parameters(int tp) const;
   /// FP8 as Transformer Engine runs it (delayed-scaling recipe): only the GEMMs of the
   /// linear layers (QKV, attention output, MLP fc1 / fc2) take FP8 inputs; attention,
   /// norms, activations, the LM head and all communication stay in bf16.

@@ -107,7 +107,7 @@ std::string render_json(const Prediction& p) {
     j["tokens_per_s"] = m.tokens_per_s;
     j["mfu"] = {{"value", m.mfu}, {"model_flops_per_iteration", m.model_flops_per_iteration},
                 {"peak_flops_per_s_per_gpu", m.peak_flops_per_gpu}, {"gpus", p.system.world_size()},
-                {"formula", std::string(kModelFlopsFormula) + "; MFU = model FLOPs / (iteration time x GPUs x dense peak)"}};
+                {"formula", std::string(model_flops_formula(std::get<TransformerSpec>(p.workload))) + "; MFU = model FLOPs / (iteration time x GPUs x dense peak)"}};
   }
   if (!m.tables.empty()) {
     nlohmann::json tables = nlohmann::json::array();

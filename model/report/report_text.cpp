@@ -54,7 +54,7 @@ std::string throughput(const Prediction& p, const WorkloadMetrics& m) {
   if (std::holds_alternative<TransformerSpec>(p.workload)) {
     out += fmt::format("  {:.0f} tokens/s; MFU {:.1f}% of {:.0f} TFLOP/s dense per GPU ({:.3g} model FLOPs per iteration: {})\n",
                        m.tokens_per_s, m.mfu * 100, m.peak_flops_per_gpu / 1e12, m.model_flops_per_iteration,
-                       kModelFlopsFormula);
+                       model_flops_formula(std::get<TransformerSpec>(p.workload)));
   }
   if (!m.tables.empty()) {
     double total = 0;

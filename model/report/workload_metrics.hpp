@@ -39,6 +39,14 @@ struct WorkloadMetrics {
 /// appendix B): 6 N + 12 L h s, N = parameters, L = layers, h = hidden, s = sequence length.
 /// Recomputation is not counted (model FLOPs, not hardware FLOPs).
 inline constexpr const char* kModelFlopsFormula = "6 N + 12 L h s FLOPs per token (PaLM appendix B), no recomputation";
+/// The same with multi-latent attention, whose heads are not h / n wide: 6 L s n (d_qk + d_v)
+/// for the attention scores and values (12 L h s when n d_qk = n d_v = h).
+inline constexpr const char* kModelFlopsFormulaMla =
+    "6 N + 6 L s n (d_qk + d_v) FLOPs per token (PaLM appendix B with MLA's head widths), no recomputation";
+/// kModelFlopsFormulaMla when `w` uses multi-latent attention, else kModelFlopsFormula.
+[[nodiscard]] inline const char* model_flops_formula(const TransformerSpec& w) {
+  return w.mla.enabled() ? kModelFlopsFormulaMla : kModelFlopsFormula;
+}
 
 [[nodiscard]] WorkloadMetrics workload_metrics(const Prediction& p);
 
