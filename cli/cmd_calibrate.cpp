@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -416,8 +417,24 @@ std::string runtime_fit_json(const RuntimeFit& f, const RuntimeArgs& a, bool wri
 /// `calibrate runtime`: fit, print every run, refuse a fit that is worse than the base on
 /// the held-out runs (exit 1, nothing written) unless --force.
 int run_runtime_calibration(const RuntimeArgs& a) {
+  const std::string name = std::filesystem::path(a.out).stem().string();
+  for (const char ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-'))
+      throw ConfigError("--out", a.out, "the profile's file name is its runtime name: letters, digits, _ and - before .json");
   const std::vector<StepMeasurement> runs = read_step_measurements(a.measurements);
-  const RuntimeFit f = fit_runtime_op_overhead(a.system, runs, a.base, a.measurements);
+  RuntimeFit f;
+  try {
+    f = fit_runtime_op_overhead(a.system, runs, a.base, a.measurements);
+  } catch (const FitRefused& e) {
+    log().error("{}: {}; nothing written", a.measurements, e.what());
+    return 1;
+  }
+  const double reported = f.heldout_runs > 0 ? f.heldout_geomean_abs_error : f.fit_geomean_abs_error;
+  if (!(reported <= 10)) {  // the profile format's bound on a held-out error (runtime_profile.cpp)
+    log().error("{}: the fit is off by {:.0f}% on the runs it reports: not a host cost the runs share; nothing written",
+                a.measurements, reported * 100);
+    return 1;
+  }
   std::string text = fmt::format("runtime fit: op_overhead {:.1f} us over {} ({} fit runs, {} held out)\n", f.op_overhead * 1e6,
                                  f.base_runtime, f.fit_runs, f.heldout_runs);
   text += fmt::format("{:>5} {:<8} {:>12} {:>12} {:>8} {:>12} {:>8}  {}\n", "line", "split", "measured", f.base_runtime.substr(0, 12),
@@ -443,7 +460,6 @@ int run_runtime_calibration(const RuntimeArgs& a) {
   } else {
     text += "held-out runs: none (split every third run, or a split column, to check the fit)\n";
   }
-  const std::string name = std::filesystem::path(a.out).stem().string();
   std::vector<std::pair<std::string, std::string>> files{{a.out, fitted_runtime_json(f, a.system, name, a.measurements)}};
   if (!a.json.empty()) files.emplace_back(a.json, runtime_fit_json(f, a, true));
   write_outputs(files);

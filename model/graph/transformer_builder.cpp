@@ -160,6 +160,18 @@ double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
   return e * (rows * per_row + sbh / t) + mask + shared - dense_mlp;
 }
 
+/// Multi-latent attention against the formula's attention at 2-byte activations, per layer
+/// and micro-batch (`sb`: this rank's tokens): the formula keeps Q, K, V and the output
+/// projection's input, 2 sbh / t bytes each; MLA's are n x d_qk (Q, K) and n x d_v (V, the
+/// projection's input) wide. MLA also keeps its latents (query, key-value and rotary key)
+/// and their norms' outputs on every TP rank, 2 x 2 B per element.
+double mla_activation_bytes_change(const TransformerSpec& w, double sb) {
+  const double t = w.tp, n = double(w.heads);
+  const double qkvo = 2.0 * sb * n * (2.0 * double(w.qk_dim()) + 2.0 * double(w.v_dim())) / t;
+  const double latents = 4.0 * sb * double(w.mla.q_lora_rank + w.mla.kv_lora_rank + w.mla.qk_rope_head_dim);
+  return qkvo + latents - 8.0 * sb * double(w.hidden) / t;
+}
+
 }  // namespace
 
 std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, const SystemSpec& s, const MemoryOptions& o) {
@@ -176,6 +188,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   // Bytes per layer per micro-batch at 2-byte activations (Korthikanti et al. table 2).
   double per_layer = w.sequence_parallel ? sbh * 34 / t : sbh * (10 + 24 / t);
   if (keep_scores) per_layer += sbh * attn / t;
+  if (w.mla.enabled()) per_layer += mla_activation_bytes_change(w, sbh / w.hidden);
   per_layer *= e / 2;
   const double moe_change = w.moe.enabled() ? moe_activation_bytes_change(w, sbh) : 0.0;
   const double checkpoint = 2 * sbh / sp * (e / 2);  // the layer input kept under full recompute

@@ -67,6 +67,16 @@ Seconds parse_measured(const std::string& text, const std::string& file, int lin
 
 double relative(Seconds predicted, Seconds measured) { return predicted / measured - 1; }
 
+/// The grid's end: 10 ms of host time per op.
+constexpr Seconds kMaxOpOverhead = 10e-3;
+
+/// The runtime a workload file names, or its kind's default.
+std::string runtime_of(const std::string& workload) {
+  JsonDocument doc = load_json_file(workload);
+  const std::optional<std::string> named = take_runtime_name(doc);
+  return named.value_or(default_runtime(doc.root.value("model", "") == "transformer"));
+}
+
 /// Predicted iteration time of `run` on `system`, with `overrides` after the run's own.
 Seconds predict_run(const std::string& system, const StepMeasurement& run, const std::vector<std::string>& overrides,
                     const std::string& file) {
@@ -76,7 +86,7 @@ Seconds predict_run(const std::string& system, const StepMeasurement& run, const
     std::optional<JsonDocument> plan;
     if (run.plan) plan = load_json_file(*run.plan);
     return predict_documents(load_json_file(system), load_json_file(run.workload), std::move(plan), all, 3)->timeline.iteration_time;
-  } catch (const ConfigError& e) {
+  } catch (const std::exception& e) {  // ConfigError, SimulationError, a JSON type error
     throw ConfigError(file, fmt::format("line {}", run.line), fmt::format("cannot predict this run: {}", e.what()));
   }
 }
@@ -109,7 +119,12 @@ std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
   std::string line;
   if (!std::getline(in, line)) throw ConfigError(path, "line 1", "empty: expected a header with workload and measured");
   std::map<std::string, std::size_t> col;
-  const auto header = split_csv_record(line);
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
+  auto header = split_csv_record(line);
+  for (auto& name : header) {
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+  }
   for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
   for (const char* need : {"workload", "measured"})
     if (!col.count(need)) throw ConfigError(path, "line 1", fmt::format("no \"{}\" column (expected workload, measured[, set, plan, split])", need));
@@ -151,11 +166,18 @@ RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<
   RuntimeFit f;
   for (const auto& r : runs) (r.heldout ? f.heldout_runs : f.fit_runs)++;
   if (f.fit_runs == 0) throw ConfigError(file, "", "no run in the fit part (split): nothing to fit on");
-  // The base profile, found beside the first run's workload as predict finds it.
-  JsonDocument first = load_json_file(runs.front().workload);
-  const std::optional<std::string> named = take_runtime_name(first);
-  const bool transformer = first.root.value("model", "") == "transformer";
-  f.base_runtime = !base_runtime.empty() ? base_runtime : named.value_or(default_runtime(transformer));
+  // The base profile: --base, else the runs' own (named in the workload, or the kind's
+  // default), which must then be the same for every run.
+  f.base_runtime = base_runtime;
+  for (const auto& r : runs) {
+    const std::string own = runtime_of(r.workload);
+    if (base_runtime.empty() && f.base_runtime.empty()) f.base_runtime = own;
+    if (base_runtime.empty() && own != f.base_runtime)
+      throw ConfigError(file, fmt::format("line {}", r.line),
+                        fmt::format("this run's runtime is {}, line {}'s is {}: one profile is fitted to all runs; give --base NAME "
+                                    "to fit them with one base",
+                                    own, runs.front().line, f.base_runtime));
+  }
   const auto profile = load_runtime_profile(f.base_runtime, runs.front().workload, true);
   f.base_file = profile->file;
   const std::vector<std::string> base{"runtime=" + f.base_runtime};
@@ -163,13 +185,26 @@ RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<
   // A log grid, 8 points per decade from 1 us to 5 ms, and 0; then 40 steps between the
   // best point's neighbours.
   std::vector<Seconds> grid{0};
-  for (double us = 1; us <= 5000 * 1.0001; us *= std::pow(10.0, 1.0 / 8)) grid.push_back(us * 1e-6);
+  for (int k = 0; k <= 31; ++k) grid.push_back(std::pow(10.0, k / 8.0) * 1e-6);  // 1 us .. 7.5 ms
+  grid.push_back(kMaxOpOverhead);
   Scored best;
   std::size_t best_index = 0;
+  double worst = 0;
   for (std::size_t i = 0; i < grid.size(); ++i) {
     const double e = fit_mean_error(system, runs, base, grid[i], file);
     if (e < best.fit_mean) best = {grid[i], e}, best_index = i;
+    worst = std::max(worst, e);
   }
+  // Runs that do not depend on the host cost (GPU-bound) or that need more than the grid
+  // holds: no fit to write.
+  if (worst - best.fit_mean < 1e-3)
+    throw FitRefused(fmt::format("the fit runs' mean |error| hardly changes between 0 and 10 ms per op ({:.2f}% to {:.2f}%): "
+                                 "their iteration time does not depend on the host cost (GPU-bound), so it cannot be fitted from them",
+                                 best.fit_mean * 100, worst * 100));
+  if (best_index + 1 == grid.size())
+    throw FitRefused(fmt::format("the best fit is the grid's end, 10 ms per op ({:.2f}% mean |error|): the runs are slower than "
+                                 "host cost per op explains; check the workloads and the system",
+                                 best.fit_mean * 100));
   // Two rounds of 40 steps, each between the neighbours of the best point so far: a
   // resolution of about 0.1% of the value.
   Seconds lo = grid[best_index == 0 ? 0 : best_index - 1], hi = grid[std::min(best_index + 1, grid.size() - 1)];

@@ -11,12 +11,15 @@
 /// Relative paths are relative to the CSV's folder.
 ///
 /// The fit predicts every run on `system` with the base runtime profile and its op_overhead
-/// replaced, over a grid (0 and 1 us to 5 ms, 8 points per decade, then 40 steps between the
-/// best point's neighbours), and keeps the value with the smallest mean |error| on the fit
-/// runs (the mean, as the shipped profiles' fits: a geomean lets one exact run decide). The
-/// profile written is the base profile with that op_overhead and a new `fit` block.
+/// replaced, over a grid (0, 1 us to 7.5 ms at 8 points per decade, and 10 ms; then two
+/// rounds of 40 steps between the best point's neighbours), and keeps the value with the
+/// smallest mean |error| on the fit runs (the mean, as the shipped profiles' fits: a geomean
+/// lets one exact run decide). It refuses runs whose error hardly changes over the grid
+/// (GPU-bound) and a best value at 10 ms. The profile written is the base profile with that
+/// op_overhead and a new `fit` block.
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,13 @@ struct StepMeasurement {
 /// column, a time that is not a positive duration, an unknown split).
 [[nodiscard]] std::vector<StepMeasurement> read_step_measurements(const std::string& path);
 
+/// A fit that cannot be made from the runs (they do not depend on the host cost, or need
+/// more than the grid holds): `calibrate runtime` exits 1 with the message.
+class FitRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct RuntimeFitRow {
   StepMeasurement run;
   Seconds base = 0;    ///< predicted with the base profile as it is
@@ -53,9 +63,10 @@ struct RuntimeFit {
   int fit_runs = 0, heldout_runs = 0;
 };
 
-/// Fits op_overhead on `system` (a system file) with base runtime `base_runtime` ("" : each
-/// workload kind's default). Throws ConfigError when no run is in the fit part or a run
-/// cannot be predicted (naming its line).
+/// Fits op_overhead on `system` (a system file) with base runtime `base_runtime` ("": the
+/// runs' own, named in their workloads or their kind's default, which must agree). Throws
+/// ConfigError when no run is in the fit part, the runs' runtimes differ, or a run cannot
+/// be predicted (naming its line); FitRefused when the runs do not constrain the fit.
 [[nodiscard]] RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<StepMeasurement>& runs,
                                                  const std::string& base_runtime, const std::string& measurements_file);
 

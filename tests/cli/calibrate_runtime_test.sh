@@ -69,6 +69,22 @@ x = float(p['host']['op_overhead'].rstrip('us')); assert 199 < x < 201, x
 assert p['host']['backward_op_overhead'] == '10us' and p['fit']['cpu'] == 'AMD EPYC 7742', p
 "
 
+# Runs no host cost per op explains (10 s per DLRM step: more than 10 ms per op) are refused.
+printf 'workload,measured\nconfigs/workloads/dlrm_default.json,10s\nconfigs/workloads/dlrm_default.json,10.1s\n' > slow.csv
+"$perfcast" calibrate runtime --system "$h100" --measurements slow.csv --out configs/runtimes/slow.json > /dev/null 2> err.txt
+code=$?
+check "runs beyond the grid's 10 ms per op: exit 1, nothing written" \
+  bash -c "test $code = 1 && grep -q \"grid's end\" err.txt && ! test -e configs/runtimes/slow.json"
+# Runs of different runtimes (DLRM: pytorch_eager, GPT-2: megatron_deepspeed) need --base.
+{ echo "workload,measured"; echo "configs/workloads/dlrm_default.json,4ms"; echo "configs/workloads/gpt2.json,100ms"; } > mixed.csv
+"$perfcast" calibrate runtime --system "$h100" --measurements mixed.csv --out configs/runtimes/mixed.json > /dev/null 2> err.txt
+code=$?
+check "runs of different runtimes: exit 2 naming the line and --base" \
+  bash -c "test $code = 2 && grep -q 'line 3: this run.s runtime is megatron_deepspeed' err.txt && grep -q -- '--base' err.txt"
+"$perfcast" calibrate runtime --system "$h100" --measurements runs.csv --out configs/runtimes/my.v2.json > /dev/null 2> err.txt
+code=$?
+check "an --out name that is not a runtime name exits 2" bash -c "test $code = 2 && ! test -e configs/runtimes/my.v2.json"
+
 # Bad measurement files: exit 2 naming the line, nothing written.
 printf 'workload,measured\nconfigs/workloads/dlrm_default.json,abc\n' > bad_time.csv
 printf 'workload,time\nconfigs/workloads/dlrm_default.json,1ms\n' > bad_header.csv

@@ -140,6 +140,22 @@ TEST_CASE("mla: a prediction runs and its model FLOPs count MLA's head widths", 
   CHECK(q->timeline.iteration_time > 0);
 }
 
+TEST_CASE("mla: activation memory by hand", "[transformer][mla]") {
+  // tp 2 with sequence parallelism, 2 layers, 1 micro-batch of 32 tokens in flight, bf16.
+  // Per layer the formula's Q, K, V and projection input (2 sbh / t bytes each, 8 x 32 x 64 / 2
+  // = 8,192 B) become 2 x 32 x 4 x (2 x 12 + 2 x 6) / 2 = 4,608 B, plus the latents and their
+  // norms' outputs 4 x 32 x (32 + 16 + 4) = 6,656 B: +3,072 B per layer, +6,144 B for both.
+  const SystemSpec s = test::system("dgx_h100", "gpus_per_node", 2);
+  TransformerSpec mla = mla_gpt(2, 32);
+  TransformerSpec plain = mla;
+  plain.mla = MlaSpec{};
+  resolve_parallelism(mla, 2);
+  resolve_parallelism(plain, 2);
+  const auto a = estimate_transformer_memory(mla, s), b = estimate_transformer_memory(plain, s);
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].activations - b[0].activations == Approx(6144));
+}
+
 TEST_CASE("mla: refusals name the field", "[transformer][mla]") {
   const std::string base = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
     "hidden": 64, "heads": 4, "layers": 2, "seq_len": 32, "vocab": 100, "micro_batch": 1, "global_batch": 8, )";
