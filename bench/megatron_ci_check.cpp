@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -174,14 +175,19 @@ struct Case {
   std::vector<std::string> system_overrides;
 };
 
-/// The row's NCCL_ALGO forbids NVLS: "Ring", "^NVLS", any list without NVLS.
+/// The row's NCCL_ALGO forbids NVLS: "Ring", "^NVLS", any list without NVLS. The value is
+/// a comma list of whole algorithm names ("NVLSTree" is not "NVLS"), "^" excluding them.
 bool nvls_excluded(const std::map<std::string, std::string>& flags) {
   const auto it = flags.find("NCCL_ALGO");
   if (it == flags.end()) return false;
   std::string v = it->second;
   for (char& ch : v) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (!v.empty() && v.front() == '^') return v.find("NVLS") != std::string::npos;
-  return v.find("NVLS") == std::string::npos;
+  const bool except = !v.empty() && v.front() == '^';
+  bool named = false;
+  std::stringstream list(except ? v.substr(1) : v);
+  for (std::string name; std::getline(list, name, ',');)
+    if (trim_blanks(name) == "NVLS") named = true;
+  return except ? named : !named;
 }
 
 /// Rows measured on the GPUs asked for that perfcast can express; counts the others by reason.

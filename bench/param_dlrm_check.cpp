@@ -31,13 +31,20 @@ namespace {
 
 const std::string kSource = PERFCAST_SOURCE_DIR;
 
-/// Each rank's measured ProfilerStep span, by rank.
+/// Each rank's measured ProfilerStep span, by rank; every one of the 8 ranks must be traced
+/// once (a missing rank would bias the means of ranks 0-3 and 4-7).
 std::vector<Seconds> measured_steps(const std::string& archive) {
   std::vector<Seconds> out(8, 0.0);
+  std::vector<bool> seen(8, false);
   for (const KinetoTrace& t : load_kineto_traces({archive})) {
     if (!t.rank || *t.rank < 0 || *t.rank >= 8 || t.steps.empty()) throw std::runtime_error(t.file + ": no rank or step");
-    out[static_cast<std::size_t>(*t.rank)] = t.step_wall(0);
+    const auto r = static_cast<std::size_t>(*t.rank);
+    if (seen[r]) throw std::runtime_error(fmt::format("{}: rank {} is traced twice", archive, r));
+    seen[r] = true;
+    out[r] = t.step_wall(0);
   }
+  for (std::size_t r = 0; r < seen.size(); ++r)
+    if (!seen[r]) throw std::runtime_error(fmt::format("{}: no trace of rank {}", archive, r));
   return out;
 }
 

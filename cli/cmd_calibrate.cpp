@@ -20,6 +20,7 @@
 #include "core/error_stats.hpp"
 #include "perfcast/build_info.hpp"
 #include "model/predict/runtime_fit.hpp"
+#include "model/predict/runtime_profile.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
 #include "topology/collective_calibration.hpp"
@@ -407,6 +408,7 @@ std::string runtime_fit_json(const RuntimeFit& f, const RuntimeArgs& a, bool wri
       {"heldout_runs", f.heldout_runs},
       {"fit_mean_abs_error", f.fit_mean_abs_error},
       {"fit_geomean_abs_error", f.fit_geomean_abs_error},
+      {"host_share", f.host_share},
       {"heldout_geomean_abs_error", or_null(f.heldout_geomean_abs_error)},
       {"base_heldout_geomean_abs_error", or_null(f.base_heldout_geomean_abs_error)},
       {"written", written ? nlohmann::json(a.out) : nlohmann::json()},
@@ -417,10 +419,14 @@ std::string runtime_fit_json(const RuntimeFit& f, const RuntimeArgs& a, bool wri
 /// `calibrate runtime`: fit, print every run, refuse a fit that is worse than the base on
 /// the held-out runs (exit 1, nothing written) unless --force.
 int run_runtime_calibration(const RuntimeArgs& a) {
-  const std::string name = std::filesystem::path(a.out).stem().string();
-  for (const char ch : name)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-'))
-      throw ConfigError("--out", a.out, "the profile's file name is its runtime name: letters, digits, _ and - before .json");
+  const std::filesystem::path out(a.out);
+  const std::string name = out.stem().string();
+  if (out.extension() != ".json" || !is_runtime_name(name))
+    throw ConfigError("--out", a.out, "expected NAME.json: the profile's file name is its runtime name (letters, digits, _ and -)");
+  if (!out.parent_path().empty() && !std::filesystem::is_directory(out.parent_path()))
+    throw ConfigError("--out", a.out, fmt::format("no folder {} to write the profile in", out.parent_path().string()));
+  // Every output is checked before the fit, which predicts every run many times.
+  check_output_targets(a.json.empty() ? std::vector<std::string>{a.out} : std::vector<std::string>{a.out, a.json});
   const std::vector<StepMeasurement> runs = read_step_measurements(a.measurements);
   RuntimeFit f;
   try {
@@ -446,7 +452,12 @@ int run_runtime_calibration(const RuntimeArgs& a) {
                         std::filesystem::path(r.run.workload).filename().string(),
                         r.run.overrides.empty() ? "" : fmt::format(" [{}]", fmt::join(r.run.overrides, "; ")));
   }
-  text += fmt::format("fit runs: mean |error| {:.2f}%, geomean {:.2f}%\n", f.fit_mean_abs_error * 100, f.fit_geomean_abs_error * 100);
+  text += fmt::format("fit runs: mean |error| {:.2f}%, geomean {:.2f}%; the host cost adds {:.0f}% of their fitted time\n",
+                      f.fit_mean_abs_error * 100, f.fit_geomean_abs_error * 100, f.host_share * 100);
+  if (f.host_share < kLowHostShare)
+    log().warn("the host cost adds only {:.0f}% of the fit runs' predicted time: they are mostly GPU-bound, and the fitted "
+               "op_overhead may stand for kernels slower than predicted; calibrate the kernels first (perfcast calibrate kernels)",
+               f.host_share * 100);
   if (f.heldout_runs > 0) {
     text += fmt::format("held-out runs: geomean |error| {:.2f}% (with {} as it is: {:.2f}%)\n", f.heldout_geomean_abs_error * 100,
                         f.base_runtime, f.base_heldout_geomean_abs_error * 100);

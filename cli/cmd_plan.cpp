@@ -62,8 +62,8 @@ Action add_plan(CLI::App& app) {
   cmd->add_option("--threads", req.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_flag_function(
       "--all-micro-batches", [o](std::int64_t) { o->req.base.steady_state.enabled = false; },
-      "simulate every micro-batch of each candidate (default: past 2 x pp x vp and at least 16, the steady state is "
-      "extrapolated, exactly; docs/transformers.md)");
+      "simulate every micro-batch of each candidate (default: from 2 x (M0 + 2 steps) micro-batches, M0 = "
+      "max(16, 2 x pp x vp), the steady state is extrapolated, exactly; docs/transformers.md)");
   cmd->add_option("--top", o->top, "plans to list in the text report (default 10)")->check(CLI::Range(1, 100000));
   cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", o->csv_out, "write one CSV row per predicted plan to FILE, or - for standard output");

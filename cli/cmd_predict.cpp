@@ -100,8 +100,9 @@ Action add_predict(CLI::App& app) {
       ->check(CLI::Range(2, 100));
   cmd->add_option("--top", o->top, "critical-path op types to list")->check(CLI::Range(0, 1000));
   cmd->add_flag("--all-micro-batches", o->all_micro_batches,
-                "Transformers: simulate every micro-batch (default: past 2 x pp x vp and at least 16, a few are "
-                "simulated and the steady state extrapolated; always with --trace)");
+                "Transformers: simulate every micro-batch (default: from 2 x (M0 + 2 steps) micro-batches, M0 = "
+                "max(16, 2 x pp x vp), e.g. 36 at pp 8 and 68 at pp 16, three counts are simulated and the steady "
+                "state extrapolated; always with --trace)");
   return [o]() {
     // A trace draws every simulated event, so every micro-batch is simulated for it.
     if (o->all_micro_batches || !o->trace_out.empty()) o->req.steady_state.enabled = false;

@@ -30,4 +30,10 @@ std::vector<std::string> split_csv_record(const std::string& line) {
   return out;
 }
 
+std::string trim_blanks(const std::string& text) {
+  const auto b = text.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+}
+
 }  // namespace perfcast

@@ -11,4 +11,7 @@ namespace perfcast {
 /// The fields of `line`; a carriage return outside quotes is dropped.
 [[nodiscard]] std::vector<std::string> split_csv_record(const std::string& line);
 
+/// `text` without leading and trailing blanks (space, tab, carriage return, newline).
+[[nodiscard]] std::string trim_blanks(const std::string& text);
+
 }  // namespace perfcast

@@ -253,7 +253,10 @@ bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const Steady
     times[k] = target.timeline.iteration_time;
     analyses[k] = k == 0 ? target.analysis : std::move(target.analysis);
   }
-  if (!increments_agree(analyses[0], analyses[1], analyses[2], times[2], agreement)) {
+  // The iteration time is a maximum over ranks' window ends: its own increments must agree
+  // as well as every rank's figures.
+  const bool times_agree = agreement >= 0 && std::abs((times[2] - times[1]) - (times[1] - times[0])) <= agreement * times[2];
+  if (!times_agree || !increments_agree(analyses[0], analyses[1], analyses[2], times[2], agreement)) {
     p.graph = {};
     p.timed = {};
     p.timeline = {};

@@ -39,9 +39,7 @@ std::vector<std::string> split_overrides(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     const auto end = text.find(';', start);
-    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
+    const std::string item = trim_blanks(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
     if (!item.empty()) out.push_back(item);
     if (end == std::string::npos) break;
     start = end + 1;
@@ -70,11 +68,20 @@ double relative(Seconds predicted, Seconds measured) { return predicted / measur
 /// The grid's end: 10 ms of host time per op.
 constexpr Seconds kMaxOpOverhead = 10e-3;
 
-/// The runtime a workload file names, or its kind's default.
-std::string runtime_of(const std::string& workload) {
-  JsonDocument doc = load_json_file(workload);
-  const std::optional<std::string> named = take_runtime_name(doc);
-  return named.value_or(default_runtime(doc.root.value("model", "") == "transformer"));
+/// The runtime the workload of `run` names, or its kind's default. A workload that cannot
+/// be read throws ConfigError naming the measurement file's line and the workload's fault.
+std::string runtime_of(const StepMeasurement& run, const std::string& file) {
+  try {
+    JsonDocument doc = load_json_file(run.workload);
+    if (!doc.root.is_object()) throw ConfigError(run.workload, "/", "expected a workload object");
+    const auto model = doc.root.find("model");
+    if (model != doc.root.end() && !model->is_string())
+      throw ConfigError(run.workload, "/model", "expected \"dlrm\" or \"transformer\"");
+    const std::optional<std::string> named = take_runtime_name(doc);
+    return named.value_or(default_runtime(model != doc.root.end() && model->get<std::string>() == "transformer"));
+  } catch (const std::exception& e) {
+    throw ConfigError(file, fmt::format("line {}", run.line), fmt::format("cannot predict this run: {}", e.what()));
+  }
 }
 
 /// Predicted iteration time of `run` on `system`, with `overrides` after the run's own.
@@ -121,10 +128,7 @@ std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
   std::map<std::string, std::size_t> col;
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
   auto header = split_csv_record(line);
-  for (auto& name : header) {
-    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
-    while (!name.empty() && name.back() == ' ') name.pop_back();
-  }
+  for (auto& name : header) name = trim_blanks(name);
   for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
   for (const char* need : {"workload", "measured"})
     if (!col.count(need)) throw ConfigError(path, "line 1", fmt::format("no \"{}\" column (expected workload, measured[, set, plan, split])", need));
@@ -139,7 +143,7 @@ std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
     const auto f = split_csv_record(line);
     if (f.size() != header.size())
       throw ConfigError(path, fmt::format("line {}", number), fmt::format("{} fields, the header has {}", f.size(), header.size()));
-    auto field = [&](const char* name) { return col.count(name) ? f[col.at(name)] : std::string(); };
+    auto field = [&](const char* name) { return col.count(name) ? trim_blanks(f[col.at(name)]) : std::string(); };
     StepMeasurement r;
     r.line = number;
     if (field("workload").empty()) throw ConfigError(path, fmt::format("line {}", number), "empty workload");
@@ -170,7 +174,7 @@ RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<
   // default), which must then be the same for every run.
   f.base_runtime = base_runtime;
   for (const auto& r : runs) {
-    const std::string own = runtime_of(r.workload);
+    const std::string own = runtime_of(r, file);
     if (base_runtime.empty() && f.base_runtime.empty()) f.base_runtime = own;
     if (base_runtime.empty() && own != f.base_runtime)
       throw ConfigError(file, fmt::format("line {}", r.line),
@@ -182,8 +186,8 @@ RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<
   f.base_file = profile->file;
   const std::vector<std::string> base{"runtime=" + f.base_runtime};
 
-  // A log grid, 8 points per decade from 1 us to 5 ms, and 0; then 40 steps between the
-  // best point's neighbours.
+  // A log grid: 0, 8 points per decade from 1 us to 7.5 ms, and 10 ms; then 40 steps
+  // between the best point's neighbours.
   std::vector<Seconds> grid{0};
   for (int k = 0; k <= 31; ++k) grid.push_back(std::pow(10.0, k / 8.0) * 1e-6);  // 1 us .. 7.5 ms
   grid.push_back(kMaxOpOverhead);
@@ -222,13 +226,18 @@ RuntimeFit fit_runtime_op_overhead(const std::string& system, const std::vector<
 
   std::vector<std::string> fitted = base;
   fitted.push_back(fmt::format("runtime.host.op_overhead={}us", f.op_overhead * 1e6));
+  std::vector<std::string> no_host = base;
+  no_host.push_back("runtime.host.op_overhead=0us");
   std::vector<double> fit_errors, held, held_base;
+  double share_sum = 0;
   for (const auto& r : runs) {
     RuntimeFitRow row{r, predict_run(system, r, base, file), predict_run(system, r, fitted, file)};
     (r.heldout ? held : fit_errors).push_back(relative(row.fitted, r.measured));
     if (r.heldout) held_base.push_back(relative(row.base, r.measured));
+    if (!r.heldout) share_sum += std::max(0.0, 1.0 - predict_run(system, r, no_host, file) / row.fitted);
     f.rows.push_back(std::move(row));
   }
+  f.host_share = share_sum / f.fit_runs;
   const ErrorSummary s = summarize_errors(fit_errors);
   f.fit_mean_abs_error = s.mape;
   f.fit_geomean_abs_error = s.geomean_abs;
@@ -250,7 +259,7 @@ std::string fitted_runtime_json(const RuntimeFit& fit, const std::string& system
   j["host"]["op_overhead"] = fmt::format("{:.3f}us", fit.op_overhead * 1e6);
   nlohmann::ordered_json f = {
       {"measured_on", fmt::format("{} ({} runs) on {}", file, fit.rows.size(), system)},
-      {"method", fmt::format("perfcast calibrate runtime: op_overhead gridded (0, 1 us to 5 ms) on {} minimising mean |error| on "
+      {"method", fmt::format("perfcast calibrate runtime: op_overhead gridded (0, 1 us to 7.5 ms, 10 ms) on {} minimising mean |error| on "
                              "the {} fit runs ({:.2f}%)", fit.base_runtime, fit.fit_runs, fit.fit_mean_abs_error * 100)},
       {"heldout", fit.heldout_runs > 0 ? fmt::format("the {} held-out runs of the same file ({} before: {:.2f}%)", fit.heldout_runs,
                                                      fit.base_runtime, fit.base_heldout_geomean_abs_error * 100)

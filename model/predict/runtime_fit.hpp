@@ -15,7 +15,8 @@
 /// rounds of 40 steps between the best point's neighbours), and keeps the value with the
 /// smallest mean |error| on the fit runs (the mean, as the shipped profiles' fits: a geomean
 /// lets one exact run decide). It refuses runs whose error hardly changes over the grid
-/// (GPU-bound) and a best value at 10 ms. The profile written is the base profile with that
+/// (GPU-bound) and a best value at 10 ms, and reports the share of the fitted time that the host
+/// cost adds (RuntimeFit::host_share). The profile written is the base profile with that
 /// op_overhead and a new `fit` block.
 
 #include <optional>
@@ -61,7 +62,15 @@ struct RuntimeFit {
   double fit_mean_abs_error = 0, fit_geomean_abs_error = 0;
   double heldout_geomean_abs_error = -1, base_heldout_geomean_abs_error = -1;  ///< < 0: no held-out runs
   int fit_runs = 0, heldout_runs = 0;
+  /// Mean over the fit runs of the share of the fitted prediction that the host cost adds,
+  /// 1 - (predicted with op_overhead 0) / (predicted with the fit). Small (below
+  /// kLowHostShare): the runs are GPU-bound at the fitted value, and the host cost only
+  /// closes a gap that slower kernels than predicted may cause as well.
+  double host_share = 0;
 };
+
+/// Below this host share a fit is reported with a warning (calibrate kernels first).
+inline constexpr double kLowHostShare = 0.25;
 
 /// Fits op_overhead on `system` (a system file) with base runtime `base_runtime` ("": the
 /// runs' own, named in their workloads or their kind's default, which must agree). Throws

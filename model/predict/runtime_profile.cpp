@@ -19,11 +19,16 @@ std::optional<std::string> take_runtime_name(JsonDocument& doc) {
 
 std::string default_runtime(bool transformer) { return transformer ? "megatron_deepspeed" : "pytorch_eager"; }
 
+bool is_runtime_name(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-')) return false;
+  return true;
+}
+
 std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file, bool required) {
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-'))
-      throw ConfigError("runtime", "", fmt::format("\"{}\": a runtime name is letters, digits, _ and -", name));
-  }
+  if (!is_runtime_name(name))
+    throw ConfigError("runtime", "", fmt::format("\"{}\": a runtime name is letters, digits, _ and -", name));
   const auto dir = (std::filesystem::path(workload_file).parent_path() / ".." / "runtimes").lexically_normal();
   const auto path = dir / (name + ".json");
   if (!std::filesystem::exists(path)) {

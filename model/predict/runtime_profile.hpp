@@ -43,6 +43,10 @@ struct RuntimeProfile {
 /// Default runtime for a workload kind: "megatron_deepspeed" for Transformers, else "pytorch_eager".
 [[nodiscard]] std::string default_runtime(bool transformer);
 
+/// True when `name` can name a runtime profile (configs/runtimes/NAME.json): non-empty,
+/// letters, digits, '_' and '-' only.
+[[nodiscard]] bool is_runtime_name(const std::string& name);
+
 /// Reads configs/runtimes/<name>.json found beside the workload's folder
 /// (<workload dir>/../runtimes/). Returns nullopt when the file is absent and `required` is
 /// false (an implicit default); throws ConfigError when absent and required, or malformed.

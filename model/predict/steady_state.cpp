@@ -93,7 +93,7 @@ TimelineAnalysis extrapolate_analysis(const TimelineAnalysis& a, const TimelineA
   for (const auto& e : b.critical_path) {
     const CriticalPathEntry x = entry_or_zero(ea, e.label);
     const double count = std::round(e.count + steps * (e.count - x.count));
-    out.critical_path.push_back({e.label, ahead(x.time, e.time), static_cast<int>(std::max(0.0, count))});
+    out.critical_path.push_back({e.label, ahead(x.time, e.time), static_cast<std::int64_t>(std::max(0.0, count))});
   }
   // As analyze_timeline orders them: longest first, equal times by label.
   std::sort(out.critical_path.begin(), out.critical_path.end(), [](const CriticalPathEntry& x, const CriticalPathEntry& y) {

@@ -80,10 +80,11 @@ std::string render_grid_text(const std::vector<GridPoint>& points, const std::ve
   }
   out += "(exposed: communication not hidden under compute on the critical-path rank; ! = does not fit in device memory)\n";
   const auto extrapolated = std::count_if(results.begin(), results.end(), [](const auto& r) { return r && r->steady_state; });
+  const auto predicted = std::count_if(results.begin(), results.end(), [](const auto& r) { return r != nullptr; });
   if (extrapolated > 0)
-    out += fmt::format("({} of {} points simulated a few micro-batches and extrapolated the steady state, exactly; "
+    out += fmt::format("({} of {} predicted points simulated a few micro-batches and extrapolated the steady state, exactly; "
                        "--all-micro-batches simulates every one; JSON: context.steady_state)\n",
-                       extrapolated, results.size());
+                       extrapolated, predicted);
   return out;
 }
 

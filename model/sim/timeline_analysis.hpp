@@ -6,6 +6,7 @@
 /// critical path aggregated by op type.
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,7 +50,7 @@ struct RankBreakdown {
 struct CriticalPathEntry {
   std::string label;  ///< op type: the op name with each index (digits ending the name or a component) replaced by '#'; "host: " prefix for host time
   Seconds time = 0;   ///< time ops of that type contribute to the critical path in the window
-  int count = 0;      ///< events of that type on the path
+  std::int64_t count = 0;  ///< events of that type on the path (64-bit: extrapolated steady states reach billions)
 };
 
 struct TimelineAnalysis {

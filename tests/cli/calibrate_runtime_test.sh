@@ -7,7 +7,7 @@
 source "$(dirname "$0")/test_lib.sh"
 h100=$src/configs/systems/dgx_h100.json
 mkdir -p "$tmp/configs/workloads" "$tmp/configs/runtimes"
-cp "$src/configs/workloads/dlrm_default.json" "$src/configs/workloads/gpt2.json" "$tmp/configs/workloads/"
+cp "$src/configs/workloads/dlrm_default.json" "$src/configs/workloads/gpt2.json" "$src/configs/workloads/gpt3_1.3b.json" "$tmp/configs/workloads/"
 cp "$src/configs/runtimes/pytorch_eager.json" "$src/configs/runtimes/megatron_deepspeed.json" "$tmp/configs/runtimes/"
 cd "$tmp" || exit 1
 time_of() { "$perfcast" predict --system "$h100" --json - "$@" 2> /dev/null | grep -o '"iteration_time_s": [0-9.e+-]*' | head -1 | awk '{print $2}'; }
@@ -25,7 +25,9 @@ near() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a / b - 1; if (d < 0) 
 code=$?
 fitted=$(python3 -c "import json; print(json.load(open('configs/runtimes/mystack.json'))['host']['op_overhead'].rstrip('us'))" 2> /dev/null)
 check "DLRM: exit 0, 123 us per op recovered within 0.5% ($fitted us)" bash -c "test $code = 0 && [ -n '$fitted' ] && awk -v x='$fitted' 'BEGIN { exit !(x > 122.4 && x < 123.6) }'"
-check "DLRM: 4 fit runs, 2 held out, the base's held-out error printed" grep -q "over pytorch_eager (4 fit runs, 2 held out)" fit.txt
+check "DLRM: 4 fit runs, 2 held out" grep -q "over pytorch_eager (4 fit runs, 2 held out)" fit.txt
+check "DLRM: the base's held-out error printed" grep -q "^held-out runs: geomean |error| [0-9.]*% (with pytorch_eager as it is: [0-9.]*%)" fit.txt
+check "DLRM: the host share printed (host-bound runs: well above 25%, no warning)" bash -c "grep -q 'the host cost adds [0-9]*% of their fitted time' fit.txt && ! grep -q 'mostly GPU-bound' fit.txt"
 check "DLRM: the profile records its fit and the system's CPU" python3 -c "
 import json; p = json.load(open('configs/runtimes/mystack.json')); f = p['fit']
 assert f['cpu'] == 'Intel Xeon Platinum 8480C' and f['host_speed'] == 1.43, f
@@ -85,12 +87,29 @@ check "runs of different runtimes: exit 2 naming the line and --base" \
 code=$?
 check "an --out name that is not a runtime name exits 2" bash -c "test $code = 2 && ! test -e configs/runtimes/my.v2.json"
 
+# GPU-bound runs measured 20% slower than predicted: the fit closes the gap with host cost
+# and says so (the host cost adds little of the fitted time).
+gpu_time=$(time_of --workload configs/workloads/gpt3_1.3b.json)
+printf 'workload,measured\nconfigs/workloads/gpt3_1.3b.json,%s\n' "$(awk -v t="$gpu_time" 'BEGIN { print t * 1.2 }')" > gpu.csv
+"$perfcast" calibrate runtime --system "$h100" --measurements gpu.csv --out configs/runtimes/gpu.json > gpu.txt 2>&1
+check "GPU-bound runs: a warning that the host cost adds little and kernels may be slow" \
+  bash -c "grep -q 'mostly GPU-bound' gpu.txt && grep -q 'calibrate the kernels first' gpu.txt"
+# Output names are checked before the fit.
+"$perfcast" calibrate runtime --system "$h100" --measurements runs.csv --out no_such_dir/x.json > /dev/null 2> err.txt
+code=$?
+check "--out in a missing folder: exit 2 before fitting" bash -c "test $code = 2 && grep -q 'no folder no_such_dir' err.txt"
+"$perfcast" calibrate runtime --system "$h100" --measurements runs.csv --out configs/runtimes/dup.json --json configs/runtimes/dup.json > /dev/null 2> err.txt
+code=$?
+check "--out and --json naming one file: exit 2, nothing written" bash -c "test $code = 2 && ! test -e configs/runtimes/dup.json"
+
 # Bad measurement files: exit 2 naming the line, nothing written.
+printf '{"model": 5}\n' > configs/workloads/bad_model.json
+printf 'workload,measured\nconfigs/workloads/bad_model.json,1ms\n' > bad_model.csv
 printf 'workload,measured\nconfigs/workloads/dlrm_default.json,abc\n' > bad_time.csv
 printf 'workload,time\nconfigs/workloads/dlrm_default.json,1ms\n' > bad_header.csv
 printf 'workload,measured,split\nconfigs/workloads/dlrm_default.json,1ms,train\n' > bad_split.csv
 printf 'workload,measured\nconfigs/workloads/missing.json,1ms\n' > bad_workload.csv
-for f in bad_time:"line 2: measured" bad_header:"line 1: no \"measured\" column" bad_split:"line 2: split \"train\"" bad_workload:"line 2: cannot predict"; do
+for f in bad_time:"line 2: measured" bad_header:"line 1: no \"measured\" column" bad_split:"line 2: split \"train\"" bad_workload:"line 2: cannot predict" bad_model:"/model"; do
   name=${f%%:*}
   want=${f#*:}
   "$perfcast" calibrate runtime --system "$h100" --measurements "$name.csv" --out "configs/runtimes/$name.json" > /dev/null 2> err.txt

@@ -169,7 +169,20 @@ assert c['iteration_time_s'] == b['iteration_time_s']
 check "steady state: --all-micro-batches has no extrapolation line" bash -c "! grep -q 'steady state extrapolated' '$tmp/ss_all.txt'"
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --sweep workload.global_batch=128,2048 \
   > "$tmp/ss_sweep.txt" 2> /dev/null
-check "steady state: a sweep's table counts the extrapolated points" grep -q "^(1 of 2 points simulated a few micro-batches" "$tmp/ss_sweep.txt"
+check "steady state: a sweep's table counts the extrapolated points" grep -q "^(1 of 2 predicted points simulated a few micro-batches" "$tmp/ss_sweep.txt"
+# A billion micro-batches: the extrapolated event counts pass 2^31 and stay exact (1,024
+# times those of a million micro-batches, as every micro-batch adds the same events).
+for gb in 1048576 1073741824; do
+  "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/gpt3_1.3b.json" --set workload.global_batch=$gb \
+    --set workload.micro_batch=1 --json "$tmp/ss_$gb.json" > /dev/null 2> /dev/null
+done
+check "steady state: event counts beyond 2^31 are positive and 1,024 x those at 1/1,024 of the batch" python3 -c "
+import json
+small, big = ({e['op_type']: e['events'] for e in json.load(open('$tmp/ss_%d.json' % gb))['critical_path']} for gb in (1048576, 1073741824))
+assert all(v >= 0 for v in big.values()), big
+fc = 'mb#.layer#.backward.mlp.fc#'
+assert big[fc] > 2**31 and big[fc] == 1024 * small[fc], (small[fc], big[fc])
+"
 
 if [ "$fails" -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all reports tests passed"

@@ -133,11 +133,14 @@ TEST_CASE("mla: a prediction runs and its model FLOPs count MLA's head widths", 
   // Model FLOPs: 8 sequences x 32 tokens x (6 N + 6 L s n (d_qk + d_v)), n 4, d_qk 12, d_v 6.
   const double per_token = 6 * w.parameters() + 6.0 * 2 * 32 * 4 * (12 + 6);
   CHECK(workload_metrics(*p).model_flops_per_iteration == Approx(8 * 32 * per_token));
-  // The same model without the latent (h 64 = 4 heads of 16): its attention kernels are wider.
+  // The same model without the latent (h 64 = 4 heads of 16): the attention term falls back
+  // to Megatron's 12 L s h = 6 L s n (16 + 16) per token.
   TransformerSpec plain = w;
   plain.mla = MlaSpec{};
   const auto q = predict_transformer(s, plain, {}, 3);
-  CHECK(q->timeline.iteration_time > 0);
+  const double plain_per_token = 6 * plain.parameters() + 12.0 * 2 * 32 * 64;
+  CHECK(workload_metrics(*q).model_flops_per_iteration == Approx(8 * 32 * plain_per_token));
+  CHECK(plain_per_token - 6 * plain.parameters() > per_token - 6 * w.parameters());
 }
 
 TEST_CASE("mla: activation memory by hand", "[transformer][mla]") {
