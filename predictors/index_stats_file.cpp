@@ -10,24 +10,18 @@
 
 #include <fmt/format.h>
 
+#include "core/csv_record.hpp"
 #include "core/input_file.hpp"
 #include "core/limits.hpp"
 
 namespace perfcast {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
 
 /// Parses a whole string as a finite number, or nothing.
 std::optional<double> number(const std::string& text) {
-  const std::string t = trim(text);
+  const std::string t = trim_blanks(text);
   if (t.empty()) return std::nullopt;
   double v = 0;
   const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
@@ -134,7 +128,7 @@ std::vector<TableIndexSummary> read_stats_csv(const std::filesystem::path& path,
   {
     std::stringstream ss(lines[0]);
     std::size_t i = 0;
-    for (std::string c; std::getline(ss, c, ',');) col[trim(c)] = i++;
+    for (std::string c; std::getline(ss, c, ',');) col[trim_blanks(c)] = i++;
   }
   const std::vector<std::string> required = {"table", "rows", "batch", "accesses", "unique_rows"};
   for (const auto& r : required)
@@ -146,11 +140,11 @@ std::vector<TableIndexSummary> read_stats_csv(const std::filesystem::path& path,
       throw ConfigError(file, "line 1", fmt::format("unknown column \"{}\"", name));
   std::vector<TableIndexSummary> out;
   for (std::size_t ln = 1; ln < lines.size(); ++ln) {
-    if (trim(lines[ln]).empty()) continue;
+    if (trim_blanks(lines[ln]).empty()) continue;
     const std::string where = fmt::format("line {}", ln + 1);
     std::vector<std::string> cells;
     std::stringstream ss(lines[ln]);
-    for (std::string c; std::getline(ss, c, ',');) cells.push_back(trim(c));
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(trim_blanks(c));
     if (cells.size() != col.size())
       throw ConfigError(file, where, fmt::format("{} cells, expected {} as in the header", cells.size(), col.size()));
     const auto num = [&](const std::string& name, double lo, double hi) {
@@ -211,7 +205,7 @@ std::vector<LocalityStatsBlock> read_locality_stats(const std::filesystem::path&
   const auto value_after_colon = [&](std::size_t i) {
     const auto pos = lines[i].rfind(':');
     const auto v = pos == std::string::npos ? std::nullopt : number(lines[i].substr(pos + 1));
-    if (!v || *v < 0) throw ConfigError(file, at(i), fmt::format("expected \"...: NUMBER\", got \"{}\"", trim(lines[i])));
+    if (!v || *v < 0) throw ConfigError(file, at(i), fmt::format("expected \"...: NUMBER\", got \"{}\"", trim_blanks(lines[i])));
     return *v;
   };
   const auto finish_block = [&](std::size_t end) {
@@ -224,7 +218,7 @@ std::vector<LocalityStatsBlock> read_locality_stats(const std::filesystem::path&
     check_histogram(b.access_shares, file, where + " (Ratio of index distribution)");
   };
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string l = trim(lines[i]);
+    const std::string l = trim_blanks(lines[i]);
     if (l.empty() || l[0] == '[') continue;  // bin edges and cumulative shares: derived
     if (l.size() > 3 && l.compare(l.size() - 3, 3, ".pt") == 0) {
       finish_block(i);
@@ -260,7 +254,7 @@ std::vector<LocalityStatsBlock> read_locality_stats(const std::filesystem::path&
       if (i + kReuseBins >= lines.size()) throw ConfigError(file, at(i), "expected 17 histogram lines after it");
       for (std::size_t k = 0; k < kReuseBins; ++k) {
         const std::size_t j = i + 1 + k;
-        if (trim(lines[j]).empty() || trim(lines[j])[0] != '(')
+        if (trim_blanks(lines[j]).empty() || trim_blanks(lines[j])[0] != '(')
           throw ConfigError(file, at(j), fmt::format("expected histogram bin {} of 17 such as \"(1, 2]: 0.152\"", k + 1));
         h[k] = value_after_colon(j);
       }

@@ -16,15 +16,9 @@
 namespace perfcast {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 /// A non-negative finite number, or nullopt for a blank field; throws for anything else.
 std::optional<double> number_field(const std::string& text, const std::string& file, std::size_t line, const std::string& column) {
-  const std::string t = trim(text);
+  const std::string t = trim_blanks(text);
   if (t.empty()) return std::nullopt;
   std::size_t used = 0;
   double v = 0;
@@ -80,10 +74,10 @@ std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text
   while (std::getline(in, line)) {
     ++line_no;
     if (line_no == 1 && line.size() >= 3 && static_cast<unsigned char>(line[0]) == 0xEF) line = line.substr(3);
-    if (trim(line).empty()) continue;
+    if (trim_blanks(line).empty()) continue;
     const auto fields = split_csv_record(line);
     if (col.empty()) {
-      for (std::size_t i = 0; i < fields.size(); ++i) col[trim(fields[i])] = i;
+      for (std::size_t i = 0; i < fields.size(); ++i) col[trim_blanks(fields[i])] = i;
       for (const char* r : required)
         if (!col.count(r)) throw ConfigError(name, "line 1", fmt::format("missing column \"{}\"", r));
       continue;
@@ -92,7 +86,7 @@ std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text
       throw ConfigError(name, fmt::format("line {}", line_no),
                         fmt::format("expected {} fields as in the header, got {}", col.size(), fields.size()));
     }
-    auto get = [&](const char* c) { return trim(fields[col.at(c)]); };
+    auto get = [&](const char* c) { return trim_blanks(fields[col.at(c)]); };
     const auto kind = collective_from_name(get("collective"));
     if (!kind) throw ConfigError(name, fmt::format("line {}", line_no), fmt::format("unknown collective \"{}\"", get("collective")));
     const auto per_node = number_field(get("gpus_per_node"), name, line_no, "gpus_per_node");
