@@ -25,6 +25,7 @@
 #include "predictors/measurement.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/measurement_table_csv.hpp"
+#include "topology/source_spread.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast::cli {
@@ -230,9 +231,29 @@ nlohmann::json leave_one_source_out(const SystemSpec& s, const std::map<FitKey, 
     text += fmt::format("  {}\n    {} samples >= 1 MiB: calibrated {:.2f}% (max {:.2f}% >= 64 KiB); prior {:.2f}% (max {:.2f}%)\n",
                         name, fit_mib.size(), geomean_abs(fit_mib) * 100, fit_max * 100, geomean_abs(prior_mib) * 100,
                         prior_max * 100);
-    rows.push_back({{"source", name}, {"samples_from_1MiB", fit_mib.size()},
-                    {"calibrated_geomean_abs_error_from_1MiB", geomean_abs(fit_mib)}, {"calibrated_max_abs_error_from_64KiB", fit_max},
-                    {"prior_geomean_abs_error_from_1MiB", geomean_abs(prior_mib)}, {"prior_max_abs_error_from_64KiB", prior_max}});
+    nlohmann::json row = {{"source", name}, {"samples_from_1MiB", fit_mib.size()},
+                          {"calibrated_geomean_abs_error_from_1MiB", geomean_abs(fit_mib)}, {"calibrated_max_abs_error_from_64KiB", fit_max},
+                          {"prior_geomean_abs_error_from_1MiB", geomean_abs(prior_mib)}, {"prior_max_abs_error_from_64KiB", prior_max},
+                          {"spread", nullptr}};
+    std::vector<CollectiveSample> others_all;
+    for (const auto& [key, samples] : groups)
+      for (const auto& smp : samples)
+        if (group_of[smp.source] != name) others_all.push_back(smp);
+    const SourceSpread spread = source_spread(mine, others_all);
+    if (spread.shared_sizes > 0) {
+      text += fmt::format("    the other sources measured {} of its sizes >= 64 KiB ({} >= 1 MiB): copied exactly they are off by "
+                          "{:.2f}% (max {:.2f}%); one model of both is off on one of them by at least {:.2f}% (geomean; {:.2f}% at the worst "
+                          "size)\n",
+                          spread.shared_sizes, spread.shared_from_1MiB, spread.geomean_from_1MiB * 100, spread.max_from_64KiB * 100,
+                          spread.minimax_geomean_from_1MiB * 100, spread.minimax_max_from_64KiB * 100);
+      row["spread"] = {{"shared_sizes_from_64KiB", spread.shared_sizes},
+                       {"shared_sizes_from_1MiB", spread.shared_from_1MiB},
+                       {"copy_geomean_abs_error_from_1MiB", spread.geomean_from_1MiB},
+                       {"copy_max_abs_error_from_64KiB", spread.max_from_64KiB},
+                       {"minimax_geomean_from_1MiB", spread.minimax_geomean_from_1MiB},
+                       {"minimax_max_from_64KiB", spread.minimax_max_from_64KiB}};
+    }
+    rows.push_back(std::move(row));
   }
   return rows;
 }

@@ -416,9 +416,10 @@ std::vector<CollectiveEstimate> CalibratedCollectiveModel::candidates_of(const C
   const CollectiveFit* chosen = forced_only ? nullptr : calibration_.find(kind, node_count, "");
   if (chosen) {
     // NCCL's own choice was measured: one candidate (the spec-derived fastest keeps the
-    // NIC / PCIe busy times the contention model needs).
+    // NIC / PCIe busy times the contention model needs), named for what was measured:
+    // whichever algorithms NCCL picked at each size.
     CollectiveEstimate e = fallback_.estimate(d, g);
-    apply(e, *chosen, kind == CollectiveKind::kAllToAll ? "pairwise" : "ring");
+    apply(e, *chosen, kind == CollectiveKind::kAllToAll ? "pairwise" : "nccl-choice");
     return {e};
   }
   for (auto& e : out) {

@@ -75,4 +75,21 @@ grep -q "example.invalid/b" "$tmp/cal.json" && { echo "FAIL --only kept b"; fail
 check "bad table row" 2 "line 2" "$tmp/cal.json" -- \
   "$perfcast" calibrate comms --system "$src/configs/systems/dgx_h100.json" --nccl-tests "$tmp/bad.csv" --out "$tmp/cal.json"
 
+# The two 2x p5.48xlarge tables shipped in data/: leave one source out with their spread.
+# The older-NCCL (EKS) table shares 6 sizes (64 MiB-2 GiB) with the Slurm one; copied exactly,
+# the Slurm times are off by 39.6, 55.4, 51.2, 29.1, 28.3 and 1.3% (601.5 / 996.0 - 1, ...):
+# geomean 22.3%, max 55.4%.
+check "two-node p5 tables: leave one source out with the sources' spread" 0 "leave one source out" "$tmp/p5.json" -- \
+  "$perfcast" calibrate comms --system "$src/configs/systems/aws_p5.json" --nccl-tests "$src/data/public-measurements/nccl_two_node_p5.csv" \
+  --out "$tmp/p5.json" --leave-one-source-out --json "$tmp/p5_report.json"
+python3 -c "
+import json
+rows = json.load(open('$tmp/p5_report.json'))['leave_one_source_out']
+eks = [r for r in rows if r['source'].endswith('#line34 (https://github.com/awslabs/awsome-distributed-ai/blob/0b55ba5f073051f685f4258591b9d3a3326403c5/micro-benchmarks/nccl-tests/README.md, H100 80GB HBM3 (p5.48xlarge), out-of-place time, 2 node(s))')]
+assert len(rows) == 2 and len(eks) == 1, [r['source'] for r in rows]
+sp = eks[0]['spread']
+assert sp['shared_sizes_from_1MiB'] == 6, sp
+assert abs(sp['copy_geomean_abs_error_from_1MiB'] - 0.2233) < 0.0005 and abs(sp['copy_max_abs_error_from_64KiB'] - 0.5538) < 0.0005, sp
+" && echo "ok   the EKS table's spread by hand (22.3%, max 55.4%)" || { echo "FAIL spread"; fails=$((fails + 1)); }
+
 [ "$fails" = 0 ] && echo "all calibrate comms tests passed" || { echo "$fails failed"; exit 1; }

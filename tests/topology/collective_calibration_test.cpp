@@ -85,8 +85,8 @@ TEST_CASE("calibrated model: monotone, used inside a node, round-trips through J
   for (double b = 8; b < 4e9; b *= 1.3) {
     const auto e = model->estimate({CollectiveKind::kAllReduce, b, {}}, g);
     CHECK(e.time >= prev);
-    CHECK(e.algorithm.rfind("ring (calibrated", 0) == 0);
-    if (b >= 1024 * 1024 && b <= 1024.0 * 1024 * 1024) CHECK(e.algorithm == "ring (calibrated)");
+    CHECK(e.algorithm.rfind("nccl-choice (calibrated", 0) == 0);
+    if (b >= 1024 * 1024 && b <= 1024.0 * 1024 * 1024) CHECK(e.algorithm == "nccl-choice (calibrated)");
     prev = e.time;
   }
   // All-to-all is not calibrated: the spec-derived model answers.
