@@ -37,12 +37,16 @@ curves() {  # system collective [extra perfcast comm arguments]
   echo "| NDR 400 Gb/s NIC | 50 GB/s | 50 GB/s | 46 GB/s (0.92); 8 per node: 368 GB/s |"
   echo
   echo "busBw above the link rate appears only with in-switch reduction (nvls, nvls_tree) and with a"
-  echo "tree on 2 nodes, whose NICs move S instead of 2(n-1)/n S per direction. Only \`dgx_a100\`"
-  echo "all-reduce inside one node is calibrated (from measured tables); the rest is spec-derived."
+  echo "tree on 2 nodes, whose NICs move S instead of 2(n-1)/n S per direction. Calibrated from measured"
+  echo "tables (algorithm names ending in \"(calibrated)\"): all-reduce inside one node on the NVSwitch"
+  echo "systems, and across two nodes on \`aws_p5\` and \`aws_p4de\` (docs/collectives-and-runtimes.md);"
+  echo "the rest is spec-derived. For a calibrated algorithm, \`proto\` names the fitted branch that"
+  echo "answered (the protocol whose NCCL constants the fit started from), not a measured protocol."
   for s in dgx_h100 hgx_h200 dgx_a100 pcie_8gpu; do
     for c in all_reduce all_gather all_to_all; do curves $s $c; done
   done
   for c in all_reduce all_gather all_to_all; do curves cluster_4x_dgx_h100 $c --nodes 2; done
   for c in all_reduce all_gather all_to_all; do curves cluster_4x_dgx_h100 $c; done
+  for s in aws_p5 aws_p4de; do curves $s all_reduce; done
 } > "$out"
 echo "wrote $out"
