@@ -32,9 +32,11 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -335,12 +337,61 @@ std::vector<std::string> fit_moe_host(const std::vector<Case>& cases, Train trai
 
 }  // namespace
 
+/// The features of a row's workload that the per-feature table splits on (--by-feature).
+std::vector<std::string> features_of(const nlohmann::json& w) {
+  const auto& par = w.at("parallelism");
+  std::vector<std::string> f;
+  auto add = [&](bool on, const char* name) {
+    if (on) f.emplace_back(name);
+  };
+  add(par.at("tp").get<long long>() > 1, "tensor parallel (tp > 1)");
+  add(w.at("sequence_parallel").get<bool>(), "sequence parallel");
+  add(w.at("tp_comm_overlap").get<bool>(), "TP communication overlap");
+  add(par.at("pp").get<long long>() > 1, "pipeline parallel (pp > 1)");
+  add(par.at("vp").get<long long>() > 1, "interleaved 1F1B (vp > 1)");
+  add(par.at("cp").get<long long>() > 1, "context parallel (cp > 1)");
+  add(w.contains("moe"), "mixture of experts");
+  add(par.contains("ep") && par.at("ep").get<long long>() > 1, "expert parallel (ep > 1)");
+  add(w.at("distributed_optimizer").get<bool>(), "distributed optimizer");
+  add(w.at("overlap_grad_reduce").get<bool>(), "overlapped gradient reduction");
+  add(w.at("overlap_param_gather").get<bool>(), "overlapped parameter gather");
+  add(w.at("recompute") == "selective", "selective recompute");
+  add(w.at("recompute") == "full", "full recompute");
+  add(w.at("precision") == "fp8", "FP8");
+  add(w.at("activation") == "swiglu", "SwiGLU");
+  add(w.contains("kv_heads") && w.at("kv_heads").get<long long>() < w.at("heads").get<long long>(), "grouped-query attention");
+  add(w.at("position_embedding") == "rope", "rotary embeddings");
+  add(w.at("attention") == "unfused", "unfused attention");
+  return f;
+}
+
+/// Per system, for every feature some row has: the rows with it and the rows without.
+void print_by_feature(const std::vector<std::tuple<std::string, double, std::vector<std::string>>>& scored) {
+  std::map<std::string, std::set<std::string>> features;  // system -> features seen
+  for (const auto& [system, err, fs] : scored) features[system].insert(fs.begin(), fs.end());
+  for (const auto& [system, names] : features) {
+    std::printf("\nper feature, %s (geomean |error|, mean |error|, bias of the rows with it; geomean of the rows without)\n",
+                system.c_str());
+    std::printf("  %-32s %5s %9s %9s %8s   %5s %9s\n", "feature", "rows", "geomean", "mean", "bias", "w/o", "geomean");
+    for (const auto& name : names) {
+      std::vector<double> with, without;
+      for (const auto& [sys, err, fs] : scored) {
+        if (sys != system) continue;
+        (std::find(fs.begin(), fs.end(), name) != fs.end() ? with : without).push_back(err);
+      }
+      const ErrorSummary a = summarize_errors(with);
+      std::printf("  %-32s %5zu %8.2f%% %8.2f%% %+7.2f%%   %5zu %8.2f%%\n", name.c_str(), a.count, 100 * a.geomean_abs, 100 * a.mape,
+                  100 * a.mean_signed, without.size(), without.empty() ? 0.0 : 100 * geomean_abs_error(without));
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"Megatron-LM CI step times on DGX H100 / DGX A100 against perfcast's predictions (shipped defaults)"};
   const std::string src = PERFCAST_SOURCE_DIR;
   std::string data = src + "/../shared/data/public-measurements/megatron_ci_step_times.csv";
   std::string gpus = "both", fit = "none", runtime = "auto", models = "gpt", deterministic = "all";
-  int skip_missing = 0, host_speed = 0;
+  int skip_missing = 0, host_speed = 0, by_feature = 0;
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
   app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
@@ -357,6 +408,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-error", max_error, "exit 1 when the DGX H100 rows' geomean |error| is above this fraction");
   app.add_option("--host-speed", host_speed, "1: print the DGX H100 / DGX A100 host speed ratio from paired test cases and exit");
   app.add_option("--skip-missing", skip_missing, "exit 77 (skipped) when the data file is missing");
+  app.add_option("--by-feature", by_feature, "1: also print the errors per feature (rows with it, rows without), per system");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
@@ -404,6 +456,7 @@ int main(int argc, char** argv) {
                 fit == "tp1" ? "tp 1" : "DGX A100", host_overrides[0].c_str(), host_overrides[1].c_str(), 100 * fit_error);
   }
   std::map<std::string, std::vector<double>> errors_by;
+  std::vector<std::tuple<std::string, double, std::vector<std::string>>> scored;  // system, error, features
   std::map<std::pair<std::string, long long>, std::vector<double>> same_prediction;  // (system, predicted ns) -> measured  // "all", per system, deterministic or not, held out
   std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10s %10s %8s\n", "model (test case)", "system", "tp", "pp", "dp",
               "mb", "prec", "recompute", "det", "meas s", "pred s", "error");
@@ -417,6 +470,7 @@ int main(int argc, char** argv) {
     errors_by["all"].push_back(err);
     same_prediction[{c.system, std::llround(predicted * 1e9)}].push_back(measured);
     errors_by[c.system].push_back(err);
+    scored.emplace_back(c.system, err, features_of(w));
     errors_by[c.deterministic ? "deterministic mode" : "not deterministic"].push_back(err);
     if (fit != "none" && !in_train(c)) errors_by["held out"].push_back(err);
     std::string name = r.at("model");
@@ -433,6 +487,7 @@ int main(int argc, char** argv) {
                 group.c_str(), s.count, 100 * s.geomean_abs, 100 * s.mape, 100 * s.mean_signed, 100 * s.max_abs);
   }
   print_scatter(same_prediction);
+  if (by_feature) print_by_feature(scored);
   for (const auto& [why, n] : skipped) std::printf("skipped %d rows: %s\n", n, why.c_str());
   if (max_error >= 0 && errors_by.count("dgx_h100") && geomean_abs_error(errors_by["dgx_h100"]) > max_error) {
     std::printf("DGX H100 geomean |error| above %.2f%%\n", 100 * max_error);
