@@ -1,7 +1,7 @@
 // FBGEMM table-batched embedding (TBE) times measured on one H100 against perfcast's
 // spec-derived embedding predictor, for tables in host memory (fused_uvm) and in HBM.
 //
-// Data: ../shared/data/public-measurements/embedding_kernel_times_h100.csv, rows of the
+// Data: data/public-measurements/embedding_kernel_times_h100.csv, rows of the
 // "TorchRec/FBGEMM" implementation. The host-link efficiencies of
 // predictors/spec_predictors.cpp (kHostGatherEfficiency, kHostUpdateEfficiency) were fitted
 // on the rows of one source (recsys-examples dynamicemb benchmark_results.json, "fit") and
@@ -9,9 +9,8 @@
 // The "implied" column is the efficiency that would make a host-bound row exact.
 //
 // Usage: perfcast_embedding_tier_check [--data CSV] [--max-held-out-geomean F]
-//                                      [--skip-missing 1]
-// Exit 1 when the held-out geomean |error| of the host-memory rows exceeds F; 77 when the
-// data file is missing and --skip-missing is given.
+// Exit 1 when the held-out geomean |error| of the host-memory rows exceeds F; 2 when the
+// data file is missing.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -102,16 +101,14 @@ EmbeddingDesc desc_of(const Row& r, EmbeddingPass pass) {
 
 int main(int argc, char** argv) {
   CLI::App app{"FBGEMM embedding times on one H100 (host memory and HBM) against perfcast's predictor"};
-  std::string data = std::string(PERFCAST_SOURCE_DIR) + "/../shared/data/public-measurements/embedding_kernel_times_h100.csv";
+  std::string data = std::string(PERFCAST_SOURCE_DIR) + "/data/public-measurements/embedding_kernel_times_h100.csv";
   double max_geomean = 0;
-  int skip_missing = 0;
   app.add_option("--data", data, "embedding_kernel_times_h100.csv");
   app.add_option("--max-held-out-geomean", max_geomean, "fail when the held-out host-memory geomean |error| exceeds this");
-  app.add_option("--skip-missing", skip_missing, "exit 77 (skipped) when the data file is missing");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
-    return skip_missing ? 77 : 2;
+    return 2;
   }
   const SystemSpec sys = load_system(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/h100_sxm.json");
   const auto rows = read_rows(data);

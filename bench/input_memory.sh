@@ -10,7 +10,7 @@ set -u
 perfcast=$(realpath "$1")
 mib=${2:-64}
 src=$(cd "$(dirname "$0")/.." && pwd)
-shared=$src/../shared/data
+shared=$src/data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bytes=$((mib * 1024 * 1024))

@@ -4,7 +4,7 @@
 // mode) or megatron_core_ci_nondeterministic, each fitted on its DGX A100 rows, so only the
 // DGX H100 rows are held out; --runtime NAME uses one profile for every row.
 //
-// Data: ../shared/data/public-measurements/megatron_ci_step_times.csv, the rows measured on
+// Data: data/public-measurements/megatron_ci_step_times.csv, the rows measured on
 // DGX H100 or DGX A100 that perfcast can express: dense GPT (default) or mixture-of-experts
 // (--models moe) models without Megatron FSDP, multi-latent attention, multi-token
 // prediction or the Muon optimizer. Each row's configuration (layers, widths, heads and query groups, sequence,
@@ -14,7 +14,7 @@
 // arguments) becomes a workload; the measured value is the median logged iteration time.
 // These are small CI models, often in deterministic mode: host- and launch-bound runs.
 //
-// Usage: perfcast_megatron_ci_check [--data CSV] [--skip-missing 1] [--gpus h100|a100|both]
+// Usage: perfcast_megatron_ci_check [--data CSV] [--gpus h100|a100|both]
 //                                   [--models gpt|moe|all] [--deterministic yes|no|all]
 //                                   [--runtime auto|NAME] [--fit none|tp1|a100|moe_a100]
 //                                   [--max-error E] [--host-speed 1]
@@ -27,7 +27,7 @@
 // --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
 // this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
 // --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
-// Exit 77 when the data file is missing and --skip-missing is given.
+// Exit 2 when the data file is missing.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -389,9 +389,9 @@ void print_by_feature(const std::vector<std::tuple<std::string, double, std::vec
 int main(int argc, char** argv) {
   CLI::App app{"Megatron-LM CI step times on DGX H100 / DGX A100 against perfcast's predictions (shipped defaults)"};
   const std::string src = PERFCAST_SOURCE_DIR;
-  std::string data = src + "/../shared/data/public-measurements/megatron_ci_step_times.csv";
+  std::string data = src + "/data/public-measurements/megatron_ci_step_times.csv";
   std::string gpus = "both", fit = "none", runtime = "auto", models = "gpt", deterministic = "all";
-  int skip_missing = 0, host_speed = 0, by_feature = 0;
+  int host_speed = 0, by_feature = 0;
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
   app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
@@ -407,12 +407,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "tp1", "a100", "moe_a100"}));
   app.add_option("--max-error", max_error, "exit 1 when the DGX H100 rows' geomean |error| is above this fraction");
   app.add_option("--host-speed", host_speed, "1: print the DGX H100 / DGX A100 host speed ratio from paired test cases and exit");
-  app.add_option("--skip-missing", skip_missing, "exit 77 (skipped) when the data file is missing");
   app.add_option("--by-feature", by_feature, "1: also print the errors per feature (rows with it, rows without), per system");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
-    return skip_missing ? 77 : 2;
+    return 2;
   }
   if ((fit == "a100" || fit == "moe_a100") && gpus != "both") {
     std::fprintf(stderr, "--fit %s needs --gpus both\n", fit.c_str());

@@ -1,18 +1,17 @@
 // A whole DLRM iteration against a measured one: PARAM's traced TorchRec DLRM test job
-// (8x V100, ../shared/data/param-dlrm-v100-8rank/, ProfilerStep#10 of every rank) rebuilt as
+// (8x V100, data/param-dlrm-v100-8rank/, ProfilerStep#10 of every rank) rebuilt as
 // a perfcast workload (configs/workloads/param_dlrm_v100.json, the trace's shapes in its "sources"; its plan bench/param_dlrm_v100_plan.json), predicted
 // on configs/systems/dgx1_v100.json with a runtime profile, against each rank's measured step.
 //
-//   perfcast_param_dlrm_check [--runtime NAME]... [--fit 1] [--max-held-out-error X] [--skip-missing 1]
+//   perfcast_param_dlrm_check [--runtime NAME]... [--fit 1] [--max-held-out-error X]
 //
 // The step is host-bound (the GPU computes about 1 ms of a 12.5-19.9 ms step), so it measures
 // the framework's host cost per step. Ranks 0-3 are the fit part, ranks 4-7 the held-out
-// part (the same step of the same job: a weak split; no second DLRM job in the shared data
+// part (the same step of the same job: a weak split; no second DLRM job in data/
 // can be expressed as a perfcast workload). --fit 1 grids runtime.host.op_overhead over
 // 50-1000 us in 5 us steps on pytorch_eager and prints the value whose prediction is closest
 // to the fit ranks' mean step. --max-held-out-error X: exit 1 when the first --runtime's
-// |error| against the held-out ranks' mean step exceeds X (a fraction); --skip-missing 1:
-// exit 77 (ctest: skipped) without the traces.
+// |error| against the held-out ranks' mean step exceeds X (a fraction).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -66,18 +65,17 @@ Seconds mean(const std::vector<Seconds>& v, std::size_t first, std::size_t n) {
 int main(int argc, char** argv) {
   CLI::App app{"PARAM's TorchRec DLRM step (8x V100) against perfcast's prediction of the same model"};
   std::vector<std::string> runtimes{"torchrec", "pytorch_eager"};
-  int fit = 0, skip_missing = 0;
+  int fit = 0;
   double max_error = -1;
-  std::string data = kSource + "/../shared/data/param-dlrm-v100-8rank/dlrm_kineto.tar.gz";
+  std::string data = kSource + "/data/param-dlrm-v100-8rank/dlrm_kineto.tar.gz";
   app.add_option("--runtime", runtimes, "runtime profiles to predict with (the first is checked by --max-held-out-error)");
   app.add_option("--fit", fit, "1: grid runtime.host.op_overhead on pytorch_eager against the fit ranks 0-3");
   app.add_option("--max-held-out-error", max_error, "exit 1 when the first runtime's held-out |error| exceeds this fraction");
-  app.add_option("--skip-missing", skip_missing, "1: exit 77 (skipped) when the traces are missing");
   app.add_option("--data", data, "the PARAM Kineto archive");
   CLI11_PARSE(app, argc, argv);
   if (!std::filesystem::exists(data)) {
     std::fprintf(stderr, "%s not found\n", data.c_str());
-    return skip_missing ? 77 : 2;
+    return 2;
   }
   const std::vector<Seconds> measured = measured_steps(data);
   const Seconds fit_mean = mean(measured, 0, 4), held_mean = mean(measured, 4, 4);

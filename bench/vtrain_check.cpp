@@ -1,5 +1,5 @@
 // Predicts every row of the vTrain measurements (Megatron-DeepSpeed GPT on 2/4/8 A100,
-// ../shared/data/vtrain-a100-gpt/ground_truth_single.csv) on configs/systems/dgx_a100.json
+// data/vtrain-a100-gpt/ground_truth_single.csv) on configs/systems/dgx_a100.json
 // with the row's GPU count, and prints geomean |error|, MAPE, max error, the error per GPU
 // count and the worst rows. Nothing is fitted: spec-derived predictors, calibrated
 // all-reduce (dgx_a100.comms.json).
@@ -14,10 +14,10 @@
 // Usage: perfcast_vtrain_check [--csv FILE] [--system FILE] [--rows N] [--out predictions.csv]
 //                              [--attention flash|unfused] [--worst K] [--host-op-overhead SECONDS]
 //                              [--backward-op-overhead SECONDS] [--fit-host 1|2] [--runtime NAME]
-//                              [--max-held-out-geomean X] [--skip-missing 1]
+//                              [--max-held-out-geomean X]
 // --runtime applies configs/runtimes/NAME.json's host costs as predict does (the shipped
 // defaults); --max-held-out-geomean exits 1 when the 4- and 8-GPU rows' geomean |error|
-// exceeds X (a fraction); --skip-missing 1 exits 77 when the CSV is absent (ctest: skipped).
+// exceeds X (a fraction).
 // --out also writes rank 0's compute-stream, collective and host busy ms per row.
 // --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
 // 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
@@ -101,7 +101,7 @@ TransformerSpec spec_of(const Row& r, AttentionImpl attention) {
 
 int main(int argc, char** argv) {
   const std::string src = PERFCAST_SOURCE_DIR;
-  std::string csv = src + "/../shared/data/vtrain-a100-gpt/ground_truth_single.csv";
+  std::string csv = src + "/data/vtrain-a100-gpt/ground_truth_single.csv";
   std::string system = src + "/configs/systems/dgx_a100.json";
   std::string out;
   std::size_t max_rows = 0, worst = 10;
@@ -110,7 +110,6 @@ int main(int argc, char** argv) {
   int fit_host = 0;
   std::string runtime;       // --runtime NAME: configs/runtimes/NAME.json's host costs, as predict applies them
   double max_held_out = -1;  // --max-held-out-geomean X: exit 1 when the 4+8-GPU rows' geomean |error| exceeds X
-  bool skip_missing = false;  // --skip-missing 1: exit 77 (skipped) when the CSV is absent
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--csv") csv = v;
@@ -124,15 +123,14 @@ int main(int argc, char** argv) {
     else if (a == "--attention") attention = v == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
     else if (a == "--runtime") runtime = v;
     else if (a == "--max-held-out-geomean") max_held_out = std::stod(v);
-    else if (a == "--skip-missing") skip_missing = v == "1";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
-  if (skip_missing && !std::filesystem::exists(csv)) {
-    std::printf("skipped: %s is not here (the shared vTrain data)\n", csv.c_str());
-    return 77;
+  if (!std::filesystem::exists(csv)) {
+    std::fprintf(stderr, "no data file %s\n", csv.c_str());
+    return 2;
   }
   try {
     std::optional<RuntimeProfile> profile;

@@ -3,7 +3,7 @@
 /// The stated bounds on what perfcast reads. Every input is checked against these before
 /// anything is allocated for it; a value outside them is bad input (ConfigError, exit 2)
 /// whose message names the limit. The bounds are far above every real system, trace and
-/// log we know of (configs/, ../shared/data) and low enough that the work they allow is
+/// log we know of (configs/, data) and low enough that the work they allow is
 /// bounded: quadratic structures stay under a few hundred MiB and every time stays finite.
 
 #include <cstddef>

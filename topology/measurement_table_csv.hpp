@@ -1,7 +1,7 @@
 #pragma once
 /// \file measurement_table_csv.hpp
 /// Reads collective timings transcribed into one CSV table from several public sources
-/// (../shared/data/public-measurements/nccl_*_dev.csv). Header (any column order):
+/// (data/public-measurements/nccl_*_dev.csv). Header (any column order):
 ///   source_url, gpu, gpus_per_node, nodes, nics_per_node_and_rate, nccl_version, env,
 ///   collective, bytes, time_us, algbw_GBps, busbw_GBps, notes, inplace_time_us,
 ///   inplace_busbw_GBps, tool, derived_fields

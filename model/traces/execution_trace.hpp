@@ -5,7 +5,7 @@
 /// function ids (`rf_id`), input and output shapes and types, and data dependencies
 /// through tensor ids; and its link to the Kineto trace of the same step.
 ///
-/// Format facts (checked on ../shared/data/param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz,
+/// Format facts (checked on data/param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz,
 /// schema "1.0.1"): top level {"schema", "pid", "time", "start_ts", "finish_ts", "nodes"};
 /// a node {"name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid",
 /// "fw_tid", "op_schema", "inputs", "input_shapes", "input_types", "outputs",

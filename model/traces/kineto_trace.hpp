@@ -5,7 +5,7 @@
 /// GPU activities (kernels, memcpys, memsets) linked to the runtime call that launched
 /// them, NCCL collectives, device properties and distributed info.
 ///
-/// Format facts (checked on the traces in ../shared/data, see its README): events are
+/// Format facts (checked on the traces in data, see its README): events are
 /// `"ph":"X"` with `ts`/`dur` in microseconds; kernels carry `args.stream`,
 /// `args.correlation` and `args.device`; a kernel's correlation equals that of the
 /// `cuda_runtime` call that launched it; the innermost `cpu_op` on the launching thread

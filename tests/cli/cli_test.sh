@@ -154,11 +154,9 @@ expect "index-stats int64 misread" 2 'idx.bin: /: 44 bytes is not a whole number
 expect "index-stats needs offsets" 2 'needs --offsets FILE or --lengths FILE' -- "$perfcast" "${ix[@]}" --json "$tmp/out.json"
 printf 'table,rows,batch,accesses\nx,1,1,1\n' > "$tmp/stats.csv"
 expect "index-stats bad csv" 2 'stats.csv: line 1: the header lacks column "unique_rows"' -- "$perfcast" index-stats --stats "$tmp/stats.csv" --json "$tmp/out.json"
-loc=$src/../shared/data/dlrm-datasets-locality/locality_stats_2022_t788_bs131072.txt
-if [ -e "$loc" ]; then
-  expect "index-stats locality" 0 "fbgemm_t788_bs131072_0.pt" -- "$perfcast" index-stats --locality "$loc" --dim 128 --system "$src/configs/systems/h100_sxm.json" --json "$tmp/loc_stats.json"
-  expect "index-stats reads its json" 0 "reuse_histogram(mean_reuse=13.01)" -- "$perfcast" index-stats --stats "$tmp/loc_stats.json"
-fi
+loc=$src/data/dlrm-datasets-locality/locality_stats_2022_t788_bs131072.txt
+expect "index-stats locality" 0 "fbgemm_t788_bs131072_0.pt" -- "$perfcast" index-stats --locality "$loc" --dim 128 --system "$src/configs/systems/h100_sxm.json" --json "$tmp/loc_stats.json"
+expect "index-stats reads its json" 0 "reuse_histogram(mean_reuse=13.01)" -- "$perfcast" index-stats --stats "$tmp/loc_stats.json"
 
 # perfcast validate: the dry run needs no GPU; bad input is exit 2 and writes nothing; without
 # a GPU (or without CUDA) a measuring run is exit 1 before writing anything; --summarize and

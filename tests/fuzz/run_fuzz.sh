@@ -3,7 +3,7 @@
 # and findings. Usage: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
 # (targets: system workload plan calibration measurements nccl_tests kineto
 #  execution_trace index end_to_end; default all). Seed corpora come from configs/ and
-# tests/data (plus ../shared/data where present); the growing corpus stays in
+# tests/data and data/ (the public traces and tables); the growing corpus stays in
 # BUILD_DIR/fuzz-corpus/<target>, logs in BUILD_DIR/fuzz-logs, crash inputs in
 # BUILD_DIR/fuzz-findings. Exit 1 when any target found a crash, leak or timeout.
 set -u
@@ -28,18 +28,18 @@ make_seeds() {
   for f in "$src"/configs/workloads/*.json; do seed workload "$(basename "$f")" < "$f"; done
   seed plan plan_mixed.json < "$src/tests/data/plan_mixed.json"
   for f in "$src"/configs/calibration/*.json; do seed calibration "k_$(basename "$f")" 01 < "$f"; done
-  for f in "$src"/tests/data/*.jsonl "$src"/../shared/data/public-measurements/*.jsonl; do
+  for f in "$src"/tests/data/*.jsonl "$src"/data/public-measurements/*.jsonl; do
     [ -f "$f" ] && seed measurements "$(basename "$f")" < "$f"
   done
   seed nccl_tests handwritten.txt 00 < "$src/tests/data/handwritten_all_reduce_perf.txt"
   printf 'size(B),count,type,time(ns),busbw(GB/s)\n1048576,262144,float,92790,19.78\n2097152,524288,float,93250,39.36\n' |
     seed nccl_tests table.csv 01
-  for f in "$src"/../shared/data/vtrain-a100-gpt/*.csv; do [ -f "$f" ] && head -40 "$f" | seed nccl_tests "$(basename "$f")" 01; done
+  for f in "$src"/data/vtrain-a100-gpt/*.csv; do [ -f "$f" ] && head -40 "$f" | seed nccl_tests "$(basename "$f")" 01; done
   for f in "$src"/tests/data/kineto_*.json; do seed kineto "$(basename "$f")" < "$f"; done
   gzip -c "$src/tests/data/kineto_rank0.json" | seed kineto rank0.json.gz
   (cd "$src/tests/data" && tar -cf - kineto_rank0.json kineto_rank1.json) | seed kineto ranks.tar
   seed execution_trace et_shapes.json < "$src/tests/data/et_shapes.json"
-  for f in "$src"/../shared/data/dlrm-datasets-locality/*.txt; do [ -f "$f" ] && head -60 "$f" | seed index "$(basename "$f")" 01; done
+  for f in "$src"/data/dlrm-datasets-locality/*.txt; do [ -f "$f" ] && head -60 "$f" | seed index "$(basename "$f")" 01; done
   # Two tables, batch 3: int32 indices then lengths (the hand-worked batch of index_data_test).
   python3 -c "import struct,sys; sys.stdout.buffer.write(bytes([4,1,2]) + struct.pack('<11i', 5,5,7,5,0,1,1,1,1,1,2) + struct.pack('<11i', 3,1,0,2,4,1,0,0,0,0,0))" |
     seed index lengths.bin

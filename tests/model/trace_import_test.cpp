@@ -2,7 +2,7 @@
 // `perfcast import` workloads: hand-worked values on tests/data/kineto_shapes.json and
 // tests/data/et_shapes.json (one V100 rank of an 8-rank job: addmm with a split-K reduce,
 // relu, an FBGEMM rowwise-Adagrad TBE forward and backward, a cumsum, an NCCL all-reduce
-// of 1024 floats, a 4 KiB host-to-device copy), and runs on ../shared/data (skipped with
+// of 1024 floats, a 4 KiB host-to-device copy), and runs on data (skipped with
 // a warning where that folder is absent).
 #include <catch2/catch.hpp>
 
@@ -28,13 +28,12 @@ namespace {
 
 constexpr double us = 1e-6;
 const std::string kData = std::string(PERFCAST_SOURCE_DIR) + "/tests/data/";
-const std::string kShared = std::string(PERFCAST_SOURCE_DIR) + "/../shared/data/";
+const std::string kRepoData = std::string(PERFCAST_SOURCE_DIR) + "/data/";
 const std::string kV100 = std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx1_v100.json";
 
-bool shared_data(const std::string& rel) {
-  if (std::filesystem::exists(kShared + rel)) return true;
-  WARN("skipped: " << kShared + rel << " is absent");
-  return false;
+bool repo_data(const std::string& rel) {
+  REQUIRE(std::filesystem::exists(kRepoData + rel));
+  return true;
 }
 
 KinetoTrace shapes_trace() { return load_kineto_traces({kData + "kineto_shapes.json"}).at(0); }
@@ -363,10 +362,10 @@ TEST_CASE("trace workload: bad input names the JSON path", "[import]") {
   CHECK(error_of(bad).find("host_tme") != std::string::npos);
 }
 
-TEST_CASE("PARAM DLRM 8x V100: execution traces link, import and predicted replay run", "[import][shared]") {
-  if (!shared_data("param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz")) return;
-  auto traces = load_kineto_traces({kShared + "param-dlrm-v100-8rank/dlrm_kineto.tar.gz"});
-  auto ets = load_execution_traces({kShared + "param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz"});
+TEST_CASE("PARAM DLRM 8x V100: execution traces link, import and predicted replay run", "[import][data]") {
+  if (!repo_data("param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz")) return;
+  auto traces = load_kineto_traces({kRepoData + "param-dlrm-v100-8rank/dlrm_kineto.tar.gz"});
+  auto ets = load_execution_traces({kRepoData + "param-dlrm-v100-8rank/dlrm_pytorch_et.tar.gz"});
   REQUIRE(ets.size() == 8);
   const auto pairing = pair_execution_traces(ets, traces);
   std::vector<const ExecutionTrace*> linked;

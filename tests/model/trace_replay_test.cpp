@@ -1,6 +1,6 @@
 // Replay of measured traces through the simulator: hand-worked results on the fixtures
 // (tests/data/kineto_*.json, event lists in kineto_trace_test.cpp) and replay errors on
-// the real traces in ../shared/data (skipped with a warning where that folder is absent).
+// the real traces in data/ (public traces kept in the repository; data/README.md).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -23,7 +23,7 @@ namespace {
 constexpr double us = 1e-6;
 constexpr double ms = 1e-3;
 const std::string kData = std::string(PERFCAST_SOURCE_DIR) + "/tests/data/";
-const std::string kShared = std::string(PERFCAST_SOURCE_DIR) + "/../shared/data/";
+const std::string kRepoData = std::string(PERFCAST_SOURCE_DIR) + "/data/";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -32,10 +32,9 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-bool shared_data(const std::string& rel) {
-  if (std::filesystem::exists(kShared + rel)) return true;
-  WARN("skipped: " << kShared + rel << " is absent");
-  return false;
+bool repo_data(const std::string& rel) {
+  REQUIRE(std::filesystem::exists(kRepoData + rel));
+  return true;
 }
 
 }  // namespace
@@ -160,9 +159,9 @@ TEST_CASE("replay rejects traces that do not belong together", "[replay]") {
   CHECK_THROWS_AS(build_replay_graph({}), ConfigError);
 }
 
-TEST_CASE("replay of the 8-rank PARAM DLRM step (V100)", "[replay][shared]") {
-  if (!shared_data("param-dlrm-v100-8rank/dlrm_kineto.tar.gz")) return;
-  const auto traces = load_kineto_traces({kShared + "param-dlrm-v100-8rank/dlrm_kineto.tar.gz"});
+TEST_CASE("replay of the 8-rank PARAM DLRM step (V100)", "[replay][data]") {
+  if (!repo_data("param-dlrm-v100-8rank/dlrm_kineto.tar.gz")) return;
+  const auto traces = load_kineto_traces({kRepoData + "param-dlrm-v100-8rank/dlrm_kineto.tar.gz"});
   REQUIRE(traces.size() == 8);
   const auto stats = compute_trace_stats(traces);
   // Step 10 spans 12.5-19.9 ms per rank (data README); the ranks share one clock.
@@ -181,9 +180,9 @@ TEST_CASE("replay of the 8-rank PARAM DLRM step (V100)", "[replay][shared]") {
   CHECK(r.replay->graph.collectives.size() == 8);
 }
 
-TEST_CASE("replay of the A100 DLRM iterations (HTA, rank 3)", "[replay][shared]") {
-  if (!shared_data("hta-a100-dlrm-rank3/control.json.gz")) return;
-  const auto traces = load_kineto_traces({kShared + "hta-a100-dlrm-rank3/control.json.gz"});
+TEST_CASE("replay of the A100 DLRM iterations (HTA, rank 3)", "[replay][data]") {
+  if (!repo_data("hta-a100-dlrm-rank3/control.json.gz")) return;
+  const auto traces = load_kineto_traces({kRepoData + "hta-a100-dlrm-rank3/control.json.gz"});
   REQUIRE(traces.size() == 1);
   const auto stats = compute_trace_stats(traces);
   REQUIRE(stats[0].steps.size() == 6);

@@ -259,13 +259,11 @@ TEST_CASE("Meta locality stats: a small file and errors by line", "[index_stats]
 }
 
 TEST_CASE("Meta locality stats of the public DLRM datasets", "[index_stats][data]") {
-  const fs::path dir = fs::path(PERFCAST_SOURCE_DIR) / ".." / "shared" / "data" / "dlrm-datasets-locality";
+  const fs::path dir = fs::path(PERFCAST_SOURCE_DIR) / "data" / "dlrm-datasets-locality";
   const fs::path f2021 = dir / "locality_stats_2021_t856_bs65536.txt";
   const fs::path f2022 = dir / "locality_stats_2022_t788_bs131072.txt";
-  if (!fs::exists(f2021) || !fs::exists(f2022)) {
-    WARN("skipped: " << dir << " is absent");
-    return;
-  }
+  REQUIRE(fs::exists(f2021));
+  REQUIRE(fs::exists(f2022));
   const auto b21 = read_locality_stats(f2021);
   const auto b22 = read_locality_stats(f2022);
   CHECK(b21.size() == 17);
