@@ -13,7 +13,7 @@ WORKLOAD ?= configs/workloads/dlrm_default.json
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 600
 
-.PHONY: run test build deps bench clean golden fuzz
+.PHONY: run test build cli deps bench clean golden fuzz accuracy docs
 
 deps:
 	@scripts/install_deps.sh
@@ -24,13 +24,27 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what a prediction needs: the perfcast command (no tests, benches or CUDA kernels).
+cli: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target perfcast
+
+run: cli
 	$(BUILD)/cli/perfcast predict --system $(SYSTEM) --workload $(WORKLOAD) \
 	  --json $(BUILD)/prediction.json --trace $(BUILD)/prediction.trace.json
 	@echo "wrote $(BUILD)/prediction.json and $(BUILD)/prediction.trace.json (open the trace in https://ui.perfetto.dev)"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Regenerate the accuracy tables (README "What is measured", docs/accuracy.md) from data/, and
+# the example outputs of README.md and docs/ from the commands that print them; ctest
+# (perfcast_accuracy_tables, perfcast_doc_examples) fails when the committed pages differ.
+accuracy: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target perfcast_accuracy_tools
+	python3 scripts/accuracy_tables.py $(BUILD)
+
+docs: cli
+	python3 scripts/doc_examples.py $(BUILD)
 
 bench: build
 	taskset -c 0 $(BUILD)/bench/perfcast_bench_predict

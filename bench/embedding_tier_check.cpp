@@ -8,9 +8,9 @@
 // are checked here on the other source's rows (the dynamicemb README table, "held-out").
 // The "implied" column is the efficiency that would make a host-bound row exact.
 //
-// Usage: perfcast_embedding_tier_check [--data CSV] [--max-held-out-geomean F]
+// Usage: perfcast_embedding_tier_check [--data CSV] [--max-held-out-geomean F] [--json FILE]
 // Exit 1 when the held-out geomean |error| of the host-memory rows exceeds F; 2 when the
-// data file is missing.
+// data file is missing. --json: the error summaries and every row (bench/accuracy_json.hpp).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench/accuracy_json.hpp"
 #include "core/csv_record.hpp"
 #include "core/error_stats.hpp"
 #include "predictors/spec_predictors.hpp"
@@ -103,8 +104,10 @@ int main(int argc, char** argv) {
   CLI::App app{"FBGEMM embedding times on one H100 (host memory and HBM) against perfcast's predictor"};
   std::string data = std::string(PERFCAST_SOURCE_DIR) + "/data/public-measurements/embedding_kernel_times_h100.csv";
   double max_geomean = 0;
+  std::string json_out;
   app.add_option("--data", data, "embedding_kernel_times_h100.csv");
   app.add_option("--max-held-out-geomean", max_geomean, "fail when the held-out host-memory geomean |error| exceeds this");
+  app.add_option("--json", json_out, "write the error summaries and rows as JSON to FILE (- for standard output)");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
   const SystemSpec sys = load_system(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/h100_sxm.json");
   const auto rows = read_rows(data);
   std::map<std::string, std::vector<double>> errors;  // "host fit", "host held-out", "hbm ..."
+  nlohmann::json row_values = nlohmann::json::array();
   std::printf("%-9s %-5s %3s %9s %8s %5s %-5s %4s %9s %9s %8s %7s %10s\n", "set", "where", "T", "rows", "batch", "L",
               "opt", "pass", "meas ms", "pred ms", "error", "implied", "unique");
   for (const auto& r : rows) {
@@ -125,6 +129,9 @@ int main(int argc, char** argv) {
       const double err = e.time / measured - 1;
       const std::string set = !r.host ? "-" : r.fit ? "fit" : "held-out";
       errors[r.host ? "host " + set : std::string("hbm (nothing fitted)")].push_back(err);
+      row_values.push_back({{"set", set}, {"where", r.host ? "host" : "hbm"}, {"optimizer", r.optimizer},
+                            {"pass", fwd ? "forward" : "backward"}, {"measured_s", measured}, {"predicted_s", e.time},
+                            {"error", err}});
       std::string implied = "";
       if (r.host && w.host_overlapped > 0) {
         // The efficiency that would make this row exact: the link time scales as 1/efficiency.
@@ -144,6 +151,7 @@ int main(int argc, char** argv) {
   }
   std::printf("implied: host-link efficiency that makes the row exact, as a multiple of the shipped one\n");
   std::printf("unique: perfcast's expected unique rows / the source's stated average (all tables)\n");
+  bench::write_accuracy_json(json_out, "embedding_h100_fbgemm", errors, {{"rows", row_values}});
   const auto held = errors.find("host held-out");
   if (max_geomean > 0 && held != errors.end() && geomean_abs_error(held->second) > max_geomean) {
     std::fprintf(stderr, "held-out host-memory geomean %.2f%% exceeds %.2f%%\n", 100 * geomean_abs_error(held->second), 100 * max_geomean);

@@ -17,7 +17,7 @@
 // Usage: perfcast_megatron_ci_check [--data CSV] [--gpus h100|a100|both]
 //                                   [--models gpt|moe|all] [--deterministic yes|no|all]
 //                                   [--runtime auto|NAME] [--fit none|tp1|a100|moe_a100]
-//                                   [--max-error E] [--host-speed 1]
+//                                   [--max-error E] [--host-speed 1] [--json FILE]
 // --fit tp1: grid-search the runtime's host op overhead and backward op overhead on the
 // tp 1 rows (training set) and report the tp > 1 rows (held out) with them; --fit a100: fit
 // on the DGX A100 rows and hold out the DGX H100 rows (a different GPU and CPU: the runtime's
@@ -27,6 +27,7 @@
 // --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
 // this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
 // --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
+// --json FILE: the error summaries per group (bench/accuracy_json.hpp).
 // Exit 2 when the data file is missing.
 #include <algorithm>
 #include <cstdio>
@@ -45,6 +46,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/accuracy_json.hpp"
 #include "core/csv_record.hpp"
 #include "core/error_stats.hpp"
 #include "model/predict/predict.hpp"
@@ -392,8 +394,10 @@ int main(int argc, char** argv) {
   std::string data = src + "/data/public-measurements/megatron_ci_step_times.csv";
   std::string gpus = "both", fit = "none", runtime = "auto", models = "gpt", deterministic = "all";
   int host_speed = 0, by_feature = 0;
+  std::string json_out;
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
+  app.add_option("--json", json_out, "write the error summaries per group as JSON to FILE (- for standard output)");
   app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
   app.add_option("--models", models, "gpt: dense GPT rows; moe: mixture-of-experts rows; all")
       ->check(CLI::IsMember({"gpt", "moe", "all"}));
@@ -455,6 +459,7 @@ int main(int argc, char** argv) {
                 fit == "tp1" ? "tp 1" : "DGX A100", host_overrides[0].c_str(), host_overrides[1].c_str(), 100 * fit_error);
   }
   std::map<std::string, std::vector<double>> errors_by;
+  nlohmann::json row_values = nlohmann::json::array();  // --json: every predicted row
   std::vector<std::tuple<std::string, double, std::vector<std::string>>> scored;  // system, error, features
   std::map<std::pair<std::string, long long>, std::vector<double>> same_prediction;  // (system, predicted ns) -> measured  // "all", per system, deterministic or not, held out
   std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10s %10s %8s\n", "model (test case)", "system", "tp", "pp", "dp",
@@ -467,6 +472,9 @@ int main(int argc, char** argv) {
     const double measured = std::stod(r.at("step_time_s"));
     const double err = predicted / measured - 1;
     errors_by["all"].push_back(err);
+    row_values.push_back({{"model", r.at("model")}, {"system", c.system}, {"tp", r.at("tp")}, {"pp", r.at("pp")},
+                          {"deterministic", c.deterministic}, {"measured_s", measured}, {"predicted_s", predicted},
+                          {"error", err}});
     same_prediction[{c.system, std::llround(predicted * 1e9)}].push_back(measured);
     errors_by[c.system].push_back(err);
     scored.emplace_back(c.system, err, features_of(w));
@@ -488,6 +496,9 @@ int main(int argc, char** argv) {
   print_scatter(same_prediction);
   if (by_feature) print_by_feature(scored);
   for (const auto& [why, n] : skipped) std::printf("skipped %d rows: %s\n", n, why.c_str());
+  nlohmann::json skipped_json = nlohmann::json::object();
+  for (const auto& [why, n] : skipped) skipped_json[why] = n;
+  bench::write_accuracy_json(json_out, "megatron_ci_" + models, errors_by, {{"skipped", skipped_json}, {"fit", fit}, {"rows", row_values}});
   if (max_error >= 0 && errors_by.count("dgx_h100") && geomean_abs_error(errors_by["dgx_h100"]) > max_error) {
     std::printf("DGX H100 geomean |error| above %.2f%%\n", 100 * max_error);
     return 1;

@@ -3,7 +3,7 @@
 // a perfcast workload (configs/workloads/param_dlrm_v100.json, the trace's shapes in its "sources"; its plan bench/param_dlrm_v100_plan.json), predicted
 // on configs/systems/dgx1_v100.json with a runtime profile, against each rank's measured step.
 //
-//   perfcast_param_dlrm_check [--runtime NAME]... [--fit 1] [--max-held-out-error X]
+//   perfcast_param_dlrm_check [--runtime NAME]... [--fit 1] [--max-held-out-error X] [--json FILE]
 //
 // The step is host-bound (the GPU computes about 1 ms of a 12.5-19.9 ms step), so it measures
 // the framework's host cost per step. Ranks 0-3 are the fit part, ranks 4-7 the held-out
@@ -11,7 +11,8 @@
 // can be expressed as a perfcast workload). --fit 1 grids runtime.host.op_overhead over
 // 50-1000 us in 5 us steps on pytorch_eager and prints the value whose prediction is closest
 // to the fit ranks' mean step. --max-held-out-error X: exit 1 when the first --runtime's
-// |error| against the held-out ranks' mean step exceeds X (a fraction).
+// |error| against the held-out ranks' mean step exceeds X (a fraction). --json: the errors per
+// runtime against both halves (bench/accuracy_json.hpp).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench/accuracy_json.hpp"
 #include "model/predict/predict.hpp"
 #include "model/traces/kineto_trace.hpp"
 
@@ -68,10 +70,12 @@ int main(int argc, char** argv) {
   int fit = 0;
   double max_error = -1;
   std::string data = kSource + "/data/param-dlrm-v100-8rank/dlrm_kineto.tar.gz";
+  std::string json_out;
   app.add_option("--runtime", runtimes, "runtime profiles to predict with (the first is checked by --max-held-out-error)");
   app.add_option("--fit", fit, "1: grid runtime.host.op_overhead on pytorch_eager against the fit ranks 0-3");
   app.add_option("--max-held-out-error", max_error, "exit 1 when the first runtime's held-out |error| exceeds this fraction");
   app.add_option("--data", data, "the PARAM Kineto archive");
+  app.add_option("--json", json_out, "write the errors per runtime as JSON to FILE (- for standard output)");
   CLI11_PARSE(app, argc, argv);
   if (!std::filesystem::exists(data)) {
     std::fprintf(stderr, "%s not found\n", data.c_str());
@@ -99,12 +103,18 @@ int main(int argc, char** argv) {
 
   std::printf("%-16s %12s %14s %18s\n", "runtime", "predicted", "vs ranks 0-3", "vs ranks 4-7 (held out)");
   double first_error = 0;
+  std::map<std::string, std::vector<double>> subsets;
+  nlohmann::json values = {{"measured_fit_mean_s", fit_mean}, {"measured_held_out_mean_s", held_mean}, {"measured_s", measured}};
   for (std::size_t i = 0; i < runtimes.size(); ++i) {
     const Seconds t = predicted_step({fmt::format("runtime={}", runtimes[i])});
+    subsets[runtimes[i] + "_fit_ranks_0_3"] = {t / fit_mean - 1};
+    subsets[runtimes[i] + "_held_out_ranks_4_7"] = {t / held_mean - 1};
+    values["predicted_s"][runtimes[i]] = t;
     std::printf("%-16s %9.3f ms %+13.2f%% %+17.2f%%\n", runtimes[i].c_str(), t * 1e3, (t / fit_mean - 1) * 100,
                 (t / held_mean - 1) * 100);
     if (i == 0) first_error = std::abs(t / held_mean - 1);
   }
+  bench::write_accuracy_json(json_out, "param_dlrm_v100", subsets, values);
   if (max_error >= 0 && first_error > max_error) {
     std::printf("FAIL: %s held-out |error| %.2f%% > %.2f%%\n", runtimes.front().c_str(), first_error * 100, max_error * 100);
     return 1;

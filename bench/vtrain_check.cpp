@@ -14,10 +14,10 @@
 // Usage: perfcast_vtrain_check [--csv FILE] [--system FILE] [--rows N] [--out predictions.csv]
 //                              [--attention flash|unfused] [--worst K] [--host-op-overhead SECONDS]
 //                              [--backward-op-overhead SECONDS] [--fit-host 1|2] [--runtime NAME]
-//                              [--max-held-out-geomean X]
+//                              [--max-held-out-geomean X] [--json FILE]
 // --runtime applies configs/runtimes/NAME.json's host costs as predict does (the shipped
 // defaults); --max-held-out-geomean exits 1 when the 4- and 8-GPU rows' geomean |error|
-// exceeds X (a fraction).
+// exceeds X (a fraction). --json writes the error summaries (bench/accuracy_json.hpp).
 // --out also writes rank 0's compute-stream, collective and host busy ms per row.
 // --fit-host 1 fits the one host constant HostSpec::op_overhead (grid 10-400 us) on the
 // 2-GPU rows only and reports the error of the held-out 4- and 8-GPU rows with it.
@@ -39,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/accuracy_json.hpp"
 #include "model/predict/predict.hpp"
 #include "model/predict/runtime_profile.hpp"
 #include "model/sim/simulator.hpp"
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   int fit_host = 0;
   std::string runtime;       // --runtime NAME: configs/runtimes/NAME.json's host costs, as predict applies them
   double max_held_out = -1;  // --max-held-out-geomean X: exit 1 when the 4+8-GPU rows' geomean |error| exceeds X
+  std::string json_out;      // --json FILE: the error summaries, bench/accuracy_json.hpp
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--csv") csv = v;
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
     else if (a == "--attention") attention = v == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
     else if (a == "--runtime") runtime = v;
     else if (a == "--max-held-out-geomean") max_held_out = std::stod(v);
+    else if (a == "--json") json_out = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -237,6 +240,12 @@ int main(int argc, char** argv) {
                          errors[i], busy[i].compute, busy[i].comm, busy[i].host);
       }
     }
+    std::map<std::string, std::vector<double>> subsets{{"all", errors}};
+    if (!held_out.empty()) subsets["held_out_4_8_gpus"] = held_out;
+    for (const auto& [g, e] : by_gpus) subsets[fmt::format("gpus_{}", g)] = e;
+    for (const auto& [g, e] : by_tp) subsets[fmt::format("tp_{}", g)] = e;
+    for (const auto& [g, e] : by_pp) subsets[fmt::format("pp_{}", g)] = e;
+    bench::write_accuracy_json(json_out, "vtrain", subsets, {{"runtime", runtime}, {"rows", rows.size()}});
     if (max_held_out >= 0) {
       const double g = summarize_errors(held_out).geomean_abs;
       std::printf("\nheld-out (4- and 8-GPU rows) geomean |error| %.2f%%: %s the %.2f%% bound\n", 100 * g,

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
 #include "predictors/measurement.hpp"
 #include "profiler/bench_runner.hpp"
@@ -47,8 +48,7 @@ int run_profile(const ProfileArgs& a) {
     return 0;
   }
   if (!profiler::cuda_support_built()) {
-    log().error("this build has no CUDA: perfcast profile needs a build with CUDA "
-                "(configure with -DPERFCAST_ENABLE_CUDA=ON on a machine with nvcc)");
+    log().error("perfcast profile needs a GPU: {}", run_gpu_binary());
     return 1;
   }
   if (!profiler::cuda_device_available()) {

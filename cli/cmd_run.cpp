@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "model/graph/sharding_plan.hpp"
@@ -65,6 +66,10 @@ int run(const RunArgs& a) {
                                                 "tables only (fused, dense)", workload.tables[t].name,
                                                 compute_kernel_name(plan.tables[t])));
     }
+  }
+  if (!profiler::cuda_support_built()) {
+    log().error("perfcast run needs a CUDA GPU: {}", run_gpu_binary());
+    return 1;
   }
   std::string why;
   if (!validation::executor_available(&why)) {

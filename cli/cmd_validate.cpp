@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
 #include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
@@ -147,6 +148,11 @@ int run_validate(const ValidateArgs& a) {
   std::filesystem::path out_file;
   std::ofstream out;
   if (!a.dry_run) {
+    if (!profiler::cuda_support_built()) {
+      log().error("perfcast validate needs the reference executor: {} (use --dry-run to generate and predict without a GPU)",
+                  run_gpu_binary());
+      return 1;
+    }
     std::string why;
     if (!validation::executor_available(&why)) {
       log().error("perfcast validate needs the reference executor: {} (use --dry-run to generate and predict without a GPU)", why);

@@ -1,6 +1,7 @@
 // perfcast: one binary, subcommands. Only this file maps exceptions to exit codes:
 // 0 success, 1 the work failed, 2 bad input (the message names file, JSON path and
-// what was expected).
+// what was expected). Compiled twice: as `perfcast` (every command, no CUDA library) and,
+// with PERFCAST_GPU_COMMANDS_ONLY, as `perfcast-gpu` (the GPU commands, cli/gpu_binary.hpp).
 
 #include <iostream>
 #include <map>
@@ -8,12 +9,14 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
 #include "model/sim/simulator.hpp"
 #include "perfcast/build_info.hpp"
 #include "core/json_reader.hpp"
 
 int main(int argc, char** argv) {
+  perfcast::cli::remember_command_line(argc, argv);
   CLI::App app{"perfcast: predict multi-GPU ML training iteration time and pick embedding sharding plans"};
   app.set_version_flag("--version", std::string(perfcast::build_info::kVersion) + " (" + perfcast::build_info::kGitCommit + ")");
   app.require_subcommand(1);
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
   verbose->excludes(quiet);
   level_opt->excludes(verbose)->excludes(quiet);
   std::map<std::string, perfcast::cli::Action> actions;
+#if !PERFCAST_GPU_COMMANDS_ONLY
   actions["predict"] = perfcast::cli::add_predict(app);
   actions["comm"] = perfcast::cli::add_comm(app);
   actions["list"] = perfcast::cli::add_list(app);
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
   actions["shard"] = perfcast::cli::add_shard(app);
   actions["plan"] = perfcast::cli::add_plan(app);
   actions["report"] = perfcast::cli::add_report(app);
+#endif
   actions["profile"] = perfcast::cli::add_profile(app);
   actions["run"] = perfcast::cli::add_run(app);
   actions["validate"] = perfcast::cli::add_validate(app);

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/file_kind.hpp"
 #include "core/input_file.hpp"
 #include "core/limits.hpp"
 
@@ -79,7 +80,9 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& file, s
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     const TextPosition p = position_of(text, e.byte == 0 ? 0 : e.byte - 1);
-    throw ConfigError(file, "", fmt::format("invalid JSON at line {}, column {}{}", p.line, p.column, what));
+    const std::string kind = describe_text_kind(text);
+    throw ConfigError(file, "", fmt::format("invalid JSON at line {}, column {}{}{}", p.line, p.column, what,
+                                            kind.empty() ? "" : "; " + kind));
   } catch (const nlohmann::json::exception& e) {
     // out_of_range 406: a number beyond the range of a double ("1e400").
     const std::string tok = quoted_token(e.what());
@@ -213,6 +216,23 @@ JsonArray JsonValue::as_array() const {
   return JsonArray(j_, file_, pointer_);
 }
 
+namespace {
+
+/// "missing required key", naming the key of `object` closest to `key` among those nothing
+/// has read yet (`known`): a misspelt key is the usual cause.
+std::string missing_key_message(const nlohmann::json& object, const std::set<std::string, std::less<>>& known,
+                                std::string_view key) {
+  std::vector<std::string> unread;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (!known.count(it.key()) && !kDocumentationKeys.count(it.key())) unread.push_back(it.key());
+  }
+  const std::string near = closest_match(key, unread);
+  if (near.empty()) return "missing required key";
+  return fmt::format("missing required key (the file has \"{}\" here: did you mean \"{}\"?)", near, key);
+}
+
+}  // namespace
+
 // ---- JsonObject --------------------------------------------------------------------
 
 JsonObject::JsonObject(const nlohmann::json* j, std::shared_ptr<const std::string> file, std::string pointer)
@@ -234,7 +254,7 @@ void JsonObject::fail(std::string_view key, const std::string& message) const {
 JsonValue JsonObject::at(std::string_view key) const {
   known_.emplace(key);
   const auto it = j_->find(std::string(key));
-  if (it == j_->end()) fail(key, "missing required key");
+  if (it == j_->end()) fail(key, missing_key_message(*j_, known_, key));
   return JsonValue(&*it, file_, child_pointer(key));
 }
 
@@ -286,9 +306,13 @@ std::string JsonObject::enum_or(std::string_view key, const std::vector<std::str
 }
 
 void JsonObject::require_schema(std::string_view name, int major) const {
+  // A file of another kind is the usual cause of a missing or other schema: say what it is.
+  const std::string kind = describe_json_kind(*j_);
+  const std::string hint = kind.empty() ? "" : "; " + kind;
+  if (!has("schema")) fail("schema", fmt::format("missing required key (a {} file has \"schema\": \"{}\"){}", name, name, hint));
   const JsonValue schema = at("schema");
   const std::string got = schema.as_string();
-  if (got != name) schema.fail(fmt::format("expected schema \"{}\", got \"{}\"", name, got));
+  if (got != name) schema.fail(fmt::format("expected schema \"{}\", got \"{}\"{}", name, got, hint));
   const JsonValue version = at("schema_version");
   const std::string v = version.as_string();
   int got_major = -1;

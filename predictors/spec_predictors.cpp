@@ -45,7 +45,7 @@ constexpr int kEmbeddingBackwardExtraKernels = 14;
 /// Share of the host link's rate that a TBE forward reaches gathering rows from host memory
 /// (fused_uvm): fitted to FBGEMM's pure-UVM forward on one H100 (recsys-examples dynamicemb
 /// benchmark_results.json @ 43465ae, TestNoHbm rows of data/public-measurements/
-/// embedding_kernel_times_h100.csv; bench/embedding_tier_check, docs/memory-tiers.md).
+/// embedding_kernel_times_h100.csv; bench/embedding_tier_check, docs/embedding.md).
 constexpr double kHostGatherEfficiency = 0.42;
 /// Share of the link's rate, per direction, of sorted unique-row reads and writes: the
 /// backward's read-modify-write of host rows and the cache prefetch's fills and evictions.

@@ -56,7 +56,7 @@ struct EmbeddingWork {
   Seconds l2_at_peak = 0;    ///< l2_bytes / L2 peak
   double bag_waves = 0;      ///< ceil(bags / warp slots): occupancy and tail quantization
   double row_rounds = 0;     ///< bag_waves x mean pooling: dependent row fetches of one warp slot
-  // Host-memory tables (fused_uvm, fused_uvm_caching), docs/memory-tiers.md:
+  // Host-memory tables (fused_uvm, fused_uvm_caching), docs/embedding.md:
   Bytes host_read_bytes = 0;   ///< host -> device over the host link, this kernel and its cache prefetch
   Bytes host_write_bytes = 0;  ///< device -> host (updated rows, evicted cache rows, optimizer state)
   Seconds host_overlapped = 0; ///< link time of the rows the kernel itself reads or writes in host memory

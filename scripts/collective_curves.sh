@@ -26,7 +26,7 @@ curves() {  # system collective [extra perfcast comm arguments]
   echo "fastest eligible (algorithm, protocol) pair (topology/collective.hpp): ring, tree, nvls, nvls_tree,"
   echo "hierarchical, pairwise all-to-all."
   echo
-  echo "Hardware limits per GPU and direction (docs of the shared folder: collectives.md section 3):"
+  echo "Hardware limits per GPU and direction (docs/collectives.md section 3):"
   echo
   echo "| link | line rate | NCCL's model | this model's ring rate |"
   echo "|---|---|---|---|"

@@ -77,7 +77,7 @@ struct HostSpec {
 };
 
 /// Host (CPU) memory of one node, where fused_uvm and fused_uvm_caching embedding tables
-/// live (docs/memory-tiers.md).
+/// live (docs/embedding.md, tables in host memory).
 struct HostMemorySpec {
   Bytes capacity = 0;  ///< per node; 0: not declared (plans with host-memory tables are refused)
   /// Per GPU, per direction: host memory to the GPU and back (PCIe, or NVLink-C2C on Grace

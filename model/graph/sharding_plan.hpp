@@ -10,7 +10,7 @@
 /// TorchRec's own plan shape (module path, then table) is read and written by
 /// model/graph/torchrec_plan.hpp; parse_plan accepts either.
 ///
-/// `compute_kernel` (TorchRec's names; docs/memory-tiers.md): "fused" (rows in HBM),
+/// `compute_kernel` (TorchRec's names; docs/embedding.md, tables in host memory): "fused" (rows in HBM),
 /// "fused_uvm" (rows and optimizer state in host memory, read over the host link),
 /// "fused_uvm_caching" (host memory with an LRU row cache in HBM; its size from
 /// `cache_params.load_factor`, default 0.2), and "dense" for data_parallel tables. Quantized

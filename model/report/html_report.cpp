@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/file_kind.hpp"
 #include "core/json_reader.hpp"
 #include "core/units.hpp"
 #include "model/report/svg_plot.hpp"
@@ -42,10 +43,11 @@ ReportInputKind kind_of(const json& j, const std::string& file) {
   if (j.contains("baselines") && j.contains("best")) return ReportInputKind::kShard;
   if (array_of_objects_with(j, "ranks", "measured_s", "simulated_s")) return ReportInputKind::kReplay;
   if (array_of_objects_with(j, "results", "predicted_s", "measured_s")) return ReportInputKind::kValidationLines;
+  const std::string kind = describe_json_kind(j);
   throw ConfigError(file, "",
                     "not a result perfcast can plot: expected predict --json (iteration_time_s, ranks), comm --json "
                     "(results or tables), shard --json (baselines, best), replay --json (ranks with measured_s and "
-                    "simulated_s) or validation result lines (.jsonl)");
+                    "simulated_s) or validation result lines (.jsonl)" + (kind.empty() ? std::string() : "; " + kind));
 }
 
 /// The file's name without folders.

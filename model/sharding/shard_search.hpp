@@ -1,6 +1,6 @@
 #pragma once
 /// \file shard_search.hpp
-/// Ask-and-tell sharding search (docs/style.md item 15): proposers propose plans and get
+/// Ask-and-tell sharding search (as Timeloop and TorchRec's planner do it): proposers propose plans and get
 /// feedback; they never call the evaluator. One loop (`run_search`) owns evaluation, the
 /// plan cache (by hash), the budget and the best plan.
 ///

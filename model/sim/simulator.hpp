@@ -2,7 +2,7 @@
 /// \file simulator.hpp
 /// Simulates all ranks of a timed graph in one process.
 ///
-/// Rules (docs/architecture.md):
+/// Rules (docs/internals.md section 4):
 ///  - Per rank, one host thread and three GPU streams (compute, communication, copy).
 ///  - The host pays `op_overhead` per op (`backward_op_overhead`, when the system sets it, for
 ///    backward ops that are not recomputed forwards; the op's measured `OpTiming::host_time`

@@ -39,6 +39,13 @@ mk unknown_key 's/"nvls": true/"nvsl": true/'
 expect "unknown key suggests" 2 '/intra_node/nvsl: unknown key (did you mean "nvls"?)' -- "$perfcast" predict --system "$tmp/unknown_key.json" --workload "$wl" --json "$tmp/out.json"
 mk missing_key 's/"gpus_per_node": 8,//'
 expect "missing key" 2 'missing_key.json: /gpus_per_node: missing required key' -- "$perfcast" predict --system "$tmp/missing_key.json" --workload "$wl" --json "$tmp/out.json"
+mk misspelt_key 's/"gpus_per_node": 8/"gpus_per_nod": 8/'
+expect "misspelt required key" 2 'misspelt_key.json: /gpus_per_node: missing required key (the file has "gpus_per_nod" here: did you mean "gpus_per_node"?)' -- "$perfcast" predict --system "$tmp/misspelt_key.json" --workload "$wl" --json "$tmp/out.json"
+# Files of another kind say what they are and which command takes them.
+expect "kineto trace as workload" 2 'this is a PyTorch profiler (Kineto) trace: `perfcast import --kineto FILE' -- "$perfcast" predict --system "$sys" --workload "$src/tests/data/kineto_rank0.json" --json "$tmp/out.json"
+expect "csv as workload" 2 'invalid JSON at line 1, column 1; this looks like a CSV table' -- "$perfcast" predict --system "$sys" --workload "$src/data/public-measurements/nccl_two_node_p5.csv" --json "$tmp/out.json"
+expect "system as workload" 2 'expected schema "perfcast.workload", got "perfcast.system"; this is a perfcast system file: give it with --system' -- "$perfcast" predict --system "$sys" --workload "$sys" --json "$tmp/out.json"
+expect "csv to report" 2 'this looks like a CSV table' -- "$perfcast" report "$src/data/public-measurements/nccl_two_node_p5.csv" --out "$tmp/out.json"
 mk wrong_unit 's/"400Gb\/s"/"400Gb"/'
 expect "wrong unit" 2 '/network/nic_bandwidth: expected a bandwidth such as "900GB/s"' -- "$perfcast" predict --system "$tmp/wrong_unit.json" --workload "$wl" --trace "$tmp/trace.json"
 mk zero_gpus 's/"gpus_per_node": 8/"gpus_per_node": 0/'
@@ -81,6 +88,21 @@ expect "run missing workload" 2 'cannot open the file' -- "$perfcast" run --syst
 if ! command -v nvidia-smi > /dev/null 2>&1; then
   expect "run without a GPU" 1 "error: perfcast run needs a CUDA GPU: " -- "$perfcast" run --system "$src/configs/systems/h100_sxm.json" --workload "$wl" --json "$tmp/out.json"
   [ ! -e "$tmp/out.json" ] && echo "ok   run wrote nothing" || { echo "FAIL run wrote a file without a GPU"; fails=$((fails + 1)); }
+fi
+
+# perfcast loads no CUDA library; its GPU commands run in perfcast-gpu beside it (cli/gpu_binary.hpp),
+# which a build with CUDA adds: there, run without a device reaches it and says what is missing.
+if command -v ldd > /dev/null 2>&1; then
+  if ldd "$perfcast" | grep -qE 'libcuda|libcudart|libcublas|libcupti|libnccl'; then
+    echo "FAIL perfcast links a CUDA library:"; ldd "$perfcast" | grep -E 'cuda|cublas|cupti|nccl'; fails=$((fails + 1))
+  else
+    echo "ok   perfcast links no CUDA library"
+  fi
+fi
+if [ -x "$(dirname "$perfcast")/perfcast-gpu" ] && ! command -v nvidia-smi > /dev/null 2>&1; then
+  expect "run hands over to perfcast-gpu" 1 "perfcast run needs a CUDA GPU: no CUDA device visible" -- "$perfcast" run --system "$src/configs/systems/h100_sxm.json" --workload "$wl" --json "$tmp/out.json"
+elif [ ! -x "$(dirname "$perfcast")/perfcast-gpu" ]; then
+  expect "run without perfcast-gpu" 1 "this build has no CUDA (perfcast-gpu" -- "$perfcast" run --system "$src/configs/systems/h100_sxm.json" --workload "$wl" --json "$tmp/out.json"
 fi
 
 # trace-stats and replay on the hand-written Kineto fixtures (tests/data/kineto_*.json).

@@ -41,6 +41,17 @@ TEST_CASE("missing keys and wrong types name the path", "[json]") {
   CHECK_NOTHROW(root.finish());  // "source" is documentation
 }
 
+TEST_CASE("a misspelt required key is named with the key it should be", "[json]") {
+  const auto d = doc(R"({"outer": {"hiden": 1024, "heads": 16}})");
+  const JsonObject o = JsonObject(d).object("outer");
+  (void)o.integer("heads", 1, 64);
+  CHECK(error_of([&] { (void)o.integer("hidden", 1, 1 << 20); }) ==
+        "test.json: /outer/hidden: missing required key (the file has \"hiden\" here: did you mean \"hidden\"?)");
+  // A key already read is no candidate, nor one far from the name.
+  CHECK(error_of([&] { (void)o.integer("head", 1, 64); }) == "test.json: /outer/head: missing required key");
+  CHECK(error_of([&] { (void)o.string("layers"); }) == "test.json: /outer/layers: missing required key");
+}
+
 TEST_CASE("enums suggest the closest value", "[json]") {
   const auto d = doc(R"({"kind": "unifrom"})");
   const JsonObject root(d);

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Recomputes perfcast's accuracy claims from the public measurements in data/ and rewrites
+the tables that state them: the README's "What is measured" table and the summary table of
+docs/accuracy.md (generated blocks, scripts/generated_blocks.py).
+
+Every number in those tables comes from a command run here, on the data kept in the
+repository: the accuracy checks of bench/ (`--json`) and perfcast's own commands (`replay`,
+`calibrate comms`). The commands are listed in docs/accuracy.md.
+
+Usage: scripts/accuracy_tables.py BUILD [--check]
+  BUILD: a build folder with the perfcast command and the bench tools
+         (`cmake --build BUILD --target perfcast perfcast_accuracy_tools`).
+  --check: write nothing; exit 1 with a diff when a committed table differs from what the
+           code computes now (ctest perfcast_accuracy_tables). Without it: `make accuracy`."""
+import argparse
+import functools
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from generated_blocks import pages, update_blocks  # noqa: E402
+
+SCRIPT = 'scripts/accuracy_tables.py'
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HTA = 'data/hta-a100-dlrm-rank3/control.json.gz'
+PARAM = 'data/param-dlrm-v100-8rank'
+
+
+class Runner:
+    """Runs perfcast and the bench tools of one build, from the repository root."""
+
+    def __init__(self, build):
+        self.build = pathlib.Path(build).resolve()
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix='perfcast-accuracy-'))
+
+    def tool(self, name):
+        path = self.build / ('cli' if name == 'perfcast' else 'bench') / name
+        if not path.exists():
+            raise SystemExit(f'{path} is missing: build it (cmake --build {self.build} --target perfcast '
+                             'perfcast_accuracy_tools)')
+        return str(path)
+
+    def json(self, name, *args, ok=(0,)):
+        """Runs the tool with `--json FILE` appended and returns the parsed file."""
+        out = self.tmp / f'{name}-{abs(hash(args))}.json'
+        argv = [self.tool(name), *args, '--json', str(out)]
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        if r.returncode not in ok or not out.exists():
+            raise SystemExit(f'{" ".join(argv)}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}')
+        return json.loads(out.read_text())
+
+
+def pct(x, digits=1):
+    return f'{100 * x:.{digits}f}%'
+
+
+def spct(x, digits=1):
+    return f'{100 * x:+.{digits}f}%'
+
+
+def span(values, digits=1):
+    """'1.2-1.9%' (or '1.2%' when they agree to the digits shown)."""
+    lo, hi = f'{100 * min(values):.{digits}f}', f'{100 * max(values):.{digits}f}'
+    return f'{lo}%' if lo == hi else f'{lo}-{hi}%'
+
+
+# ---- the checks: each runs once and returns numbers (fractions, seconds) ------------------
+
+@functools.lru_cache(maxsize=None)
+def comms_one_node(r):
+    """Leave one source out on the one-node all-reduce tables (Hopper, A100)."""
+    hopper = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/dgx_h100.json',
+                    '--nccl-tests', 'data/public-measurements/nccl_h100_dev.csv', '--only', 'ND_H100', '--only', 'ND_H200',
+                    '--only', 'p5.48xlarge', '--leave-one-source-out', '--force', '--out', str(r.tmp / 'h.comms.json'))
+    a100 = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/dgx_a100.json',
+                  '--nccl-tests', 'data/public-measurements/nccl_a100_dev.csv', '--only', 'ND_A100',
+                  *[a for n in range(2, 9) for a in ('--nccl-tests', f'data/vtrain-a100-gpt/AR_GPU{n}_1M_1024M_LUT.csv')],
+                  '--leave-one-source-out', '--force', '--out', str(r.tmp / 'a.comms.json'))
+    loso = lambda j: [s['calibrated_geomean_abs_error_from_1MiB'] for s in j['leave_one_source_out']]
+    copy = lambda j: [s['spread']['copy_geomean_abs_error_from_1MiB'] for s in j['leave_one_source_out']
+                      if s['spread'].get('shared_sizes_from_1MiB', 0) > 0]
+    return {'hopper': loso(hopper), 'a100': loso(a100), 'a100_copy': copy(a100)}
+
+
+@functools.lru_cache(maxsize=None)
+def comms_two_nodes(r):
+    """Two-node EFA all-reduce: the shipped fits' held-out sizes, the two p5 runs left out in
+    turn, and the spec-derived model on every two-node table."""
+    p5 = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/aws_p5.json',
+                '--nccl-tests', 'data/public-measurements/nccl_h100_dev.csv',
+                '--nccl-tests', 'data/public-measurements/nccl_two_node_p5.csv',
+                '--only', 'ND_H100', '--only', 'ND_H200', '--only', 'Slurm', '--force', '--out', str(r.tmp / 'p5.comms.json'))
+    p4de = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/aws_p4de.json',
+                  '--nccl-tests', 'data/public-measurements/nccl_a100_dev.csv',
+                  *[a for n in range(2, 9) for a in ('--nccl-tests', f'data/vtrain-a100-gpt/AR_GPU{n}_1M_1024M_LUT.csv')],
+                  '--force', '--out', str(r.tmp / 'p4de.comms.json'))
+    p5_loso = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/aws_p5.json',
+                     '--nccl-tests', 'data/public-measurements/nccl_two_node_p5.csv', '--leave-one-source-out',
+                     '--force', '--out', str(r.tmp / 'p5l.comms.json'))
+    p4de_loso = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/aws_p4de.json',
+                       '--nccl-tests', 'data/public-measurements/nccl_a100_dev.csv', '--only', 'p4de',
+                       '--leave-one-source-out', '--force', '--out', str(r.tmp / 'p4del.comms.json'))
+    held = lambda j: next(c['held_out']['fitted'] for c in j['collectives'] if c['multi_node'])
+    sources = p5_loso['leave_one_source_out']
+    return {'p5_held_out': held(p5), 'p4de_held_out': held(p4de),
+            'p5_loso': [s['calibrated_geomean_abs_error_from_1MiB'] for s in sources],
+            'p5_copy': [s['spread']['copy_geomean_abs_error_from_1MiB'] for s in sources],
+            'spec': [s['prior_geomean_abs_error_from_1MiB'] for s in sources + p4de_loso['leave_one_source_out']]}
+
+
+@functools.lru_cache(maxsize=None)
+def vtrain(r):
+    shipped = r.json('perfcast_vtrain_check', '--runtime', 'megatron_deepspeed', '--worst', '0')
+    nothing = r.json('perfcast_vtrain_check', '--worst', '0')
+    return {'held_out': shipped['subsets']['held_out_4_8_gpus']['geomean_abs'], 'rows': shipped['values']['rows'],
+            'nothing_fitted': nothing['subsets']['held_out_4_8_gpus']['geomean_abs']}
+
+
+@functools.lru_cache(maxsize=None)
+def replay(r):
+    param_measured = r.json('perfcast', 'replay', '--kineto', f'{PARAM}/dlrm_kineto.tar.gz')
+    hta_measured = r.json('perfcast', 'replay', '--kineto', HTA, '--steps', '1012-1014')
+    param_predicted = r.json('perfcast', 'replay', '--kineto', f'{PARAM}/dlrm_kineto.tar.gz', '--et',
+                             f'{PARAM}/dlrm_pytorch_et.tar.gz', '--kernels', 'predicted', '--system',
+                             'configs/systems/dgx1_v100.json')
+    hta_predicted = r.json('perfcast', 'replay', '--kineto', HTA, '--kernels', 'predicted', '--system',
+                           'configs/systems/hgx_a100_40gb.json', '--steps', '1012-1014')
+    held_steps = [s['error'] for s in hta_predicted['ranks'][0]['steps'] if s['step'] >= 1012]
+    # Kernel families calibrated from the traces, on the parts the fits left out.
+    param_cal = r.json('perfcast', 'replay', '--kineto', f'{PARAM}/dlrm_kineto.tar.gz', '--et',
+                       f'{PARAM}/dlrm_pytorch_et.tar.gz', '--kernels', 'predicted', '--system',
+                       'configs/systems/dgx1_v100.json', '--ranks', '4-7', '--calibration',
+                       'configs/calibration/tesla_v100_sxm2_32gb.json')
+    hta_cal = r.json('perfcast', 'replay', '--kineto', HTA, '--kernels', 'predicted', '--system',
+                     'configs/systems/hgx_a100_40gb.json', '--steps', '1012-1014', '--calibration',
+                     'configs/calibration/nvidia_a100_pg509_200.json')
+    families = lambda j: {f['name']: f['geomean_abs_error'] for f in j['families']}
+    return {'param_measured': param_measured['geomean_abs_error'], 'hta_measured': hta_measured['selected']['error'],
+            'param_predicted': param_predicted['geomean_abs_error'], 'param_predicted_max': param_predicted['max_abs_error'],
+            'hta_predicted': hta_predicted['selected']['error'], 'hta_held_steps': held_steps,
+            'param_families': families(param_cal), 'hta_families': families(hta_cal)}
+
+
+@functools.lru_cache(maxsize=None)
+def embedding(r):
+    j = r.json('perfcast_embedding_tier_check')
+    rows = j['values']['rows']
+    hbm = {(x['optimizer'], x['pass']): x['error'] for x in rows if x['where'] == 'hbm'}
+    return {'host_held_out': j['subsets']['host held-out']['geomean_abs'], 'hbm': hbm}
+
+
+@functools.lru_cache(maxsize=None)
+def megatron(r, models):
+    j = r.json('perfcast_megatron_ci_check', '--models', models, '--gpus', 'h100')
+    s = j['subsets']
+    return {'h100': s['dgx_h100'], 'det': s.get('deterministic mode'), 'nondet': s.get('not deterministic'),
+            'rows': j['values'].get('rows', [])}
+
+
+@functools.lru_cache(maxsize=None)
+def param_dlrm(r):
+    j = r.json('perfcast_param_dlrm_check')
+    v = j['values']
+    return {'eager': j['subsets']['pytorch_eager_held_out_ranks_4_7']['bias'],
+            'torchrec': j['subsets']['torchrec_held_out_ranks_4_7']['bias'],
+            'eager_s': v['predicted_s']['pytorch_eager'], 'measured_min_s': min(v['measured_s']),
+            'measured_max_s': max(v['measured_s'])}
+
+
+# ---- the rows -------------------------------------------------------------------------------
+
+def rows(r):
+    """(prediction, checked against, error) of every row, README order."""
+    c1, c2, vt, rp, em, pd = comms_one_node(r), comms_two_nodes(r), vtrain(r), replay(r), embedding(r), param_dlrm(r)
+    mg, moe = megatron(r, 'gpt'), megatron(r, 'moe')
+    moe_pp = {}
+    for row in moe['rows']:
+        moe_pp.setdefault(row['pp'], []).append(row['error'])
+    pp1 = sorted(abs(e) for e in moe_pp.get('1', []))
+    pp1_way = ('too fast' if all(e < 0 for e in moe_pp.get('1', [])) else
+               'too slow' if all(e > 0 for e in moe_pp.get('1', [])) else 'off')
+    return [
+        ('all-reduce on one 8-GPU node, calibrated on the other sources',
+         'nccl-tests tables of Azure ND H100 v5 / ND H200 v5, AWS p5, Azure ND A100 v4, vTrain A100',
+         f'{span(c1["hopper"])} on Hopper, {span(c1["a100"])} on A100 (sizes >= 1 MiB, each source left out in turn; '
+         f'the two A100 sources differ by {pct(max(c1["a100_copy"]))})'),
+        ('all-reduce on two nodes (EFA): shipped `aws_p5` / `aws_p4de` calibrations; spec-derived elsewhere',
+         'nccl-tests tables of 2x AWS p5.48xlarge (two runs) and 2x p4de.24xlarge',
+         f'calibrated: {pct(c2["p5_held_out"])} / {pct(c2["p4de_held_out"])} on held-out sizes, '
+         f'{span(c2["p5_loso"], 0)} across the two p5 runs (which differ by {span(c2["p5_copy"], 0)}); '
+         f'**spec-derived: {span(c2["spec"], 0)}**'),
+        ('GPT training iteration, 2/4/8 A100 (Megatron-DeepSpeed)', f'vTrain, {vt["rows"]:,} measured runs',
+         f'{pct(vt["held_out"], 2)} geomean on the held-out 4+8-GPU rows with the shipped runtime profile (host costs '
+         f'fitted on 2-GPU rows); {pct(vt["nothing_fitted"])} with nothing fitted'),
+        ('DLRM trace replay, measured kernel times', 'PARAM (8x V100), HTA (A100) Kineto traces',
+         f'{pct(rp["param_measured"], 2)} / {spct(rp["hta_measured"])} step time'),
+        ('DLRM trace replay, predicted kernels', 'the same traces',
+         f'{pct(rp["param_predicted"], 2)} geomean over ranks (host-bound; max {pct(rp["param_predicted_max"])}) / '
+         f'{spct(rp["hta_predicted"])} on held-out steps, each within {pct(max(abs(e) for e in rp["hta_held_steps"]))} '
+         '(GPU-bound, one traced rank whose collectives keep their measured peer waits)'),
+        ('embedding kernels in HBM, one H100', 'FBGEMM TBE timings (a source not used in the fit)',
+         f'backward {spct(em["hbm"][("sgd", "backward")])} / {spct(em["hbm"][("adam", "backward")])} (SGD / Adam), '
+         f'forward {spct(em["hbm"][("sgd", "forward")], 0)}'),
+        ('kernels calibrated from those traces', 'held-out ranks / steps',
+         f'GEMM {pct(rp["param_families"]["gemm"], 0)} / {pct(rp["hta_families"]["gemm"], 0)}, '
+         f'memcpy {pct(rp["param_families"]["memcpy"], 0)} / {pct(rp["hta_families"]["memcpy"], 0)}, '
+         f'elementwise {pct(rp["hta_families"]["elementwise"], 0)} (HTA)'),
+        ('embedding tables in host memory (`fused_uvm`), one H100',
+         'FBGEMM timings of a second public source (the first fits two link efficiencies)',
+         f'{pct(em["host_held_out"])} geomean held out'),
+        ('GPT step on one DGX H100, shipped defaults',
+         f'Megatron-LM CI step times, the {mg["h100"]["count"]} GPT rows perfcast can express',
+         f'**{pct(mg["h100"]["geomean_abs"])}** geomean held out (mean {pct(mg["h100"]["mape"])}; deterministic-mode '
+         f'rows {pct(mg["det"]["geomean_abs"])}, the others {pct(mg["nondet"]["geomean_abs"])}), with the '
+         '`megatron_core_ci` runtimes of each mode fitted on the DGX A100 rows and their host costs scaled to the '
+         'DGX H100 CPU ([details](docs/transformers.md#megatron-lm-ci-step-times-on-dgx-h100-and-dgx-a100))'),
+        ('DLRM training iteration, 8x V100 (TorchRec, host-bound)',
+         "PARAM's traced test job rebuilt as a perfcast workload (`configs/workloads/param_dlrm_v100.json`)",
+         f'**{spct(pd["eager"], 0)}** with the default host costs ({pd["eager_s"] * 1e3:.2f} ms against '
+         f'{pd["measured_min_s"] * 1e3:.1f}-{pd["measured_max_s"] * 1e3:.1f} ms per rank); {spct(pd["torchrec"])} on '
+         'the held-out ranks with the opt-in `torchrec` runtime profile, fitted on the other ranks of the same step '
+         '([details](docs/collectives-and-runtimes.md#torchrec-a-dlrm-step-against-its-trace))'),
+        ('mixture-of-experts GPT step on one DGX H100',
+         f'Megatron-LM CI step times, the {moe["h100"]["count"]} MoE rows perfcast can express',
+         f'{pct(moe["h100"]["geomean_abs"])} geomean held out (mean {pct(moe["h100"]["mape"])}; MoE host cost fitted '
+         f'on the DGX A100 rows)' + (f'; pp 1 rows {span(pp1, 0)} {pp1_way}' if pp1 else '') +
+         ' ([details](docs/transformers.md#mixture-of-experts-rows))'),
+    ]
+
+
+def readme_table(r):
+    lines = ['| prediction | checked against | error |', '|---|---|---|']
+    lines += [f'| {a} | {b} | {c} |' for a, b, c in rows(r)]
+    return '\n'.join(lines)
+
+
+def accuracy_table(r):
+    """docs/accuracy.md: the same rows, links relative to docs/."""
+    lines = ['| prediction | checked against | error |', '|---|---|---|']
+    for a, b, c in rows(r):
+        c = c.replace('](docs/', '](')
+        lines.append(f'| {a} | {b} | {c} |')
+    return '\n'.join(lines)
+
+
+TABLES = {'readme-table': readme_table, 'accuracy-table': accuracy_table}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('build', help='build folder with cli/perfcast and the bench tools')
+    parser.add_argument('--check', action='store_true', help='report stale tables, write nothing')
+    args = parser.parse_args()
+    r = Runner(args.build)
+
+    def compute(key):
+        if key not in TABLES:
+            raise SystemExit(f'unknown generated table `{key}` (known: {", ".join(TABLES)})')
+        return TABLES[key](r)
+
+    diffs = []
+    for page in pages(ROOT):
+        diffs += update_blocks(page, SCRIPT, compute, args.check)
+    if args.check and diffs:
+        print(''.join(diffs))
+        print(f'{len(diffs)} accuracy table(s) differ from what the code computes now: run `make accuracy` and commit')
+        return 1
+    print('accuracy tables: ' + ('every table matches the code' if args.check else f'{len(diffs)} rewritten'))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
