@@ -127,7 +127,8 @@ Action add_predict(CLI::App& app) {
       else write_chrome_trace(*p, o->trace_out, o->trace);
     }
     write_outputs(files);
-    if (o->json_out != "-" && o->csv_out != "-") {
+    // Standard output carries one document: the text report only when no output is "-".
+    if (o->json_out != "-" && o->csv_out != "-" && o->trace_out != "-") {
       std::cout << text;
     } else {
       for (const auto& w : p->warnings) log().warn("{}", w);  // the text report, which lists them, is not shown

@@ -86,7 +86,7 @@ Action add_shard(CLI::App& app) {
       files.emplace_back(a->csv, json_rows_to_csv(rows, {"name", "iteration_time_s", "feasible", "reason"}));
     }
     write_outputs(files);
-    if (a->json != "-" && a->csv != "-") std::cout << r.text;
+    if (a->out != "-" && a->json != "-" && a->csv != "-") std::cout << r.text;  // one document on standard output
     return r.feasible ? 0 : 1;
   };
 }

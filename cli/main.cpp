@@ -3,6 +3,8 @@
 // what was expected). Compiled twice: as `perfcast` (every command, no CUDA library) and,
 // with PERFCAST_GPU_COMMANDS_ONLY, as `perfcast-gpu` (the GPU commands, cli/gpu_binary.hpp).
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -14,6 +16,7 @@
 #include "model/sim/simulator.hpp"
 #include "perfcast/build_info.hpp"
 #include "core/json_reader.hpp"
+#include "core/staged_output.hpp"
 
 int main(int argc, char** argv) {
   perfcast::cli::remember_command_line(argc, argv);
@@ -56,7 +59,15 @@ int main(int argc, char** argv) {
   perfcast::cli::init_logging(verbose->count() > 0 ? "debug" : quiet->count() > 0 ? "error" : log_level);
   auto& log = perfcast::cli::log();
   try {
-    for (const auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();
+    for (const auto* sub : app.get_subcommands()) {
+      const int code = actions.at(sub->get_name())();
+      // A result that did not reach standard output (a full disk, a closed pipe) is a failure.
+      if (!perfcast::flush_stdout()) {
+        log.error("cannot write standard output: {}", std::strerror(errno));
+        return 1;
+      }
+      return code;
+    }
   } catch (const perfcast::ConfigError& e) {
     log.error("{}", e.what());
     return 2;

@@ -1,15 +1,11 @@
 #include "cli/output_file.hpp"
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <stdexcept>
+#include <memory>
 #include <system_error>
 
-#include <unistd.h>
-
 #include "core/json_reader.hpp"
+#include "core/staged_output.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -48,41 +44,17 @@ void check_output_targets(const std::vector<std::string>& paths) {
 
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files) {
   check_targets(files);
-  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> staged;
-  auto remove_staged = [&] {
-    std::error_code ec;
-    for (const auto& [tmp, _] : staged) std::filesystem::remove(tmp, ec);
-  };
-  try {
-    for (const auto& [path, content] : files) {
-      if (path == "-") continue;
-      const std::filesystem::path target(path);
-      std::filesystem::path tmp = target;
-      tmp += ".tmp" + std::to_string(::getpid());
-      staged.emplace_back(tmp, target);
-      std::ofstream out(tmp, std::ios::binary);
-      if (!out) throw std::runtime_error("cannot write " + path);
-      out << content;
-      out.close();
-      if (!out) throw std::runtime_error("cannot write " + path);
-    }
-  } catch (...) {
-    remove_staged();
-    throw;
-  }
-  // Renames cannot fail for checked regular-file targets in writable directories;
-  // should one fail, the temporary files still staged are removed.
-  for (std::size_t i = 0; i < staged.size(); ++i) {
-    std::error_code ec;
-    std::filesystem::rename(staged[i].first, staged[i].second, ec);
-    if (ec) {
-      std::error_code ignore;
-      for (std::size_t k = i; k < staged.size(); ++k) std::filesystem::remove(staged[k].first, ignore);
-      throw std::runtime_error("cannot write " + staged[i].second.string() + ": " + ec.message());
-    }
-  }
+  // Every file is staged (core/staged_output.hpp) before any is renamed: an error while
+  // writing one leaves none of them, and the staging files are removed.
+  std::vector<std::unique_ptr<StagedFile>> staged;
   for (const auto& [path, content] : files) {
-    if (path == "-") std::cout << content << std::flush;
+    if (path == "-") continue;
+    staged.push_back(std::make_unique<StagedFile>(path));
+    staged.back()->write(content);
+  }
+  for (auto& f : staged) f->commit();
+  for (const auto& [path, content] : files) {
+    if (path == "-") write_stdout(content);
   }
 }
 

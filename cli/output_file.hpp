@@ -1,7 +1,8 @@
 #pragma once
 /// \file output_file.hpp
-/// Writes results whole or not at all: into a temporary file beside the target, then
-/// renamed over it. "-" means standard output.
+/// Writes results whole or not at all (core/staged_output.hpp: an exclusive staging file
+/// with an unpredictable name beside the target, renamed over it; never through a link).
+/// "-" means standard output, whose failed writes are errors too.
 
 #include <string>
 #include <utility>
@@ -10,7 +11,7 @@
 namespace perfcast::cli {
 
 /// Writes every (path, content) pair; all contents must be computed before calling, so
-/// bad input never leaves a partial file. Throws std::runtime_error on I/O failure.
+/// bad input never leaves a partial file. Throws OutputError on I/O failure.
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files);
 
 /// The checks write_outputs makes before writing anything, for outputs that are streamed

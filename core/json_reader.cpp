@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -66,6 +67,85 @@ std::string quoted_token(const std::string& what) {
   return b == std::string::npos ? std::string() : what.substr(a + 1, b - a - 1);
 }
 
+/// A key that appears twice in one object: nlohmann would keep the later value silently.
+struct DuplicateKey {
+  std::string pointer;
+};
+
+/// A SAX handler that builds the document (nlohmann's own DOM builder does the building)
+/// and refuses a key that appears twice in one object, tracking the JSON pointer of what it
+/// reads (keys of objects, indices of arrays). About 15% slower than a plain parse on a
+/// 35 MB Kineto trace; nlohmann's callback parser, the other way to see keys, is 20x slower.
+class DuplicateCheckingDom {
+ public:
+  using json = nlohmann::json;
+  explicit DuplicateCheckingDom(json& root) : dom_(root, true) {}
+  bool null() { return element(), dom_.null(); }
+  bool boolean(bool v) { return element(), dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return element(), dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return element(), dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return element(), dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return element(), dom_.string(v); }
+  bool binary(json::binary_t& v) { return element(), dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    element();
+    frames_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    Frame& f = frames_.back();
+    f.key = k;
+    if (!f.insert(k)) throw DuplicateKey{pointer()};
+    return dom_.key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    element();
+    frames_.emplace_back();
+    frames_.back().array = true;
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return dom_.end_array();
+  }
+  /// Templated as nlohmann's own handler is: it rethrows `e` as its own type (parse_error,
+  /// out_of_range), which a base-class reference would slice.
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    long long index = -1;  ///< arrays: the element being read
+    std::string key;       ///< objects: the key being read
+    std::vector<std::string> keys;         ///< objects: the keys so far (a scan: most objects are small)
+    std::unordered_set<std::string> many;  ///< from 32 keys on
+    bool insert(const std::string& k) {
+      if (!many.empty()) return many.insert(k).second;
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) return false;
+      keys.push_back(k);
+      if (keys.size() > 32) many.insert(keys.begin(), keys.end());
+      return true;
+    }
+  };
+  void element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  std::string pointer() const {
+    std::string p;
+    for (const Frame& f : frames_) p += "/" + (f.array ? std::to_string(f.index) : escape_pointer_token(f.key));
+    return p;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<Frame> frames_;
+};
+
 }  // namespace
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& file, std::string_view expected) {
@@ -77,7 +157,13 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& file, s
                                   limits::kMaxJsonDepth, p.line, p.column, what));
   }
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json root;
+    DuplicateCheckingDom dom(root);
+    nlohmann::json::sax_parse(text, &dom);
+    return root;
+  } catch (const DuplicateKey& d) {
+    throw ConfigError(file, d.pointer,
+                      fmt::format("the key appears twice in one object (a reader would silently keep one of them){}", what));
   } catch (const nlohmann::json::parse_error& e) {
     const TextPosition p = position_of(text, e.byte == 0 ? 0 : e.byte - 1);
     const std::string kind = describe_text_kind(text);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -11,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "core/csv_record.hpp"
+#include "core/input_file.hpp"
+#include "core/limits.hpp"
 #include "core/json_reader.hpp"
 
 namespace perfcast {
@@ -47,19 +50,20 @@ std::string algorithm_from_nccl_algo(const std::string& env) {
 }
 
 bool is_measurement_table_csv(const std::string& path) {
-  std::ifstream in(path);
-  std::string first;
-  if (!in || !std::getline(in, first)) return false;
+  // Only the first line is looked at, and at most kMaxTextLineBytes of it (never a whole
+  // device or a line without end).
+  std::ifstream in(path, std::ios::binary);
+  std::string first(limits::kMaxTextLineBytes, '\0');
+  if (!in || !std::filesystem::is_regular_file(path)) return false;
+  in.read(first.data(), static_cast<std::streamsize>(first.size()));
+  first.resize(static_cast<std::size_t>(in.gcount()));
+  first = first.substr(0, first.find('\n'));
   if (first.size() >= 3 && static_cast<unsigned char>(first[0]) == 0xEF) first = first.substr(3);  // UTF-8 BOM
   return first.rfind("source_url,", 0) == 0;
 }
 
 std::vector<SourcedLog> parse_measurement_table_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", "cannot open the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_measurement_table_csv_text(ss.str(), path);
+  return parse_measurement_table_csv_text(read_input_file(path), path);
 }
 
 std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text, const std::string& name) {

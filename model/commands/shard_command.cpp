@@ -77,6 +77,12 @@ ShardOutcome run_shard(ShardRequest req) {
   DlrmSpec w = parse_workload(req.workload);
   const double budget = parse_duration_option("--budget", req.budget);
   const double timeout = req.timeout.empty() ? 0.0 : parse_duration_option("--timeout", req.timeout);
+  // A count beyond this is a typo, and one beyond a double's exact range would wrap when
+  // shared between the dense layouts (2^64 - 1 became one evaluation).
+  constexpr std::size_t kMaxEvaluations = 1'000'000'000'000;
+  if (req.evaluations > kMaxEvaluations)
+    throw ConfigError("--evaluations", std::to_string(req.evaluations),
+                      fmt::format("expected at most {} simulated plans", kMaxEvaluations));
   if (w.batch_size % s.world_size() != 0) {
     throw ConfigError(w.file, "/batch_size", fmt::format("the global batch {} does not divide over the system's {} ranks",
                                                          w.batch_size, s.world_size()));

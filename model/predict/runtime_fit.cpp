@@ -15,10 +15,12 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.hpp"
 #include "core/csv_record.hpp"
 #include "core/error_stats.hpp"
 #include "core/json_reader.hpp"
@@ -121,8 +123,9 @@ double fit_mean_error(const std::string& system, const std::vector<StepMeasureme
 }  // namespace
 
 std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, "", "cannot read the measurement file");
+  // Read whole within core/limits.hpp's bounds: a device (/dev/zero), a folder or an
+  // oversized file is refused before anything is allocated for it.
+  std::istringstream in(read_input_file(path));
   std::string line;
   if (!std::getline(in, line)) throw ConfigError(path, "line 1", "empty: expected a header with workload and measured");
   std::map<std::string, std::size_t> col;

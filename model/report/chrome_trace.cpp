@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include "core/staged_output.hpp"
 #include "model/report/report.hpp"
 #include "model/report/trace_sink.hpp"
 
@@ -160,21 +163,18 @@ void write_chrome_trace(const Prediction& p, const std::string& path, const Chro
     TraceSink sink(&out);
     stream_events(p, o, sink);
     sink.close();
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_stdout(out);
     return;
   }
-  // Written beside the target and renamed over it at the end: never a partial trace.
-  const std::string tmp = path + ".tmp" + std::to_string(static_cast<long long>(std::rand()));
-  try {
-    TraceSink sink(tmp, ends_with(path, ".gz"));
-    stream_events(p, o, sink);
-    sink.close();
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  // Streamed into a staging file beside the target (core/staged_output.hpp) and renamed
+  // over it at the end: never a partial trace, never through a link.
+  StagedFile file(path);
+  const int fd = ::dup(file.fd());
+  if (fd < 0) throw OutputError("cannot write " + path);
+  TraceSink sink(fd, path, ends_with(path, ".gz"));
+  stream_events(p, o, sink);
+  sink.close();
+  file.commit();
 }
 
 }  // namespace perfcast

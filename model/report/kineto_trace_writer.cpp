@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "core/staged_output.hpp"
 #include "model/report/report.hpp"
 #include "model/report/trace_sink.hpp"
 
@@ -126,28 +128,20 @@ void write_kineto_traces(const Prediction& p, const std::string& dir, const Chro
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw ConfigError("--trace", dir, "with --trace-format kineto, --trace names a folder (one rank<N>.json per rank); this is a file");
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
+  // The folder is staged and swapped in whole (core/staged_output.hpp): no rank file of an
+  // earlier, larger run stays; an existing folder may hold only such rank files.
+  static const std::regex rank_file(R"(rank\d+\.json)");
+  StagedFolder folder(dir, "--trace", [](const std::string& name) { return std::regex_match(name, rank_file); });
   // Event indices per rank, in timeline order.
   std::vector<std::vector<std::size_t>> per_rank(static_cast<std::size_t>(p.timeline.world));
   for (std::size_t i = 0; i < p.timeline.events.size(); ++i) per_rank[static_cast<std::size_t>(p.timeline.events[i].rank)].push_back(i);
-  // Every rank's file is written to a temporary name first and renamed only when all are
-  // written: a failure leaves none of this run's files behind.
-  std::vector<std::pair<std::string, std::string>> written;  // (temporary, final)
-  try {
-    for (int r = 0; r < p.timeline.world; ++r) {
-      if (!o.ranks.empty() && std::find(o.ranks.begin(), o.ranks.end(), r) == o.ranks.end()) continue;
-      const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.json", r)).string();
-      written.emplace_back(path + ".tmp", path);
-      TraceSink sink(written.back().first, false);
-      write_rank(p, r, per_rank[static_cast<std::size_t>(p.graph.representative(r))], o, sink);
-      sink.close();
-    }
-  } catch (...) {
-    for (const auto& [tmp, _] : written) std::filesystem::remove(tmp, ec);
-    throw;
+  for (int r = 0; r < p.timeline.world; ++r) {
+    if (!o.ranks.empty() && std::find(o.ranks.begin(), o.ranks.end(), r) == o.ranks.end()) continue;
+    TraceSink sink((folder.path() / fmt::format("rank{}.json", r)).string(), false);
+    write_rank(p, r, per_rank[static_cast<std::size_t>(p.graph.representative(r))], o, sink);
+    sink.close();
   }
-  for (const auto& [tmp, path] : written) std::filesystem::rename(tmp, path);
+  folder.commit();
 }
 
 }  // namespace perfcast

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <zlib.h>
 
 namespace perfcast {
@@ -37,8 +38,18 @@ class TraceSink {
   explicit TraceSink(std::string* out) : out_(out) {}
   TraceSink(const std::string& path, bool gzip) : path_(path), gzip_(gzip) {
     if (gzip_) gz_ = gzopen(path.c_str(), "wb6");
-    else f_ = std::fopen(path.c_str(), "wb");
+    else f_ = std::fopen(path.c_str(), "wbx");  // "x": never an existing file or link
     if (gz_ == nullptr && f_ == nullptr) throw std::runtime_error("cannot write " + path);
+  }
+  /// Writes to `fd` (the sink closes it), e.g. a dup() of a StagedFile's descriptor;
+  /// `path` names the target in errors.
+  TraceSink(int fd, const std::string& path, bool gzip) : path_(path), gzip_(gzip) {
+    if (gzip_) gz_ = gzdopen(fd, "wb6");
+    else f_ = fdopen(fd, "wb");
+    if (gz_ == nullptr && f_ == nullptr) {
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path);
+    }
   }
   ~TraceSink() {
     if (gz_) gzclose(gz_);

@@ -224,6 +224,7 @@ expect "shard infeasible in HBM explains" 1 "at least 2 such GPUs are needed" --
 expect "... and names host memory" 1 "with tables in host memory they could fit (shard --memory-tiers on)" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers off
 expect "shard puts tables in host memory when nothing fits in HBM" 0 "in host memory (" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 200
 expect "shard infeasible with host memory explains" 1 "and 8.38 GiB of host memory" -- "$perfcast" shard --system "$h1" --set system.host_memory.capacity=10GB --workload "$mlperf" --evaluations 10
+expect "shard --evaluations beyond its bound" 2 '--evaluations: 18446744073709551615: expected at most' -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 18446744073709551615
 expect "bad --memory-tiers" 2 "--memory-tiers" -- "$perfcast" shard --system "$h1" --workload "$mlperf" --evaluations 10 --memory-tiers maybe
 expect "MoE header names the shared experts" 0 "mixture of experts: 64 experts + shared experts of width 2816, top-6" -- "$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$src/configs/workloads/deepseek_moe_16b.json"
 expect "MoE layer pattern of the wrong length" 2 '/moe/layer_freq: the pattern lists 28 layers, the model has 24' -- "$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$src/configs/workloads/deepseek_moe_16b.json" --set workload.layers=24 --json "$tmp/out.json"

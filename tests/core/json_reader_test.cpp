@@ -84,3 +84,19 @@ TEST_CASE("syntax errors report line and column", "[json]") {
   CHECK_THAT(error_of([&] { (void)load_json_file(path); }), Catch::Contains("invalid JSON at line 3"));
   CHECK_THAT(error_of([&] { (void)load_json_file("/nonexistent/x.json"); }), Catch::Contains("cannot open"));
 }
+
+TEST_CASE("a key that appears twice in one object is refused with its path", "[json]") {
+  auto error = [](const char* text) {
+    try {
+      (void)parse_json_text(text, "d.json");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error(R"({"a": 1, "a": 2})") == "d.json: /a: the key appears twice in one object (a reader would silently keep one of them)");
+  CHECK_THAT(error(R"({"n": {"x": [0, {"k": 1}, {"k": 2, "k": 3}]}})"), Catch::StartsWith("d.json: /n/x/2/k: the key appears twice"));
+  CHECK_THAT(error(R"({"a/b": {"~": 1, "~": 2}})"), Catch::StartsWith("d.json: /a~1b/~0: the key appears twice"));
+  // The same key in sibling objects, or at different depths, is fine.
+  CHECK(error(R"({"a": {"k": 1}, "b": {"k": 2}, "k": [{"k": 1}, {"k": 2}]})") == "no error");
+}
