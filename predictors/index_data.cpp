@@ -177,10 +177,15 @@ std::vector<TableBatchStats> compute_index_stats(const IndexData& d, const Index
         sum_sq += static_cast<double>(len) * static_cast<double>(len);
         for (std::int64_t p = s.begin[j]; p < s.end[j]; ++p) {
           const std::int64_t idx = d.indices[static_cast<std::size_t>(p)];
-          if (idx < 0 || (rows > 0 && idx >= rows))
+          // Without --rows the table is as large as its largest index + 1: an index is still
+          // bounded by the rows perfcast reads (2^48), or that + 1 would overflow.
+          const std::int64_t bound = rows > 0 ? rows : limits::kMaxRows;
+          if (idx < 0 || idx >= bound)
             throw ConfigError(d.indices_file, entry(p),
                               rows > 0 ? fmt::format("index {} of table {} (batch {}) is outside [0, {}) rows", idx, t, k, rows)
-                                       : fmt::format("negative index {} in table {} (batch {})", idx, t, k));
+                              : idx < 0 ? fmt::format("negative index {} in table {} (batch {})", idx, t, k)
+                                        : fmt::format("index {} in table {} (batch {}) is beyond the {} rows perfcast reads "
+                                                      "(core/limits.hpp)", idx, t, k, limits::kMaxRows));
           rows_seen.push_back(idx);
         }
       }

@@ -296,7 +296,10 @@ std::optional<CollectiveKind> collective_from_name(const std::string& raw) {
   return std::nullopt;
 }
 
-CollectiveLog parse_collective_log_text(const std::string& text, const std::string& name, const LogHints& hints) {
+CollectiveLog parse_collective_log_text(const std::string& with_bom, const std::string& name, const LogHints& hints) {
+  // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first line: with it, a
+  // CSV table used to be taken for an nccl-tests log.
+  const std::string text = with_bom.rfind("\xEF\xBB\xBF", 0) == 0 ? with_bom.substr(3) : with_bom;
   require_utf8(text, name);  // the GPU name, host and version reach JSON outputs
   if (hints.ranks && (*hints.ranks < 1 || *hints.ranks > limits::kMaxRanks))
     fail(name, 0, fmt::format("--ranks {} is outside [1, {}]", *hints.ranks, limits::kMaxRanks));

@@ -130,7 +130,10 @@ std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::fil
       root.require_schema(kSchema, 1);
       ++f.lines;
       const double predicted = root.at("predicted_s").as_number();
-      if (!(predicted > 0 && predicted <= limits::kMaxTime)) root.fail("predicted_s", "must be positive");
+      // Within the time range of core/limits.hpp: a subnormal time (5e-324 s) would make the
+      // error infinite.
+      if (!(predicted >= limits::kMinTime && predicted <= limits::kMaxTime))
+        root.fail("predicted_s", fmt::format("expected seconds in [{:g}, {:g}]", limits::kMinTime, limits::kMaxTime));
       const auto measured = root.at("measured_s");
       if (auto g = root.find("gpu")) add_unique(f.gpus, g->as_string());
       if (auto s = root.find("system")) add_unique(f.systems, s->as_string());
@@ -139,7 +142,9 @@ std::vector<ResultFileSummary> summarize_result_files(const std::vector<std::fil
         return;
       }
       const double m = measured.as_number();
-      if (!(m > 0 && m <= limits::kMaxTime)) root.fail("measured_s", "must be positive (or null for a failed measurement)");
+      if (!(m >= limits::kMinTime && m <= limits::kMaxTime))
+        root.fail("measured_s", fmt::format("expected seconds in [{:g}, {:g}] (or null for a failed measurement)",
+                                            limits::kMinTime, limits::kMaxTime));
       f.errors.push_back(relative_error(predicted, m));
     });
     f.summary = summarize_errors(f.errors);
@@ -183,9 +188,10 @@ std::vector<PytorchComparison> compare_pytorch_files(const SystemSpec& system,
         throw ConfigError(where, "/schema", "expected \"perfcast.pytorch_result\" (written by validation/pytorch/*_bench.py)");
       }
       const auto measured = j.find("measured_s");
-      if (measured == j.end() || !measured->is_number() || !(measured->get<double>() > 0) ||
+      if (measured == j.end() || !measured->is_number() || !(measured->get<double>() >= limits::kMinTime) ||
           !(measured->get<double>() <= limits::kMaxTime)) {
-        throw ConfigError(where, "/measured_s", fmt::format("expected a positive number of seconds up to {:g}", limits::kMaxTime));
+        throw ConfigError(where, "/measured_s",
+                          fmt::format("expected seconds in [{:g}, {:g}]", limits::kMinTime, limits::kMaxTime));
       }
       if (!j.contains("config") || !j.at("config").is_object()) throw ConfigError(where, "/config", "expected the workload object");
       PytorchComparison c;

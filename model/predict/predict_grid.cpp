@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -41,7 +42,17 @@ void apply_setting(PredictRequest& r, const std::string& key, const std::string&
 }  // namespace
 
 std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector<GridAxis>& axes) {
+  // The grid's size is checked before any point is made: --timeout bounds the time the
+  // points take, not the memory of a grid too large to list.
+  std::size_t count = 1;
+  for (const auto& axis : axes) {
+    if (axis.values.size() > kMaxGridPoints / count)
+      throw ConfigError("--compare / --sweep", axis.key,
+                        fmt::format("the grid would have more than {} points; split it over several commands", kMaxGridPoints));
+    count *= axis.values.size();
+  }
   std::vector<GridPoint> points{GridPoint{{}, base}};
+  points.reserve(count);
   for (const auto& axis : axes) {
     std::vector<GridPoint> next;
     for (const auto& p : points) {
@@ -76,7 +87,10 @@ std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned t
   };
   std::vector<char> ran(n, 0);
   std::vector<std::exception_ptr> errors(n);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // Never more threads than the machine has cores (or points): more only add switching, and
+  // asking for 1,024 could exhaust what the process may create.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0 || threads > cores) threads = cores;
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(n, 1)));
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<bool> failed{false}, stopped{false};
@@ -98,8 +112,16 @@ std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned t
     }
   };
   std::vector<std::thread> pool;
-  if (threads > 1)
-    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  if (threads > 1) {
+    for (unsigned t = 0; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;  // the system gives no more threads: the ones started do the work
+      }
+    }
+    if (pool.empty()) threads = 1;
+  }
   if (threads <= 1) {
     worker();
   } else {

@@ -28,10 +28,14 @@ struct GridPoint {
   PredictRequest request;
 };
 
-/// The cartesian product of the axes over `base`; the last axis varies fastest.
+/// Most points of one --compare / --sweep grid (each is a whole prediction).
+inline constexpr std::size_t kMaxGridPoints = 100'000;
+
+/// The cartesian product of the axes over `base`; the last axis varies fastest. A grid of
+/// more than kMaxGridPoints is a ConfigError, before any point is made.
 [[nodiscard]] std::vector<GridPoint> expand_grid(const PredictRequest& base, const std::vector<GridAxis>& axes);
 
-/// Runs every point on up to `threads` threads (0: the hardware's), results in point
+/// Runs every point on up to `threads` threads (0, or more than the machine has cores: one per core), results in point
 /// order. `progress(done, total)` is called from the calling thread only. The first
 /// failing point's exception (in point order) is rethrown after all threads stop.
 /// With `timeout_s` > 0 (wall-clock seconds), no point starts after that time: points

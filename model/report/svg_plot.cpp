@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -75,16 +76,25 @@ std::string xml_escape(const std::string& s) {
 }
 
 std::vector<double> nice_ticks(double max, int n) {
+  n = std::max(n, 1);
   if (!(max > 0) || !std::isfinite(max)) return {0, 1};
-  const double raw = max / std::max(n, 1);
+  const double raw = max / n;
+  // A subnormal maximum (5e-324) has no round step whose multiples a loop can count.
+  if (!std::isnormal(raw)) return {0, max};
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
   double step = p;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
     step = m * p;
     if (step >= raw) break;
   }
+  if (!(step > 0) || !std::isfinite(step)) return {0, max};
+  // step >= max / n: at most n + 1 ticks reach max (a bound, whatever the rounding).
   std::vector<double> out;
-  for (double v = 0; v < max + step * 0.999; v += step) out.push_back(v);
+  for (int i = 0; i <= n + 1; ++i) {
+    const double v = std::min(step * i, std::numeric_limits<double>::max());  // never inf at the top of a double
+    out.push_back(v);
+    if (!(v < max)) break;
+  }
   return out;
 }
 
@@ -193,7 +203,10 @@ std::string svg_scatter(const std::string& title, const std::vector<ScatterPoint
     hi = 1;
   }
   const bool log_axes = hi / lo > 20;
-  double amin = log_axes ? std::log10(lo / 1.2) : 0, amax = log_axes ? std::log10(hi * 1.2) : hi * 1.15;
+  // The margins stay finite and positive for any finite input (1.7e308 x 1.2 would be inf).
+  const double margin_lo = std::max(lo / 1.2, std::numeric_limits<double>::denorm_min());
+  const double margin_hi = std::min(hi * (log_axes ? 1.2 : 1.15), std::numeric_limits<double>::max());
+  double amin = log_axes ? std::log10(margin_lo) : 0, amax = log_axes ? std::log10(margin_hi) : margin_hi;
   auto f = [&](double v) { return log_axes ? std::log10(v) : v; };
   auto pos = [&](double v) { return size * (f(v) - amin) / (amax - amin); };
   auto px = [&](double v) { return left + pos(v); };

@@ -216,7 +216,13 @@ std::optional<TraceCollective> collective_from_kernel_args(const EventReader& r)
   c.from_kernel_args = true;
   if (const auto k = trace_collective_kind(c.name)) c.kind = *k;
   if (const auto t = args->find("dtype"); t != args->end() && t->is_string()) c.dtype = t->get<std::string>();
-  if (const auto n = r.arg_number("In msg nelems", limits::kMaxBytes)) c.bytes = *n * trace_dtype_bytes(c.dtype);
+  if (const auto n = r.arg_number("In msg nelems", limits::kMaxBytes)) {
+    // The bound is on bytes: 2^50 doubles passed the element bound and replayed for days.
+    c.bytes = *n * trace_dtype_bytes(c.dtype);
+    if (c.bytes > limits::kMaxBytes)
+      r.fail("args/In msg nelems", fmt::format("{:g} elements of {} are {:g} bytes, more than the {:g} a message may have",
+                                          *n, c.dtype, c.bytes, limits::kMaxBytes));
+  }
   if (const auto g = args->find("Group size"); g != args->end() && g->is_number_integer())
     c.group_size = static_cast<int>(*r.arg_int("Group size", true, 0, limits::kMaxRanks));
   return c;

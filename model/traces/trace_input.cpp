@@ -84,7 +84,7 @@ void read_archive(const std::string& path, std::vector<TraceText>& out) {
     }
     const std::string name = path + ":" + member;
     std::string data = read_member(a.get(), name, budget);
-    if (is_gzip(data)) data = gunzip(data, name);
+    if (is_gzip(data)) data = gunzip(data, name, &budget);  // the members share the archive's limit
     members.push_back({name, std::move(data)});
   }
   if (members.empty()) throw ConfigError(path, "", "the archive holds no *.json or *.json.gz member");
@@ -99,16 +99,17 @@ bool is_gzip(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-std::string gunzip(std::string_view bytes, const std::string& name) {
+std::string gunzip(std::string_view bytes, const std::string& name, std::uint64_t* budget) {
+  std::uint64_t own_budget = limits::kMaxInputFileBytes;
+  std::uint64_t& left = budget ? *budget : own_budget;
   z_stream z{};
   // 16 + MAX_WBITS: gzip wrapper only (zlib.h, inflateInit2).
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw std::runtime_error("zlib: inflateInit2 failed");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
   std::string out;
   char buf[1 << 16];
-  std::size_t consumed = 0;
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
+  std::size_t consumed = 0;  // bytes handed to zlib so far
+  for (;;) {
     // Feed at most 1 GiB per call: avail_in is 32 bits.
     if (z.avail_in == 0 && consumed < bytes.size()) {
       const std::size_t chunk = std::min<std::size_t>(bytes.size() - consumed, 1U << 30);
@@ -118,14 +119,22 @@ std::string gunzip(std::string_view bytes, const std::string& name) {
     }
     z.next_out = reinterpret_cast<Bytef*>(buf);
     z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
+    const int rc = inflate(&z, Z_NO_FLUSH);
     if (rc == Z_BUF_ERROR && z.avail_in == 0 && consumed == bytes.size())
       throw ConfigError(name, "", "truncated gzip stream");
     if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
       throw ConfigError(name, "", fmt::format("damaged gzip stream: {}", z.msg ? z.msg : "inflate failed"));
     const std::size_t produced = sizeof buf - z.avail_out;
-    if (out.size() + produced > limits::kMaxInputFileBytes) throw ConfigError(name, "", too_large_message());
+    if (produced > left) throw ConfigError(name, "", too_large_message());
+    left -= produced;
     out.append(buf, produced);
+    if (rc != Z_STREAM_END) continue;
+    // The end of one member: another may follow (RFC 1952 section 2.2).
+    const std::size_t rest = z.avail_in + (bytes.size() - consumed);
+    if (rest == 0) break;
+    const std::string_view next = bytes.substr(bytes.size() - rest);
+    if (!is_gzip(next)) throw ConfigError(name, "", fmt::format("{} bytes after the end of the gzip data are not a gzip member", rest));
+    if (inflateReset(&z) != Z_OK) throw std::runtime_error("zlib: inflateReset failed");
   }
   return out;
 }

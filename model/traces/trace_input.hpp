@@ -13,6 +13,7 @@
 /// Errors: a missing, unreadable or oversized file, a damaged gzip stream or archive, or
 /// an archive without JSON members is bad input: ConfigError naming the file (and member).
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,8 +34,11 @@ struct TraceText {
 /// gzip streams start with 0x1f 0x8b (RFC 1952 section 2.3.1).
 [[nodiscard]] bool is_gzip(std::string_view bytes);
 
-/// Decompresses one gzip stream (zlib); `name` is used in errors. Refuses output over
-/// limits::kMaxInputFileBytes.
-[[nodiscard]] std::string gunzip(std::string_view bytes, const std::string& name);
+/// Decompresses gzip data (zlib): every member of a multi-member file (`cat a.gz b.gz`,
+/// bgzip) in order; bytes after the last member that are not a gzip member are an error.
+/// `name` is used in errors. Refuses output over `budget` bytes (default
+/// limits::kMaxInputFileBytes) and takes what it produced off `budget`, so that the members
+/// of one archive share one limit.
+[[nodiscard]] std::string gunzip(std::string_view bytes, const std::string& name, std::uint64_t* budget = nullptr);
 
 }  // namespace perfcast

@@ -109,7 +109,8 @@ printf 'workload,measured\nconfigs/workloads/dlrm_default.json,abc\n' > bad_time
 printf 'workload,time\nconfigs/workloads/dlrm_default.json,1ms\n' > bad_header.csv
 printf 'workload,measured,split\nconfigs/workloads/dlrm_default.json,1ms,train\n' > bad_split.csv
 printf 'workload,measured\nconfigs/workloads/missing.json,1ms\n' > bad_workload.csv
-for f in bad_time:"line 2: measured" bad_header:"line 1: no \"measured\" column" bad_split:"line 2: split \"train\"" bad_workload:"line 2: cannot predict" bad_model:"/model"; do
+printf 'workload,measured\nconfigs/workloads/dlrm_default.json,1e-300\n' > tiny_time.csv
+for f in bad_time:"line 2: measured" tiny_time:"line 2: measured \"1e-300\": expected an iteration time from 1us to a day" bad_header:"line 1: no \"measured\" column" bad_split:"line 2: split \"train\"" bad_workload:"line 2: cannot predict" bad_model:"/model"; do
   name=${f%%:*}
   want=${f#*:}
   "$perfcast" calibrate runtime --system "$h100" --measurements "$name.csv" --out "configs/runtimes/$name.json" > /dev/null 2> err.txt

@@ -135,6 +135,20 @@ sed 's/node01 device  1/node02 device  1/' "$data/handwritten_all_reduce_perf.tx
 expect "2-node nccl-tests log with 3 sizes" 2 "two_nodes.txt: /: all_reduce (multi-node): 3 sample(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$tmp/two_nodes.txt" --out "$tmp/out/c.json"
 expect "fewer than 8 sizes" 2 "handwritten_all_reduce_perf.txt: /: all_reduce (one node): 3 sample(s)" -- "$perfcast" calibrate comms --system "$sys" --nccl-tests "$data/handwritten_all_reduce_perf.txt" --out "$tmp/out/c.json"
 
+# 12-15. Silent nonsense and unbounded work (docs/robustness.md).
+sed 's/"measured_s": 0.001, "error": 0.1/"measured_s": 5e-324, "error": 0.1/' "$data/validation_results_small.jsonl" > "$tmp/subnormal.jsonl"
+expect "validate --summarize: a subnormal measured time" 2 "subnormal.jsonl line 1: /measured_s: expected seconds in [1e-12, 1e+07]" -- "$perfcast" validate --summarize "$tmp/subnormal.jsonl"
+printf '{"results": [{"bytes": 1024, "busbw_GBps": 5e-324, "time_us": 5e-324}]}' > "$tmp/subnormal_comm.json"
+expect "report of a comm result with subnormal values ends" 0 "" -- "$perfcast" report "$tmp/subnormal_comm.json" --out "$tmp/out/r.html"
+printf '{"ranks": [{"rank": 0, "measured_s": 1.7e308, "simulated_s": 1e-300}]}' > "$tmp/huge_replay.json"
+expect "report of a replay result at the limits of a double ends" 0 "" -- "$perfcast" report "$tmp/huge_replay.json" --out "$tmp/out/r.html"
+sed 's/"gpus_per_node": 8,/"gpus_per_node": 8, "gpus_per_node": 4,/' "$sys" > "$tmp/dup.json"
+cp "$src/configs/systems/h100_sxm.json" "$src/configs/systems/hopper_nvswitch_8gpu.comms.json" "$tmp/"
+expect "a key twice in one object" 2 "dup.json: /gpus_per_node: the key appears twice in one object" -- "$perfcast" predict --system "$tmp/dup.json" --workload "$wl"
+{ printf '\xef\xbb\xbf'; cat "$src/data/vtrain-a100-gpt/AR_GPU8_1M_1024M_LUT.csv"; } > "$tmp/bom.csv"
+expect "a CSV table with a byte-order mark is read as a table" 0 "all_reduce" -- "$perfcast" calibrate comms --system "$src/configs/systems/dgx_a100.json" --nccl-tests "$tmp/bom.csv" --collective all_reduce --ranks 8 --out "$tmp/out/bom.comms.json"
+expect "calibrate runtime --measurements /dev/zero" 2 "/dev/zero" -- "$perfcast" calibrate runtime --system "$sys" --measurements /dev/zero --out "$tmp/out/x.json"
+
 # --timeout stops the search with the best plan so far.
 expect "shard --timeout" 0 "stopped by --timeout" -- "$perfcast" shard --system "$sys" --workload "$wl" --budget 60s --timeout 200ms
 

@@ -4,12 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "core/json_reader.hpp"
 #include "model/traces/execution_trace.hpp"
+#include "model/traces/trace_input.hpp"
 
 using namespace perfcast;
 
@@ -69,4 +72,43 @@ TEST_CASE("execution trace pairing: rank numbers beyond int in file names are no
   KinetoTrace t;
   t.file = "worker_99999999999999999999.json";
   CHECK(pair_execution_traces({a}, {t}) == std::vector<int>{0});  // falls back to order; std::stoi threw
+}
+
+namespace {
+/// `text` as one gzip member (zlib's deflate with the gzip wrapper).
+std::string gzip_member(const std::string& text) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, text.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(out.size() - z.avail_out);
+  deflateEnd(&z);
+  return out;
+}
+std::string error_of_gunzip(const std::string& bytes, std::uint64_t* budget = nullptr) {
+  try {
+    (void)gunzip(bytes, "t.gz", budget);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("gzip: every member of a multi-member file, nothing after it, one budget for all", "[trace_input][limits]") {
+  // cat a.gz b.gz (and bgzip) used to give only the first member's text.
+  const std::string two = gzip_member(R"({"traceEvents": [)") + gzip_member(R"(]})");
+  CHECK(gunzip(two, "t.gz") == R"({"traceEvents": []})");
+  CHECK(error_of_gunzip(gzip_member("{}") + "junk") == "t.gz: /: 4 bytes after the end of the gzip data are not a gzip member");
+  // The budget is shared: 3 members of 1,000 bytes under a budget of 2,500 stop at the third.
+  const std::string kb(1000, 'x');
+  std::uint64_t budget = 2500;
+  CHECK(gunzip(gzip_member(kb), "a", &budget).size() == 1000);
+  CHECK(gunzip(gzip_member(kb), "b", &budget).size() == 1000);
+  CHECK(budget == 500);
+  CHECK_THAT(error_of_gunzip(gzip_member(kb), &budget), Catch::StartsWith("t.gz: /:"));
 }

@@ -290,6 +290,11 @@ TEST_CASE("kineto reader: integers beyond the limits are errors, not overflow", 
                          "args": {"stream": 18446744073709551615}}]})") ==
         "t.json: /traceEvents/0/args/stream: expected an integer in [-9007199254740991, 9007199254740991], got "
         "18446744073709551615");
+  // 2^50 doubles pass the element bound but are 2^53 bytes: the bound is on bytes.
+  CHECK_THAT(kineto_error(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 0, "dur": 5,
+                         "name": "ncclDevKernel_AllReduce_Sum_f64_RING_LL", "args": {"stream": 7, "device": 0,
+                         "Collective name": "allreduce", "In msg nelems": 1125899906842624, "dtype": "Double"}}]})"),
+             Catch::StartsWith("t.json: /traceEvents/0/args/In msg nelems: 1.1259e+15 elements of Double are 9.0072e+15 bytes"));
   CHECK(kineto_error(R"({"deviceProperties": [{"id": "zero"}], "traceEvents": []})") ==
         "t.json: /deviceProperties/0/id: expected an integer, got string");
   CHECK(kineto_error(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 1e400, "name": "a"}]})") ==

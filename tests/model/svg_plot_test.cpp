@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <string>
 
 #include "model/report/svg_plot.hpp"
@@ -25,6 +27,23 @@ TEST_CASE("nice_ticks: 1-2-5 steps from 0 past the maximum", "[report][svg]") {
   CHECK(nice_ticks(7.757) == std::vector<double>{0, 2, 4, 6, 8});             // raw step 1.55 -> 2
   CHECK(nice_ticks(2) == std::vector<double>{0, 0.5, 1, 1.5, 2});             // raw step 0.4 -> 0.5
   CHECK(nice_ticks(0) == std::vector<double>{0, 1});                          // degenerate
+}
+
+TEST_CASE("every chart ends on any finite value: subnormal, huge, at the limit of a double", "[report][svg]") {
+  // These used to loop without end (a step of 0 from a subnormal maximum, an infinite axis end).
+  const double tiny = std::numeric_limits<double>::denorm_min(), huge = std::numeric_limits<double>::max();
+  CHECK(nice_ticks(tiny) == std::vector<double>{0, tiny});
+  CHECK(nice_ticks(1e-310) == std::vector<double>{0, 1e-310});
+  for (double m : {1e-300, 1e300, huge}) {
+    const auto t = nice_ticks(m);
+    CHECK(t.size() <= 7);
+    CHECK(t.back() >= m);
+  }
+  for (double v : {tiny, 1e-310, 1e300, huge}) {
+    CHECK(svg_scatter("s", {{v, v, "a"}, {1.0, 2.0, "b"}}, "s", 1.0).find("</svg>") != std::string::npos);
+    CHECK(svg_line_chart("c", "size", "GB/s", {{"one", {{1024, v}, {2048, v}}}}, true).find("</svg>") != std::string::npos);
+    CHECK(svg_stacked_bars("t", {"a"}, {{"r", {v}}}, "s", 1.0).find("</svg>") != std::string::npos);
+  }
 }
 
 TEST_CASE("stacked bars: widths proportional to the values on a 560 px axis", "[report][svg]") {

@@ -66,6 +66,16 @@ TEST_CASE("index data: rows beyond the limit are refused", "[index][limits]") {
   CHECK(summary[0].zipf_alpha.has_value());  // the Zipf fit at 2^48 rows returns
 }
 
+TEST_CASE("index data: without --rows an index is bounded by the rows perfcast reads", "[index][limits]") {
+  // 2^63 - 1 used to pass and overflow when the table's rows were taken as the largest index + 1.
+  IndexData d = two_tables({2, 2}, BagEncoding::kLengths);
+  d.indices[3] = kMax;
+  CHECK(error_of(d) == "idx.bin: entry 3: index 9223372036854775807 in table 1 (batch 0) is beyond the 281474976710656 "
+                       "rows perfcast reads (core/limits.hpp)");
+  d.indices[3] = limits::kMaxRows - 1;
+  CHECK(error_of(d) == "no error");
+}
+
 TEST_CASE("locality stats: a header line cut after \"processing\" is bad input (found by fuzz_index)", "[index_stats][limits]") {
   const auto path = std::filesystem::temp_directory_path() / "perfcast_locality_cut.txt";
   { std::ofstream(path) << "fbgemm_t856_bs65536.pt\nLocality stats after processing \n"; }
