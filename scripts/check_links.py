@@ -81,6 +81,8 @@ def expand(path):
     if not m:
         return [path]
     body = m.group(1)
+    if ',' not in body and '..' not in body:
+        return []      # a code template such as f'AR_GPU{n}.csv' names no one file
     r = re.fullmatch(r'(\d+)\.\.(\d+)', body)
     items = [str(i) for i in range(int(r.group(1)), int(r.group(2)) + 1)] if r else body.split(',')
     return [q for item in items for q in expand(path[:m.start()] + item + path[m.end():])]
