@@ -26,8 +26,8 @@ inline constexpr std::size_t kMaxTextLineBytes = 64 * 1024;
 /// Most GPUs in one system (nodes x GPUs per node): what memory allows. A Transformer
 /// prediction simulates one rank per distinct program (symmetric simulation) and keeps a
 /// few hundred bytes for every other rank (its mirror entry, per-rank figures and memory
-/// row, its place in its groups): about 0.4 KiB per GPU measured at 100,000 GPUs
-/// (docs/benchmarks.md), so 2^20 GPUs stay under 1 GiB. Workloads with per-pair structures
+/// row, its place in its groups): about 0.75 KiB per GPU measured between 16,384 and 100,000
+/// GPUs (docs/benchmarks.md), so 2^20 GPUs stay under 1 GiB. Workloads with per-pair structures
 /// stop earlier (kMaxPairwiseRanks).
 inline constexpr int kMaxGpus = 1 << 20;
 
