@@ -75,15 +75,16 @@ void run(const char* label, const std::string& system_file, int nodes, const std
 
 /// A whole Transformer prediction (parse, graph with symmetric simulation, annotate,
 /// simulate, analyse) through predict_documents, with the process's peak memory so far.
-void run_transformer(const char* label, const std::string& src, const std::vector<std::string>& overrides, int reps) {
+void run_transformer(const char* label, const std::string& src, const std::vector<std::string>& overrides, int reps,
+                     const std::string& workload = "gpt3_175b", const std::string& system = "dgx_h100") {
   if (!wanted(label)) return;
   std::vector<double> ms;
   double iteration_time = 0;
   std::size_t events = 0;
   int world = 0;
   for (int i = 0; i < reps; ++i) {
-    JsonDocument s = load_json_file(src + "/configs/systems/dgx_h100.json");
-    JsonDocument w = load_json_file(src + "/configs/workloads/gpt3_175b.json");
+    JsonDocument s = load_json_file(src + "/configs/systems/" + system + ".json");
+    JsonDocument w = load_json_file(src + "/configs/workloads/" + workload + ".json");
     const auto t0 = Clock::now();
     const auto p = predict_documents(std::move(s), std::move(w), std::nullopt, overrides, 3);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
@@ -94,7 +95,7 @@ void run_transformer(const char* label, const std::string& src, const std::vecto
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const Stats st = stats(ms);
-  std::printf("%-34s ranks %4d  events %7zu  %9.1f ms (p10 %.1f, p90 %.1f)  peak RSS so far %.0f MiB  [predicted %.3f s]\n", label,
+  std::printf("%-34s ranks %6d  events %7zu  %9.1f ms (p10 %.1f, p90 %.1f)  peak RSS so far %.0f MiB  [predicted %.3f s]\n", label,
               world, events, st.median, st.p10, st.p90, double(u.ru_maxrss) / 1024.0, iteration_time);
 }
 
@@ -130,5 +131,33 @@ int main(int argc, char** argv) {
                   {"system.nodes=16", "workload.parallelism.pp=16", "workload.global_batch=1536", "workload.micro_batch=1",
                    "workload.recompute=\"none\""},
                   3);
+  // Published recipes with the interleaved schedule (docs/transformers.md): GPT-3 175B as NeMo
+  // runs it on 128 H100 (tp 4, pp 8, vp 12 here, global batch 256, micro-batch 1: 64
+  // micro-batches per pipeline) and the Llama 3.1 70B preset on 64 (tp 4, pp 4, vp 5, cp 2).
+  run_transformer("GPT-3 175B recipe, 128 GPUs (tp 4 pp 8 vp 12)", src,
+                  {"system.nodes=16", "workload.parallelism.tp=4", "workload.parallelism.pp=8", "workload.parallelism.vp=12",
+                   "workload.global_batch=256", "workload.micro_batch=1", "runtime=megatron_core", "workload.overlap_grad_reduce=true",
+                   "workload.overlap_param_gather=true", "workload.tp_comm_overlap=true"},
+                  3, "gpt3_175b", "cluster_4x_dgx_h100");
+  run_transformer("Llama 3.1 70B recipe, 64 GPUs (tp 4 pp 4 vp 5 cp 2)", src, {"system.nodes=8"}, 3, "llama3.1_70b",
+                  "cluster_4x_dgx_h100");
+  // The scale Llama 3 405B and its successors train at (docs/transformers.md, scale by
+  // symmetry): GPT-3 175B (tp 8, pp 16, dp 128) on 16,384 GPUs and (tp 8, pp 4, dp 3,125) on
+  // 100,000; the Llama 3.1 405B preset with tp 8, pp 2 (the powers of two that divide its 126
+  // layers) on both.
+  run_transformer("GPT-3 175B, 16,384 GPUs (tp 8 pp 16)", src,
+                  {"system.nodes=2048", "workload.parallelism.pp=16", "workload.global_batch=16384", "workload.micro_batch=1"}, 3,
+                  "gpt3_175b", "cluster_4x_dgx_h100");
+  run_transformer("GPT-3 175B, 100,000 GPUs (tp 8 pp 4)", src,
+                  {"system.nodes=12500", "workload.parallelism.pp=4", "workload.global_batch=100000", "workload.micro_batch=1"}, 3,
+                  "gpt3_175b", "cluster_4x_dgx_h100");
+  run_transformer("Llama 3.1 405B, 16,384 GPUs (tp 8 pp 2)", src,
+                  {"system.nodes=2048", "workload.parallelism.cp=1", "workload.parallelism.pp=2", "workload.parallelism.vp=1",
+                   "workload.global_batch=16384"},
+                  3, "llama3.1_405b", "cluster_4x_dgx_h100");
+  run_transformer("Llama 3.1 405B, 100,000 GPUs (tp 8 pp 2)", src,
+                  {"system.nodes=12500", "workload.parallelism.cp=1", "workload.parallelism.pp=2", "workload.parallelism.vp=1",
+                   "workload.global_batch=100000"},
+                  3, "llama3.1_405b", "cluster_4x_dgx_h100");
   return 0;
 }

@@ -23,12 +23,21 @@ inline constexpr int kMaxJsonDepth = 128;
 /// nccl-tests lines are < 200 bytes.
 inline constexpr std::size_t kMaxTextLineBytes = 64 * 1024;
 
-/// Most GPUs in one system (nodes x GPUs per node). Per-pair structures are quadratic:
-/// 16,384^2 pairs x 8 B = 2 GiB would be the largest; at this limit 4,096^2 x 8 B = 128 MiB.
-inline constexpr int kMaxGpus = 4096;
+/// Most GPUs in one system (nodes x GPUs per node): what memory allows. A Transformer
+/// prediction simulates one rank per distinct program (symmetric simulation) and keeps a
+/// few hundred bytes for every other rank (its mirror entry, per-rank figures and memory
+/// row, its place in its groups): about 0.75 KiB per GPU measured between 16,384 and 100,000
+/// GPUs (docs/benchmarks.md), so 2^20 GPUs stay under 1 GiB. Workloads with per-pair structures
+/// stop earlier (kMaxPairwiseRanks).
+inline constexpr int kMaxGpus = 1 << 20;
 
-/// Most ranks in one collective (comm --nodes x GPUs per node, nccl-tests logs).
-inline constexpr int kMaxRanks = kMaxGpus;
+/// Most ranks of a workload or collective with per-pair structures, quadratic in ranks
+/// (DLRM all-to-allv byte matrices, imported traces, nccl-tests logs, comm --ranks):
+/// 4,096^2 pairs x 8 B = 128 MiB.
+inline constexpr int kMaxPairwiseRanks = 4096;
+
+/// Most ranks in one collective read from a log or trace (nccl-tests logs, Kineto traces).
+inline constexpr int kMaxRanks = kMaxPairwiseRanks;
 
 /// Most embedding tables in one workload and most layers in one model.
 inline constexpr int kMaxTables = 100000;

@@ -4,6 +4,8 @@
 
 #include "model/graph/dlrm_builder.hpp"
 
+#include "core/limits.hpp"
+
 #include <string>
 #include <utility>
 
@@ -47,6 +49,9 @@ struct DlrmGraphBuilder::State {
 DlrmGraphBuilder::DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node, HostLink link)
     : w_(&w), world_(world_size), gpus_per_node_(gpus_per_node <= 0 ? world_size : gpus_per_node), link_(link) {
   if (world_size < 1) throw ConfigError(w.file, "", "the system has no GPUs");
+  if (world_size > limits::kMaxPairwiseRanks)
+    throw ConfigError(w.file, "", fmt::format("a DLRM on {} GPUs: its all-to-all byte matrices grow as GPUs squared, so perfcast "
+                                              "models DLRMs on at most {} GPUs (core/limits.hpp)", world_size, limits::kMaxPairwiseRanks));
   if (world_ % gpus_per_node_ != 0) {
     throw ConfigError(w.file, "", fmt::format("{} ranks do not form nodes of {} GPUs", world_, gpus_per_node_));
   }

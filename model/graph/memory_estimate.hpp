@@ -47,6 +47,13 @@ struct MemoryOptions {
   /// Share of HBM reserved: 0.15, TorchRec's HeuristicalStorageReservation default
   /// (docs/sharding-planners.md section 2.5).
   double reserved_share = 0.15;
+  /// Transformers (estimate_transformer_memory) reserve instead what the software stack holds
+  /// besides the tensors it counts: `framework_reserve` bytes (CUDA context with lazy
+  /// module loading, cuBLAS / Transformer Engine workspaces, NCCL communicator buffers; an
+  /// assumed 2 GiB) plus `fragmentation_share` of HBM (memory PyTorch's caching allocator
+  /// holds in partly used blocks; assumed 5%).
+  double framework_reserve = 2.0 * 1024 * 1024 * 1024;
+  double fragmentation_share = 0.05;
   /// Batches whose embedding inputs are in flight (TorchRec's TRAIN_SPARSE_DIST pipeline
   /// holds 2 inputs; a plain loop 1).
   int pipeline_depth = 1;

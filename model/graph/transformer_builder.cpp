@@ -75,7 +75,7 @@ RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, S
 
 double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer) {
   const double t = w.tp, h = double(w.hidden);
-  const double f1 = (w.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(w.ffn_hidden);
+  const double f1 = fc1_multiplier(w.activation) * double(w.ffn_hidden);
   // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
   // experts, without biases.
   const double mlp = w.moe.in_layer(layer) ? h * w.moe.experts + transformer_layer_expert_parameters(w, layer) + w.shared_expert_parameters() / t
@@ -139,21 +139,47 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
 
 namespace {
 
+/// Bytes of the dense MLP's stored activations per layer and micro-batch at 2-byte elements,
+/// `sbh` this rank's tokens x hidden, split over TP: fc1's input (2 sbh, replicated without
+/// sequence parallelism and counted in layer_activation_bytes), fc1's output (2 sbh f1 / h;
+/// f1 = 2 f for gated activations) and the activation's output that fc2 keeps (2 sbh f / h);
+/// 16 sbh at f = 4h with GeLU, Korthikanti et al.'s table 2.
+double dense_mlp_activation_bytes(const TransformerSpec& w, double sbh) {
+  const double f = double(w.ffn_hidden) / double(w.hidden);
+  return sbh * (2 * fc1_multiplier(w.activation) * f + 2 * f);
+}
+
+/// Stored activations of one layer and micro-batch at 2-byte elements on one of `t` TP ranks
+/// (`sbh`: the rank's sequence share x micro-batch x hidden), what Megatron-Core with
+/// Transformer Engine keeps for the backward (Korthikanti et al. 2022 table 2 with flash
+/// attention, generalised as Megatron's theoretical_memory_usage does): the two norms' inputs
+/// (2 sbh each), the QKV and fc1 inputs (2 sbh each), the dropout masks after attention and
+/// after the MLP (sbh each, with dropout) — all split over TP only under sequence parallelism —
+/// and, split over TP, Q, K and V (2 sbh each for K and V scaled by kv heads / heads), the
+/// attention output the projection keeps (2 sbh) and the MLP's (dense_mlp_activation_bytes).
+/// GPT (f = 4h, GeLU, dropout): 34 sbh / t with sequence parallelism, sbh (10 + 24 / t) without.
+double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
+  const double masks = w.dropout > 0 ? 2.0 : 0.0;
+  const double replicated = sbh * (4 + 2 + 2 + masks);
+  const double kv = double(w.kv_heads) / double(w.heads);
+  const double split = sbh * (2 * (1 + 2 * kv) + 2) + dense_mlp_activation_bytes(w, sbh);
+  return (w.sequence_parallel ? replicated / t : replicated) + split / t;
+}
+
 /// MoE layers: the change in bytes of stored activations per layer and micro-batch when the
-/// dense MLP's share of Korthikanti et al.'s table 2 (19 sbh / tp bytes at 2-byte elements
-/// under sequence parallelism: fc1 input 2, fc1 output 8, GeLU output 8, dropout mask 1) is
-/// replaced by the MoE MLP's: the router input (sbh / tp elements), each routed row's
-/// permuted input, fc1 output and activation output (elements), and the 1-byte dropout mask.
+/// dense MLP's share (dense_mlp_activation_bytes and its dropout mask) is replaced by the MoE
+/// MLP's: the router input (sbh / tp elements), each routed row's permuted input, fc1 output
+/// and activation output (elements), and the 1-byte dropout mask.
 /// MoE runs with sequence parallelism under TP (parse check): every term is this rank's share.
 double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
   const double t = w.tp, e = dtype_bytes(w.activation_dtype());
-  const double dense_mlp = 19 * sbh / t * (e / 2);
+  const double mask = w.dropout > 0 ? sbh / t : 0.0;  // bytes
+  const double dense_mlp = (dense_mlp_activation_bytes(w, sbh) / t) * (e / 2) + mask;
   const double tokens = sbh / double(w.hidden) / t;  // rows this rank routes
   const int etp = w.expert_tp();
   const double rows = tokens * w.moe.top_k * etp * w.moe.load_factor();  // rows its local experts process
-  const double gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double gate = fc1_multiplier(w.activation);
   const double per_row = double(w.hidden) + (gate + 1) * double(w.expert_ffn()) / etp;
-  const double mask = w.dropout > 0 ? sbh / t : 0.0;  // bytes
   // Shared experts: a TP MLP over every token; its sequence-parallel input and its fc1 and
   // activation outputs (this rank's width share) are kept.
   const double shared = w.moe.shared_ffn > 0 ? e * (sbh / t + sbh / double(w.hidden) * (gate + 1) * double(w.moe.shared_ffn) / t) : 0.0;
@@ -179,14 +205,18 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const int world = s.world_size();
   const double e = dtype_bytes(w.activation_dtype());  // bf16 under FP8: weights and activations stay bf16
   const bool mixed = e < 4;
-  const double fp8_weights = w.fp8_linear_layers() ? 2.0 : 0.0;  // FP8 weight copy and its transpose, 1 B each
+  // Weights: bf16, plus under FP8 Transformer Engine's FP8 copy and its transpose (1 B each);
+  // with fp8_param_gather the weights are FP8 themselves (1 B and the cached transpose, 1 B).
+  const double weight_bytes = !w.fp8_linear_layers() ? e : w.fp8_param_gather ? 2.0 : e + 2.0;
+  // Megatron-Core's gradient buffer: fp32 with grad_reduce_in_fp32, else the parameters' type.
+  const double grad_bytes = dtype_bytes(w.grad_reduce_dtype);
   const double sbh = double(w.seq_len / w.cp) * w.micro_batch * w.hidden;  // this rank's share of the sequence
   const double t = w.tp;
   const double attn = 5.0 * w.heads * w.seq_len / w.hidden;  // the a*s/h score terms
   const bool keep_scores = w.attention == AttentionImpl::kUnfused && w.recompute == Recompute::kNone;
   const double sp = w.sequence_parallel ? t : 1.0;
-  // Bytes per layer per micro-batch at 2-byte activations (Korthikanti et al. table 2).
-  double per_layer = w.sequence_parallel ? sbh * 34 / t : sbh * (10 + 24 / t);
+  // Bytes per layer per micro-batch at 2-byte activations.
+  double per_layer = layer_activation_bytes(w, sbh, t);
   if (keep_scores) per_layer += sbh * attn / t;
   if (w.mla.enabled()) per_layer += mla_activation_bytes_change(w, sbh / w.hidden);
   per_layer *= e / 2;
@@ -203,7 +233,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     const double experts = transformer_stage_expert_parameters(w, stage);
     const double sharded = w.distributed_optimizer ? (params - experts) / (w.dp * w.cp) + experts / w.expert_dp() : params;
     const double states = (mixed ? 12.0 : 8.0) * sharded;
-    m.dense = params * (e + fp8_weights) + params * 4.0 + states;  // weights, fp32 main grads, Adam (+ fp32 master)
+    m.dense = params * (weight_bytes + grad_bytes) + states;  // weights, gradient buffer, Adam (+ fp32 master)
     // Micro-batches whose activations are held at the peak: the warmup forwards plus one.
     // Interleaved: (pp - stage - 1) x 2 + (vp - 1) x pp + 1 virtual micro-batches of one
     // chunk's layers (schedules.py's warmup count).
@@ -222,7 +252,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     m.activations = w.recompute == Recompute::kFull ? inflight * layers * checkpoint + layer_bytes
                                                     : inflight * layers * layer_bytes;
     if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len / w.cp) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;
-    m.reserved = o.reserved_share * s.gpu.memory;
+    m.reserved = o.framework_reserve + o.fragmentation_share * s.gpu.memory;
     out.push_back(m);
   }
   return out;

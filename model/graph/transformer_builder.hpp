@@ -42,12 +42,16 @@ namespace perfcast {
 [[nodiscard]] double transformer_stage_layer_parameters(const TransformerSpec& w, int stage);
 [[nodiscard]] double transformer_stage_expert_parameters(const TransformerSpec& w, int stage);
 
-/// First-order device memory per rank: weights, fp32 gradients, Adam states (sharded over
-/// dp with the distributed optimizer), activations kept for the backward of the in-flight
+/// First-order device memory per rank, as Megatron-Core and Transformer Engine allocate it:
+/// weights (bf16; FP8 copies under FP8, or FP8 weights alone with fp8_param_gather), the
+/// gradient buffer in grad_reduce_dtype, Adam states (fp32 master, m, v; sharded over dp with
+/// the distributed optimizer), activations kept for the backward of the in-flight
 /// micro-batches (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 /// Transformer Models", table 2: s*b*h*(34 + 5*a*s/h) bytes per layer at 2-byte activations,
-/// with the TP / sequence-parallel / selective / full-recompute variants), and a reserve
-/// (MemoryOptions::reserved_share of HBM). Reported in RankMemory::dense and ::activations.
+/// generalised to the model's widths, GQA, activation and dropout, with the TP /
+/// sequence-parallel / selective / full-recompute variants), and the framework's reserve
+/// (MemoryOptions::framework_reserve plus fragmentation_share of HBM). Reported in
+/// RankMemory::dense, ::activations and ::reserved.
 [[nodiscard]] std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, const SystemSpec& s,
                                                                   const MemoryOptions& options = {});
 

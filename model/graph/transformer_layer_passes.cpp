@@ -203,8 +203,7 @@ void add_mlp_forward(const TransformerRankContext& c, TransformerDraft& d, const
   const std::int64_t H = c.w.hidden;
   d.sp_gather(p + m.prefix + "all_gather", ph, true);
   std::vector<KernelDesc> fc1 = c.linear(T * double(H), {c.linear_gemm(c.tokens, m.ffn1, H)});
-  if (c.w.activation == Activation::kGelu) fc1.push_back(ew(m.bias ? "bias_gelu" : "gelu", inner, kGeluFlops, 2 * e));
-  else fc1.push_back(ew("swiglu", inner, 6, 3 * e));
+  for (auto& k : activation_kernels(c.w.activation, inner, m.bias, e)) fc1.push_back(std::move(k));
   d.kernels(p + m.prefix + "fc1", ph, std::move(fc1));
   d.kernels(p + m.prefix + "fc2", ph, c.linear(T * double(m.ffn2), {c.linear_gemm(c.tokens, H, m.ffn2)}));
   d.tp_reduce(p + m.prefix + "tp_reduce", ph, true);
@@ -216,8 +215,7 @@ void add_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   const double e = c.e, inner = double(T) * double(m.ffn2);
   d.sp_gather(p + m.prefix + "fc2.all_gather", ph, true);
   d.kernels(p + m.prefix + "fc2", ph, c.linear(double(T) * H, {c.linear_gemm(T, m.ffn2, H), c.linear_gemm(m.ffn2, H, T)}));
-  std::vector<KernelDesc> fc1{c.w.activation == Activation::kGelu ? ew(m.bias ? "bias_gelu_backward" : "gelu_backward", inner, kGeluBwdFlops, 3 * e)
-                                                                  : ew("swiglu_backward", inner, 8, 5 * e)};
+  std::vector<KernelDesc> fc1 = activation_backward_kernels(c.w.activation, inner, m.bias, e);
   for (auto& k : c.linear(double(T) * double(m.ffn1), {c.linear_gemm(T, H, m.ffn1), c.linear_gemm(m.ffn1, H, T)})) fc1.push_back(std::move(k));
   d.kernels(p + m.prefix + "fc1", ph, std::move(fc1));
   d.tp_reduce(p + m.prefix + "tp_reduce", ph, true);
@@ -272,13 +270,13 @@ void add_layers_forward(const TransformerRankContext& c, TransformerDraft& d) {
   const bool gather = c.w.overlap_param_gather && d.first_micro_batch();
   auto gather_layer = [&](std::int64_t l) {
     const double experts = transformer_layer_expert_parameters(c.w, first + l);
-    const double bucket = (transformer_layer_parameters(c.w, first + l) - experts) * c.e;
+    const double bucket = (transformer_layer_parameters(c.w, first + l) - experts) * c.param_gather_bytes();
     std::vector<int> ops;
     if (c.grad_ranks() > 1)
       ops.push_back(d.param_gather_ahead(fmt::format("layer{}.params.all_gather", first + l), Phase::kForward, c.dp_group, bucket));
     if (c.edp_group >= 0 && experts > 0)
       ops.push_back(d.param_gather_ahead(fmt::format("layer{}.expert_params.all_gather", first + l), Phase::kForward,
-                                         c.edp_group, experts * c.e));
+                                         c.edp_group, experts * c.param_gather_bytes()));
     return ops;
   };
   std::vector<int> pending = gather ? gather_layer(0) : std::vector<int>{};

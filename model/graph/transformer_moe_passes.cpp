@@ -161,8 +161,7 @@ void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const
   tokens_to_experts(c, d, p, ph, kDispatch);
   const double expert_in = expert_input_rows(c);
   std::vector<KernelDesc> fc1 = c.linear(expert_in * H, expert_gemms(c, R, c.expert_ffn1, H));
-  fc1.push_back(w.activation == Activation::kGelu ? ew("gelu", expert_in * c.expert_ffn2, kGeluFlops, 2 * e)
-                                                  : ew("swiglu", expert_in * c.expert_ffn2, 6, 3 * e));
+  append(fc1, activation_kernels(w.activation, expert_in * c.expert_ffn2, false, e));
   d.kernels(p + "mlp.experts.fc1", ph, std::move(fc1));
   d.kernels(p + "mlp.experts.fc2", ph, c.linear(expert_in * c.expert_ffn2, expert_gemms(c, R, H, c.expert_ffn2)));
   experts_to_tokens(c, d, p, ph, kCombine);
@@ -185,8 +184,7 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   std::vector<KernelDesc> fc2 = expert_gemms(c, R, c.expert_ffn2, H);
   append(fc2, expert_gemms(c, c.expert_ffn2, H, R));
   d.kernels(p + "mlp.experts.fc2", ph, c.linear(expert_in * H, std::move(fc2)));
-  std::vector<KernelDesc> fc1{w.activation == Activation::kGelu ? ew("gelu_backward", expert_in * c.expert_ffn2, kGeluBwdFlops, 3 * e)
-                                                                : ew("swiglu_backward", expert_in * c.expert_ffn2, 8, 5 * e)};
+  std::vector<KernelDesc> fc1 = activation_backward_kernels(w.activation, expert_in * c.expert_ffn2, false, e);
   std::vector<KernelDesc> fc1_gemms = expert_gemms(c, R, H, c.expert_ffn1);
   append(fc1_gemms, expert_gemms(c, c.expert_ffn1, H, R));
   append(fc1, c.linear(expert_in * c.expert_ffn1, std::move(fc1_gemms)));
@@ -204,7 +202,7 @@ namespace perfcast {
 double transformer_layer_expert_parameters(const TransformerSpec& w, std::int64_t layer) {
   if (!w.moe.in_layer(layer)) return 0;
   const double h = double(w.hidden), f = double(w.expert_ffn()) / w.expert_tp();
-  const double gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double gate = fc1_multiplier(w.activation);
   return double(w.moe.experts / w.ep) * (h * gate * f + f * h);
 }
 

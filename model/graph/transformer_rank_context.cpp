@@ -15,6 +15,34 @@ ElementwiseDesc ew(std::string op, double elements, double flops, double bytes) 
   return ElementwiseDesc{std::move(op), static_cast<std::int64_t>(elements), flops, bytes};
 }
 
+std::vector<KernelDesc> activation_kernels(Activation a, double elements, bool bias, double e) {
+  std::vector<KernelDesc> k;
+  const bool fused_bias = a == Activation::kGelu || a == Activation::kSwiglu;
+  if (bias && !fused_bias) k.push_back(ew("bias_add", elements * fc1_multiplier(a), 1, 2 * e));
+  switch (a) {
+    case Activation::kGelu: k.push_back(ew(bias ? "bias_gelu" : "gelu", elements, kGeluFlops, 2 * e)); break;
+    case Activation::kSwiglu: k.push_back(ew("swiglu", elements, 6, 3 * e)); break;
+    case Activation::kGeglu: k.push_back(ew("geglu", elements, kGeluFlops + 1, 3 * e)); break;
+    case Activation::kRelu: k.push_back(ew("relu", elements, 1, 2 * e)); break;
+    case Activation::kSquaredRelu:
+      k.push_back(ew("relu", elements, 1, 2 * e));
+      k.push_back(ew("pow", elements, 1, 2 * e));
+      break;
+  }
+  return k;
+}
+
+std::vector<KernelDesc> activation_backward_kernels(Activation a, double elements, bool bias, double e) {
+  switch (a) {
+    case Activation::kGelu: return {ew(bias ? "bias_gelu_backward" : "gelu_backward", elements, kGeluBwdFlops, 3 * e)};
+    case Activation::kSwiglu: return {ew("swiglu_backward", elements, 8, 5 * e)};
+    case Activation::kGeglu: return {ew("geglu_backward", elements, kGeluBwdFlops + 2, 5 * e)};
+    case Activation::kRelu: return {ew("relu_backward", elements, 1, 3 * e)};
+    case Activation::kSquaredRelu: return {ew("pow_backward", elements, 2, 3 * e), ew("relu_backward", elements, 1, 3 * e)};
+  }
+  return {};
+}
+
 int SharedCollectives::group(const std::vector<int>& ranks) {
   auto [it, fresh] = groups.try_emplace(ranks, static_cast<int>(g.groups.size()));
   if (fresh) g.groups.push_back(RankGroup{ranks});
@@ -70,19 +98,22 @@ TransformerRankContext::TransformerRankContext(const TransformerSpec& w_, int ra
     mla_kv_down = w.mla.kv_lora_rank + w.mla.qk_rope_head_dim;
     mla_kv_up = w.heads * (w.mla.qk_head_dim + w.mla.v_head_dim) / t;
   }
-  ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.ffn_hidden / t;
+  ffn1 = static_cast<std::int64_t>(fc1_multiplier(w.activation)) * w.ffn_hidden / t;
   ffn2 = w.ffn_hidden / t;
   vocab = w.padded_vocab() / t;
-  p2p_bytes = double(tokens) * w.hidden * e;
+  // Megatron-Core sends the stage output as the rank holds it: (seq / cp / tp under sequence
+  // parallelism) x micro-batch x hidden (schedules.get_tensor_shapes divides the sequence by
+  // tp when config.sequence_parallel); each TP rank sends its own shard to its peer.
+  p2p_bytes = double(tokens_sp) * w.hidden * e;
   mask = w.dropout > 0 ? 1.0 : 0.0;
   if (w.moe.enabled()) {
     const int etp = w.expert_tp();
     local_experts = w.moe.experts / w.ep;
     const double routed = double(tokens_sp) * w.moe.top_k * etp * w.ep;  // rows the rank's local experts share
     expert_rows = static_cast<std::int64_t>(std::ceil(routed / w.moe.experts * w.moe.load_factor()));
-    expert_ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.expert_ffn() / etp;
+    expert_ffn1 = static_cast<std::int64_t>(fc1_multiplier(w.activation)) * w.expert_ffn() / etp;
     expert_ffn2 = w.expert_ffn() / etp;
-    shared_ffn1 = (w.activation == Activation::kSwiglu ? 2 : 1) * w.moe.shared_ffn / t;
+    shared_ffn1 = static_cast<std::int64_t>(fc1_multiplier(w.activation)) * w.moe.shared_ffn / t;
     shared_ffn2 = w.moe.shared_ffn / t;
   }
 }

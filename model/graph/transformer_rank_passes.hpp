@@ -36,6 +36,15 @@ inline constexpr double kSoftmaxFlops = 5, kSoftmaxBwdFlops = 4;
 /// An elementwise kernel: `elements`, FLOPs and bytes moved per element.
 ElementwiseDesc ew(std::string op, double elements, double flops, double bytes);
 
+/// The MLP activation's kernels over `elements` outputs (tokens x MLP width), activation
+/// elements of `e` bytes: Megatron's fused bias-GeLU (`bias`: the dense MLP's bias fused in)
+/// or GeLU; SwiGLU / GeGLU reading both halves of fc1's output; ReLU; squared ReLU as
+/// Megatron-Core's squared_relu runs it, two PyTorch ops (relu, then pow 2). Activations other
+/// than GeLU and SwiGLU have no bias fusion: a bias-add kernel runs first when `bias`.
+std::vector<KernelDesc> activation_kernels(Activation a, double elements, bool bias, double e);
+/// Their backward (autograd's nodes in reverse; the bias gradient is the GEMM's).
+std::vector<KernelDesc> activation_backward_kernels(Activation a, double elements, bool bias, double e);
+
 /// Shared state of all ranks: rank groups and collectives, created once each.
 struct SharedCollectives {
   ExecutionGraph& g;
@@ -101,8 +110,10 @@ struct TransformerRankContext {
   std::int64_t mla_q_up = 0, mla_kv_down = 0, mla_kv_up = 0;
   [[nodiscard]] MlpShape dense_mlp() const { return {"mlp.", ffn1, ffn2, true}; }
   [[nodiscard]] MlpShape shared_experts() const { return {"mlp.shared_experts.", shared_ffn1, shared_ffn2, false}; }
-  double p2p_bytes = 0;  ///< one pipeline transfer: tokens x hidden x e
+  double p2p_bytes = 0;  ///< one pipeline transfer: tokens_sp x hidden x e (1/tp of the activation under sequence parallelism)
   double mask = 0;       ///< bytes of a dropout mask element (1 with dropout, else 0)
+  /// Bytes per parameter the distributed optimizer all-gathers: 1 with fp8_param_gather, else e.
+  [[nodiscard]] double param_gather_bytes() const { return w.fp8_param_gather ? 1.0 : e; }
   /// The model chunk the micro-batch passes run (interleaved schedule, 0 .. vp-1); -1: all
   /// of the stage's layers (the 1F1B schedule, and the optimizer passes).
   int chunk = -1;

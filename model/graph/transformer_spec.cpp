@@ -71,6 +71,17 @@ void check_moe_layers(const TransformerSpec& w) {
     throw ConfigError(w.file, "/moe/layer_freq", "no layer has an MoE MLP (a 1 in the pattern); remove \"moe\" for a dense model");
 }
 
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kSwiglu: return "swiglu";
+    case Activation::kGeglu: return "geglu";
+    case Activation::kRelu: return "relu";
+    case Activation::kSquaredRelu: return "squared_relu";
+  }
+  return "gelu";
+}
+
 std::int64_t TransformerSpec::padded_vocab() const {
   const std::int64_t multiple = 128 * tp;  // Megatron: make_vocab_size_divisible_by (128) x tp
   return (vocab + multiple - 1) / multiple * multiple;
@@ -82,7 +93,7 @@ namespace {
 /// experts) and `experts_counted` expert MLPs without biases (Megatron's MoE recipes run
 /// --disable-bias-linear).
 double mlp_parameters(const TransformerSpec& w, double experts_counted, bool moe_layer) {
-  const double h = double(w.hidden), gate = w.activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double h = double(w.hidden), gate = fc1_multiplier(w.activation);
   if (!moe_layer) {
     const double f1 = gate * double(w.ffn_hidden);
     return h * f1 + f1 + double(w.ffn_hidden) * h + h;
@@ -118,7 +129,7 @@ double TransformerSpec::attention_parameters(int tp) const {
 }
 
 double TransformerSpec::shared_expert_parameters() const {
-  const double h = double(hidden), s = double(moe.shared_ffn), gate = activation == Activation::kSwiglu ? 2.0 : 1.0;
+  const double h = double(hidden), s = double(moe.shared_ffn), gate = fc1_multiplier(activation);
   return h * gate * s + s * h;
 }
 
@@ -140,7 +151,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   w.seq_len = root.integer("seq_len", 1, std::int64_t{1} << 24);
   w.vocab = root.integer("vocab", 1, std::int64_t{1} << 24);
   w.ffn_hidden = root.integer_or("ffn_hidden", 1, kMaxWidth, 4 * w.hidden);
-  w.activation = root.enum_or("activation", {"gelu", "swiglu"}, "gelu") == "gelu" ? Activation::kGelu : Activation::kSwiglu;
+  const std::string act = root.enum_or("activation", {"gelu", "swiglu", "geglu", "relu", "squared_relu"}, "gelu");
+  for (const Activation a : {Activation::kGelu, Activation::kSwiglu, Activation::kGeglu, Activation::kRelu, Activation::kSquaredRelu})
+    if (act == activation_name(a)) w.activation = a;
   w.position = root.enum_or("position_embedding", {"learned", "rope"}, "learned") == "learned" ? PositionEmbedding::kLearned
                                                                                                : PositionEmbedding::kRope;
   w.tied_embeddings = root.bool_or("tied_embeddings", true);
@@ -160,6 +173,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   const std::string schedule = root.enum_or("schedule", {"1f1b", "interleaved"}, "");
   w.sequence_parallel = root.bool_or("sequence_parallel", false);
   w.tp_comm_overlap = root.bool_or("tp_comm_overlap", false);
+  w.fp8_param_gather = root.bool_or("fp8_param_gather", false);
+  if (w.fp8_param_gather && w.precision != DType::kFp8)
+    root.fail("fp8_param_gather", "FP8 parameters need \"precision\": \"fp8\"");
   w.overlap_p2p_comm = root.bool_or("overlap_p2p_comm", true);
   if (w.tp_comm_overlap && !w.sequence_parallel)
     root.fail("tp_comm_overlap", "TP communication overlap (Transformer Engine userbuffers) needs \"sequence_parallel\": true");

@@ -18,7 +18,15 @@
 namespace perfcast {
 
 enum class TransformerKind { kEncoder, kDecoder };
-enum class Activation { kGelu, kSwiglu };
+/// MLP activations: GeLU (GPT, BERT), SwiGLU (Llama: a gated SiLU, fc1 twice as wide),
+/// GeGLU (a gated GeLU), ReLU, squared ReLU (Nemotron-4: relu(x)^2, So et al. 2021 "Primer").
+enum class Activation { kGelu, kSwiglu, kGeglu, kRelu, kSquaredRelu };
+/// The workload's name of `a` ("gelu", "swiglu", "geglu", "relu", "squared_relu").
+[[nodiscard]] const char* activation_name(Activation a);
+/// Gated activations (SwiGLU, GeGLU) multiply two halves of fc1's output: fc1 is 2 x ffn wide.
+[[nodiscard]] inline bool gated(Activation a) { return a == Activation::kSwiglu || a == Activation::kGeglu; }
+/// fc1's output width per MLP width: 2 for gated activations, else 1.
+[[nodiscard]] inline double fc1_multiplier(Activation a) { return gated(a) ? 2.0 : 1.0; }
 enum class Recompute { kNone, kSelective, kFull };
 enum class AttentionImpl { kFlash, kUnfused };
 enum class PositionEmbedding { kLearned, kRope };
@@ -119,6 +127,11 @@ struct TransformerSpec {
   /// only): each all-gather runs beside the column-parallel GEMM that consumes it and each
   /// reduce-scatter beside the row-parallel GEMM that produces it.
   bool tp_comm_overlap = false;
+  /// Megatron's --fp8-param-gather (NeMo's FP8 recipes: fp8_param_gather): under FP8 the
+  /// weights are kept as FP8 tensors (1 B, and Transformer Engine's cached transpose, 1 B)
+  /// instead of bf16 weights plus FP8 copies, and the distributed optimizer all-gathers them
+  /// in FP8 (1 B per parameter).
+  bool fp8_param_gather = false;
   int tp = 1, pp = 1;
   /// Virtual pipeline stages (model chunks) per pipeline rank, Megatron's
   /// --virtual-pipeline-model-parallel-size; > 1: the interleaved 1F1B schedule.

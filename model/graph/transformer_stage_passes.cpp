@@ -139,10 +139,13 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
   const double local = w.distributed_optimizer ? (params - experts) / c.grad_ranks() + experts / w.expert_dp() : params;
   const bool mixed = dtype_bytes(w.precision) < 4;
   std::vector<KernelDesc> k{ew("grad_norm", local, 2, 4), ew("adam", local, 12, 28)};
-  if (mixed) k.push_back(ew("copy_main_params", local, 0, 4 + c.e));
-  // Transformer Engine casts each linear layer's bf16 weight to FP8 (and its transpose) once
-  // per iteration, on the first micro-batch; counted here over all the rank's parameters.
-  if (w.fp8_linear_layers()) k.push_back(ew("fp8_weight_cast_transpose", params, 0, 4));
+  // fp8_param_gather: the fp32 main parameters are cast straight to the FP8 weights (read 4 B,
+  // write 1 B), whose transpose is made once per iteration (read 1 B, write 1 B).
+  if (mixed) k.push_back(ew("copy_main_params", local, 0, 4 + (w.fp8_param_gather ? 1.0 : c.e)));
+  // Otherwise Transformer Engine casts each linear layer's bf16 weight to FP8 (and its
+  // transpose) once per iteration, on the first micro-batch; counted here over all the rank's
+  // parameters.
+  if (w.fp8_linear_layers()) k.push_back(ew(w.fp8_param_gather ? "fp8_weight_transpose" : "fp8_weight_cast_transpose", params, 0, w.fp8_param_gather ? 2 : 4));
   d.kernels("optimizer.adam", ph, std::move(k));
   const int adam = static_cast<int>(d.program.ops.size()) - 1;
   if (w.distributed_optimizer) {
@@ -151,10 +154,10 @@ void add_optimizer_step(const TransformerRankContext& c, TransformerDraft& d) {
       // step: prev_deps); the rest (embedding, final norm, LM head) now.
       for (int g : d.param_gathers) d.program.ops[static_cast<std::size_t>(g)].prev_deps = {adam};
       const double rest = params - transformer_stage_layer_parameters(w, c.stage);
-      if (c.grad_ranks() > 1) d.collective("params.all_gather.rest", ph, c.dp_group, {CollectiveKind::kAllGather, rest * c.e, {}});
+      if (c.grad_ranks() > 1) d.collective("params.all_gather.rest", ph, c.dp_group, {CollectiveKind::kAllGather, rest * c.param_gather_bytes(), {}});
     } else {
-      if (c.grad_ranks() > 1) d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, (params - experts) * c.e, {}});
-      if (c.edp_group >= 0 && experts > 0) d.collective("expert_params.all_gather", ph, c.edp_group, {CollectiveKind::kAllGather, experts * c.e, {}});
+      if (c.grad_ranks() > 1) d.collective("params.all_gather", ph, c.dp_group, {CollectiveKind::kAllGather, (params - experts) * c.param_gather_bytes(), {}});
+      if (c.edp_group >= 0 && experts > 0) d.collective("expert_params.all_gather", ph, c.edp_group, {CollectiveKind::kAllGather, experts * c.param_gather_bytes(), {}});
     }
   }
   d.kernels("zero_grad", ph, {ew("zero", params, 0, 4)});

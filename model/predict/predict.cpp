@@ -143,7 +143,7 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   // host costs given with --set win over both files.
   const bool transformer = std::holds_alternative<TransformerSpec>(any);
   std::optional<RuntimeProfile> runtime =
-      load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), workload_file, named_runtime.has_value());
+      load_runtime_profile(named_runtime.value_or(default_runtime(transformer)), workload_file, named_runtime.has_value(), system_file);
   const bool runtime_overridden = host_overrides.root.contains("runtime_host");
   if (runtime_overridden) {
     const JsonObject values = JsonObject(host_overrides).object("runtime_host");
@@ -301,8 +301,17 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   p->system = std::move(system);
   p->plan.source = "none (transformer)";
   p->memory = estimate_transformer_memory(workload, p->system);
-  const std::optional<SteadyStatePlan> plan = steady_state_plan(workload, steady);
-  if (!plan || !simulate_steady_state(*p, workload, *plan, iterations, steady.agreement)) {
+  // A schedule that has not settled within the first base may within a larger one (a long
+  // warmup of overlapped reductions); then every micro-batch is simulated.
+  bool extrapolated = false;
+  for (const std::int64_t scale : {std::int64_t{1}, std::int64_t{4}}) {
+    SteadyStateOptions o = steady;
+    o.base_scale = scale;
+    const std::optional<SteadyStatePlan> plan = steady_state_plan(workload, o);
+    if (!plan) break;
+    if ((extrapolated = simulate_steady_state(*p, workload, *plan, iterations, steady.agreement))) break;
+  }
+  if (!extrapolated) {
     p->graph = build_transformer_graph(workload, p->system.world_size());
     annotate_and_simulate(*p, iterations);
   }

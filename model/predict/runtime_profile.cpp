@@ -1,9 +1,11 @@
 #include "model/predict/runtime_profile.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace perfcast {
 
@@ -26,20 +28,54 @@ bool is_runtime_name(const std::string& name) {
   return true;
 }
 
-std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file, bool required) {
-  if (!is_runtime_name(name))
-    throw ConfigError("runtime", "", fmt::format("\"{}\": a runtime name is letters, digits, _ and -", name));
-  const auto dir = (std::filesystem::path(workload_file).parent_path() / ".." / "runtimes").lexically_normal();
-  const auto path = dir / (name + ".json");
-  if (!std::filesystem::exists(path)) {
-    if (!required) return std::nullopt;
-    throw ConfigError(path.string(), "", fmt::format("no runtime profile \"{}\" (looked in {})", name, dir.string()));
+bool is_runtime_path(const std::string& name) {
+  return name.find('/') != std::string::npos || std::filesystem::path(name).extension() == ".json";
+}
+
+std::vector<std::filesystem::path> runtime_search_dirs(const std::string& workload_file, const std::string& system_file) {
+  std::vector<std::filesystem::path> dirs;
+  auto add = [&](const std::filesystem::path& d) {
+    const auto n = d.lexically_normal();
+    if (std::find(dirs.begin(), dirs.end(), n) == dirs.end()) dirs.push_back(n);
+  };
+  add(std::filesystem::path(workload_file).parent_path() / ".." / "runtimes");
+  if (!system_file.empty()) add(std::filesystem::path(system_file).parent_path() / ".." / "runtimes");
+#ifdef PERFCAST_CONFIGS_DIR
+  add(std::filesystem::path(PERFCAST_CONFIGS_DIR) / "runtimes");
+#endif
+  return dirs;
+}
+
+std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file, bool required,
+                                                   const std::string& system_file) {
+  std::filesystem::path path;
+  if (is_runtime_path(name)) {
+    path = name;
+    if (!std::filesystem::exists(path)) throw ConfigError(name, "", "no such runtime profile file");
+  } else {
+    if (!is_runtime_name(name))
+      throw ConfigError("runtime", "", fmt::format("\"{}\": a runtime name is letters, digits, _ and - (or a path to a .json file)", name));
+    const auto dirs = runtime_search_dirs(workload_file, system_file);
+    for (const auto& d : dirs) {
+      if (std::filesystem::exists(d / (name + ".json"))) {
+        path = d / (name + ".json");
+        break;
+      }
+    }
+    if (path.empty()) {
+      if (!required) return std::nullopt;
+      std::vector<std::string> looked;
+      for (const auto& d : dirs) looked.push_back(d.string());
+      throw ConfigError((dirs.front() / (name + ".json")).string(), "",
+                        fmt::format("no runtime profile \"{}\" (looked in {}; or name a file: --set runtime=PATH.json)", name,
+                                    fmt::join(looked, ", ")));
+    }
   }
   const JsonDocument doc = load_json_file(path);
   const JsonObject root(doc);
   root.require_schema("perfcast.runtime", 1);
   RuntimeProfile r;
-  r.name = name;
+  r.name = is_runtime_path(name) ? path.stem().string() : name;
   r.file = path.string();
   (void)root.string("name");
   const JsonObject host = root.object("host");

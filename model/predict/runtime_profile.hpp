@@ -9,7 +9,9 @@
 /// profile names the CPU it was measured on and that CPU's host speed (CpuSpec::host_speed);
 /// its values are scaled to the system's CPU by measured speed / system speed.
 
+#include <filesystem>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "core/json_reader.hpp"
@@ -47,11 +49,22 @@ struct RuntimeProfile {
 /// letters, digits, '_' and '-' only.
 [[nodiscard]] bool is_runtime_name(const std::string& name);
 
-/// Reads configs/runtimes/<name>.json found beside the workload's folder
-/// (<workload dir>/../runtimes/). Returns nullopt when the file is absent and `required` is
-/// false (an implicit default); throws ConfigError when absent and required, or malformed.
+/// True when `name` names a profile by its file (it holds a '/' or ends in ".json").
+[[nodiscard]] bool is_runtime_path(const std::string& name);
+
+/// Where a runtime profile named NAME is looked for, in order: beside the workload's folder
+/// (<workload dir>/../runtimes/), beside the system's (<system dir>/../runtimes/), and this
+/// build's own configs/runtimes/, so that a workload outside configs/ still finds the shipped
+/// profiles.
+[[nodiscard]] std::vector<std::filesystem::path> runtime_search_dirs(const std::string& workload_file,
+                                                                     const std::string& system_file = "");
+
+/// Reads the profile `name`: a file when `name` is a path (is_runtime_path), else NAME.json
+/// in the first of runtime_search_dirs that has it. Returns nullopt when the file is absent
+/// and `required` is false (an implicit default); throws ConfigError when absent and
+/// required (naming every folder looked in), or malformed.
 [[nodiscard]] std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file,
-                                                                 bool required);
+                                                                 bool required, const std::string& system_file = "");
 
 /// Host-cost overrides of the profile itself (`--set runtime.host.KEY=VALUE`, on the fit's
 /// CPU like the profile's own values) read from `overrides` ({"op_overhead": "20us", ...}).

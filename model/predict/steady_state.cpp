@@ -47,7 +47,9 @@ std::optional<SteadyStatePlan> steady_state_plan(const TransformerSpec& w, const
   SteadyStatePlan p;
   p.micro_batches = w.micro_batches();
   p.step = w.vp > 1 ? w.pp : 1;  // the interleaved schedule needs M to be a multiple of pp
-  std::int64_t base = std::max<std::int64_t>(o.min_base, 2LL * w.pp * w.vp);
+  // The longest warmup (stage 0) is 2 (pp - 1) + (vp - 1) pp virtual micro-batches, under
+  // 2 pp micro-batches of vp chunks each whatever vp is; so is the cooldown.
+  std::int64_t base = std::max<std::int64_t>(o.min_base, 2LL * w.pp) * std::max<std::int64_t>(o.base_scale, 1);
   base = (base + p.step - 1) / p.step * p.step;
   for (std::size_t k = 0; k < p.simulated.size(); ++k) p.simulated[k] = base + static_cast<std::int64_t>(k) * p.step;
   if (p.micro_batches < 2 * p.simulated.back()) return std::nullopt;

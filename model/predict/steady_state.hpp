@@ -26,12 +26,17 @@ namespace perfcast {
 
 struct SteadyStateOptions {
   bool enabled = true;
-  /// Smallest M0 (micro-batches of the first simulation); M0 is at least 2 x pp x vp, the
-  /// warmup and cooldown of every stage plus as many steady-state micro-batches.
+  /// Smallest M0 (micro-batches of the first simulation); M0 is at least 2 x pp, the
+  /// warmup and cooldown of every stage (1F1B and interleaved alike: the interleaved warmup of
+  /// 2 (pp - 1) + (vp - 1) pp virtual micro-batches is under 2 pp micro-batches of vp chunks)
+  /// plus as many steady-state micro-batches.
   std::int64_t min_base = 16;
   /// Increments agree when they differ by at most this share of the iteration time
   /// (negative: never, which forces the full simulation; for tests).
   double agreement = 1e-9;
+  /// M0 is multiplied by this (predict retries with 4 when the increments of the first base
+  /// disagree, before it simulates every micro-batch).
+  std::int64_t base_scale = 1;
 };
 
 /// Which micro-batch counts to simulate for `w` (parallelism resolved).

@@ -93,12 +93,23 @@ TEST_CASE("steady_state_plan: counts by hand", "[transformer][steady_state]") {
   CHECK(p->step == 1);
   w.vp = 2;
   w.pp = 4;
-  p = steady_state_plan(w, {});  // max(16, 2 x 4 x 2) = 16, a multiple of pp
+  p = steady_state_plan(w, {});  // max(16, 2 x 4) = 16, a multiple of pp
   REQUIRE(p.has_value());
   CHECK(p->simulated == std::array<std::int64_t, 3>{16, 20, 24});
   CHECK(p->step == 4);
+  w.vp = 12;
+  w.pp = 8;  // GPT-3 175B's recipe (pp 8, vp 12): the base does not grow with vp
+  p = steady_state_plan(w, {});
+  REQUIRE(p.has_value());
+  CHECK(p->simulated == std::array<std::int64_t, 3>{16, 24, 32});
+  SteadyStateOptions retry;
+  retry.base_scale = 4;  // the second try: 4 x max(16, 2 pp)
+  p = steady_state_plan(w, retry);
+  REQUIRE(p.has_value());
+  CHECK(p->simulated == std::array<std::int64_t, 3>{64, 72, 80});
+  w.vp = 2;
   w.pp = 3;
-  p = steady_state_plan(w, {});  // max(16, 12) = 16 rounded up to 18
+  p = steady_state_plan(w, {});  // max(16, 6) = 16 rounded up to 18
   REQUIRE(p.has_value());
   CHECK(p->simulated == std::array<std::int64_t, 3>{18, 21, 24});
   w.global_batch = 47 * 8;  // 47 < 2 x 24: three simulations would cost more than one
@@ -151,6 +162,13 @@ TEST_CASE("steady-state extrapolation equals the full simulation", "[transformer
   SECTION("interleaved 1F1B (vp 2): steps of pp micro-batches") {
     TransformerSpec w = pipeline_gpt(1, 4, 2, 64);
     w.vp = 2;
+    w.pipeline_host_blocking = false;
+    check_equal_to_full(node, w, 8);
+  }
+  SECTION("interleaved 1F1B (vp 4) with context parallelism: the base does not grow with vp") {
+    TransformerSpec w = pipeline_gpt(1, 2, 2, 64);
+    w.vp = 4;
+    w.cp = 2;
     w.pipeline_host_blocking = false;
     check_equal_to_full(node, w, 8);
   }

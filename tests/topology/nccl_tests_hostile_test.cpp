@@ -89,8 +89,10 @@ TEST_CASE("collective fit start values on a one-GPU system stay inside the syste
 
 TEST_CASE("systems beyond the GPU limit are refused before any per-pair structure", "[limits]") {
   JsonDocument d = load_json_file(src("configs/systems/dgx_h100.json"));
-  apply_override(d, "nodes", "100000");
-  CHECK_THAT(error_of([&] { (void)parse_system(d); }), Catch::Contains("/nodes: 100000 nodes x 8 GPUs = 800000 GPUs"));
-  apply_override(d, "nodes", "512");  // 4,096 GPUs: the limit
+  apply_override(d, "nodes", "200000");
+  CHECK_THAT(error_of([&] { (void)parse_system(d); }), Catch::Contains("/nodes: 200000 nodes x 8 GPUs = 1600000 GPUs"));
+  apply_override(d, "nodes", "131072");  // 1,048,576 GPUs: the limit
   CHECK(parse_system(d).world_size() == limits::kMaxGpus);
+  apply_override(d, "nodes", "12500");  // 100,000 GPUs
+  CHECK(parse_system(d).world_size() == 100000);
 }
