@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -70,6 +71,10 @@ int main(int argc, char** argv) {
     }
   } catch (const perfcast::ConfigError& e) {
     log.error("{}", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Every path perfcast looks up is one the user named (an input, an output, a profile).
+    log.error("{}: {}; expected a path this system can open", e.path1().string(), e.code().message());
     return 2;
   } catch (const perfcast::SimulationError& e) {
     log.error("simulation failed: {}", e.what());

@@ -2,6 +2,7 @@
 // wraps it). Every function takes plain strings and lists, runs the same library calls
 // as the command line with the GIL released, and returns the JSON text the command line
 // writes with --json; the wrapper turns it into dicts.
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,6 +153,12 @@ PYBIND11_MODULE(_perfcast, m) {
     } catch (const ConfigError& e) {
       py::object cls = py::module_::import("perfcast").attr("ConfigError");
       py::object err = cls(std::string(e.what()), e.file(), e.pointer());
+      PyErr_SetObject(cls.ptr(), err.ptr());
+    } catch (const std::filesystem::filesystem_error& e) {
+      // A path the caller named that the system cannot look up (too long, a loop of links).
+      py::object cls = py::module_::import("perfcast").attr("ConfigError");
+      const std::string message = e.path1().string() + ": " + e.code().message() + "; expected a path this system can open";
+      py::object err = cls(message, e.path1().string(), std::string());
       PyErr_SetObject(cls.ptr(), err.ptr());
     } catch (const SimulationError& e) {
       py::object cls = py::module_::import("perfcast").attr("SimulationError");

@@ -87,6 +87,10 @@ CommOutcome run_comm(CommRequest req) {
   out.csv = "nodes,ranks,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol,bottleneck\n";
   nlohmann::json tables = nlohmann::json::array();
   std::string system_name, model_name;
+  // An all-to-all's cost is summed over rank pairs, once per size: its work is bounded as
+  // ranks^2 x sizes over all node counts (2^30: 64 sizes at 4,096 ranks take a few seconds).
+  constexpr double kMaxPairEvaluations = 1073741824.0;
+  double pair_evaluations = 0;
   for (int nodes : parse_node_list(req.nodes)) {
     JsonDocument doc = req.system;
     for (const auto& o : req.overrides) {
@@ -106,6 +110,16 @@ CommOutcome run_comm(CommRequest req) {
     // Spread the ranks evenly over the nodes used, as a job launched with N ranks per node.
     const int nodes_used = nodes > 0 ? nodes : (n + s.gpus_per_node - 1) / s.gpus_per_node;
     if (n % nodes_used != 0) throw ConfigError("--ranks", "", fmt::format("{} ranks do not spread evenly over {} nodes", n, nodes_used));
+    if (kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV) {
+      if (n > limits::kMaxPairwiseRanks)
+        throw ConfigError("--nodes", "", fmt::format("an all-to-all over {} ranks; at most {} (its cost is per pair of ranks)", n,
+                                                     limits::kMaxPairwiseRanks));
+      pair_evaluations += double(n) * double(n) * double(sizes.size());
+      if (pair_evaluations > kMaxPairEvaluations)
+        throw ConfigError("--sizes", "", fmt::format("an all-to-all at {} sizes over up to {} ranks is {:.3g} rank pairs to cost; at "
+                                                     "most {:.3g} in one run (fewer sizes or node counts)",
+                                                     sizes.size(), n, pair_evaluations, kMaxPairEvaluations));
+    }
     RankGroup g;
     for (int node = 0; node < nodes_used; ++node)
       for (int i = 0; i < n / nodes_used; ++i) g.ranks.push_back(node * s.gpus_per_node + i);

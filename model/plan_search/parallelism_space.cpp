@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_reader.hpp"
 #include "model/graph/memory_estimate.hpp"
 #include "model/graph/transformer_builder.hpp"
 
@@ -151,7 +152,32 @@ void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOpti
 
 }  // namespace
 
+namespace {
+
+/// Each value of `values` in [lo, hi] and at most kMaxSpaceValues of them, else ConfigError on `option`.
+template <typename T>
+void check_values(const char* option, const std::vector<T>& values, std::int64_t lo, std::int64_t hi) {
+  if (values.size() > kMaxSpaceValues)
+    throw ConfigError(option, "", fmt::format("at most {} values, got {}", kMaxSpaceValues, values.size()));
+  for (const T v : values)
+    if (static_cast<std::int64_t>(v) < lo || static_cast<std::int64_t>(v) > hi)
+      throw ConfigError(option, "", fmt::format("expected values in [{}, {}], got {}", lo, hi, v));
+}
+
+}  // namespace
+
+void validate_space_options(const SpaceOptions& o) {
+  check_values("micro_batches", o.micro_batches, 1, 1 << 20);
+  check_values("cp", o.context_parallel, 1, 1024);
+  check_values("vp", o.virtual_stages, 1, 64);
+  check_values("ep", o.expert_parallel, 1, 4096);
+  if (o.max_tp < 0 || o.max_tp > (1 << 20))
+    throw ConfigError("max_tp", "", fmt::format("expected 0 (the GPUs of one node) or [1, {}], got {}", 1 << 20, o.max_tp));
+  if (o.recomputes.size() > kMaxSpaceValues) throw ConfigError("recomputes", "", "too many values");
+}
+
 std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o) {
+  validate_space_options(o);
   const int world = s.world_size();
   const int max_tp = o.max_tp > 0 ? o.max_tp : s.gpus_per_node;
   std::vector<ScreenedChoice> out;

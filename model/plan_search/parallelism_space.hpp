@@ -62,6 +62,13 @@ struct SpaceOptions {
   int max_tp = 0;
 };
 
+/// Refuses (ConfigError naming the option) a space whose values are out of range, before
+/// anything divides by them: micro-batch sizes in [1, 2^20], cp in [1, 1024], vp in [1, 64],
+/// ep in [1, 4096], max_tp 0 (one node) or [1, 2^20], at most kMaxSpaceValues values per list.
+/// The command line and the Python API pass through it alike.
+void validate_space_options(const SpaceOptions& options);
+inline constexpr std::size_t kMaxSpaceValues = 64;
+
 /// A choice after screening: `rejected` is empty for a candidate to simulate, else why
 /// it was not ("does not fit: ...", "does not divide: ...", "dominated: ...").
 struct ScreenedChoice {
@@ -73,7 +80,8 @@ struct ScreenedChoice {
 
 /// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp, ep,
 /// micro-batch, distributed optimizer, overlaps, recompute ascending). Shapes that do not divide and
-/// choices whose memory estimate exceeds the GPU's memory are rejected; of the recompute
+/// choices whose memory estimate exceeds the GPU's memory are rejected (validate_space_options
+/// first); of the recompute
 /// settings that fit for one shape, only the lightest is kept (heavier ones recompute the
 /// same forward work again and change nothing else, so they cannot be faster).
 [[nodiscard]] std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, const SystemSpec& s,

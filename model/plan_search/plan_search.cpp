@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "core/json_reader.hpp"
+#include "core/limits.hpp"
 #include "model/predict/predict_grid.hpp"
 #include "model/predict/runtime_profile.hpp"
 #include "model/predict/workload.hpp"
@@ -95,6 +98,11 @@ std::string why_slower(const RankedPlan& p, const RankedPlan& best) {
 
 PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::function<void(std::size_t, std::size_t)>& progress) {
   const auto start = std::chrono::steady_clock::now();
+  if (req.gpus < 0 || req.gpus > limits::kMaxGpus)
+    throw ConfigError("gpus", "", fmt::format("expected 0 (the system's) or [1, {}], got {}", limits::kMaxGpus, req.gpus));
+  if (!std::isfinite(req.timeout_s) || req.timeout_s < 0 || req.timeout_s > limits::kMaxTime)
+    throw ConfigError("budget", "", fmt::format("expected 0 (none) or a time in (0, {}] s, got {}", limits::kMaxTime, req.timeout_s));
+  validate_space_options(req.space);
   PlanSearchResult r;
   const ParsedInputs user = parse_inputs(req.base, req.base.overrides);
   r.resize = req.gpus > 0 ? resize_overrides(user.system, req.gpus) : std::vector<std::string>{};

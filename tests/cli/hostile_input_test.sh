@@ -149,6 +149,15 @@ expect "a key twice in one object" 2 "dup.json: /gpus_per_node: the key appears 
 expect "a CSV table with a byte-order mark is read as a table" 0 "all_reduce" -- "$perfcast" calibrate comms --system "$src/configs/systems/dgx_a100.json" --nccl-tests "$tmp/bom.csv" --collective all_reduce --ranks 8 --out "$tmp/out/bom.comms.json"
 expect "calibrate runtime --measurements /dev/zero" 2 "/dev/zero" -- "$perfcast" calibrate runtime --system "$sys" --measurements /dev/zero --out "$tmp/out/x.json"
 
+# 20-21. Search options checked before they divide; paths the system cannot look up.
+expect "plan --cp 0" 2 "" -- "$perfcast" plan --system "$sys" --workload "$src/configs/workloads/gpt2.json" --cp 0
+long=$tmp/$(python3 -c "print('a' * 300)")/$(python3 -c "print('b' * 5000)").json
+expect "a path too long for the file system" 2 "File name too long" -- "$perfcast" predict --system "$long" --workload "$wl"
+expect "a runtime profile path too long" 2 "" -- "$perfcast" predict --system "$sys" --workload "$wl" --set "runtime=\"$long\""
+
+sizes=$(python3 -c "print(','.join(f'{1024 + i}B' for i in range(4096)))")
+expect "comm all_to_all: 4,096 sizes on 512 nodes bounded before it starts" 2 "rank pairs to cost" -- "$perfcast" comm --system "$sys" --nodes 512 --collective all_to_all --sizes "$sizes"
+
 # --timeout stops the search with the best plan so far.
 expect "shard --timeout" 0 "stopped by --timeout" -- "$perfcast" shard --system "$sys" --workload "$wl" --budget 60s --timeout 200ms
 

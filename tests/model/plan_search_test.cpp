@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "core/json_reader.hpp"
 #include "model/graph/memory_estimate.hpp"
 #include "model/plan_search/plan_search.hpp"
 
@@ -36,6 +37,26 @@ TEST_CASE("resize_overrides: whole nodes, or part of one node", "[plan]") {
   CHECK(resize_overrides(s, 4) == std::vector<std::string>{"system.nodes=1", "system.gpus_per_node=4"});
   CHECK_THROWS_AS(resize_overrides(s, 12), ConfigError);
   CHECK_THROWS_AS(resize_overrides(s, 0), ConfigError);
+}
+
+TEST_CASE("plan search: options that would divide by zero are refused before the search", "[plan][hostile]") {
+  const auto refused = [](auto edit) {
+    PlanSearchRequest r = small_request();
+    edit(r);
+    CHECK_THROWS_AS(search_parallel_plans(r), ConfigError);
+  };
+  refused([](PlanSearchRequest& r) { r.space.context_parallel = {0}; });
+  refused([](PlanSearchRequest& r) { r.space.virtual_stages = {0}; });
+  refused([](PlanSearchRequest& r) { r.space.micro_batches = {2, 0}; });
+  refused([](PlanSearchRequest& r) { r.space.expert_parallel = {-1}; });
+  refused([](PlanSearchRequest& r) { r.space.max_tp = -1; });
+  refused([](PlanSearchRequest& r) { r.space.virtual_stages = {65}; });
+  refused([](PlanSearchRequest& r) { r.space.micro_batches.assign(kMaxSpaceValues + 1, 1); });
+  refused([](PlanSearchRequest& r) { r.gpus = -1; });
+  refused([](PlanSearchRequest& r) { r.timeout_s = std::numeric_limits<double>::quiet_NaN(); });
+  SpaceOptions fine;
+  fine.context_parallel = {1, 1024};
+  CHECK_NOTHROW(validate_space_options(fine));
 }
 
 TEST_CASE("plan search: hand-counted space of GPT-2 on 4 GPUs", "[plan]") {

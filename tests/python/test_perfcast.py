@@ -110,6 +110,11 @@ def test_plan_equals_cli(src, cli):
         perfcast.plan({"schema": "perfcast.system"}, wl_file)
     with pytest.raises(perfcast.ConfigError):
         perfcast.plan(sys_file, wl_file, overlaps="maybe")
+    # Sizes that used to divide by zero (SIGFPE killed the interpreter) are refused first.
+    for bad in ({"cp": [0]}, {"vp": [0]}, {"micro_batches": [0]}, {"ep": [-1]}, {"max_tp": -2}, {"gpus": -4},
+                {"budget": float("nan")}, {"cp": [1] * 65}):
+        with pytest.raises(perfcast.ConfigError):
+            perfcast.plan(sys_file, wl_file, threads=1, **bad)
 
 
 def test_shard_equals_cli_and_plan_formats(src, cli):
