@@ -18,11 +18,12 @@ using namespace perfcast;
 
 namespace {
 
-/// Bytes of every pipeline transfer of rank `rank` (2-rank all-to-allv collectives).
+/// Bytes of every pipeline transfer of rank `rank` (2-rank all-to-allv collectives; the
+/// context-parallel ring's transfers, also 2-rank all-to-allvs, are left out).
 std::vector<double> transfer_bytes(const ExecutionGraph& g, int rank) {
   std::vector<double> out;
   for (const auto& op : g.ranks[static_cast<std::size_t>(rank)].ops) {
-    if (!op.collective) continue;
+    if (!op.collective || op.name.find("cp_ring") != std::string::npos) continue;
     const auto& c = g.collectives[static_cast<std::size_t>(*op.collective)].desc;
     if (c.kind != CollectiveKind::kAllToAllV) continue;
     double b = 0;
