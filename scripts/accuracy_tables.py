@@ -13,6 +13,7 @@ Usage: scripts/accuracy_tables.py BUILD [--check]
   --check: write nothing; exit 1 with a diff when a committed table differs from what the
            code computes now (ctest perfcast_accuracy_tables). Without it: `make accuracy`."""
 import argparse
+import csv
 import functools
 import json
 import math
@@ -172,6 +173,43 @@ def param_dlrm(r):
             'measured_max_s': max(v['measured_s'])}
 
 
+@functools.lru_cache(maxsize=None)
+def h100_steps(r):
+    """Published H100 pre-training step times (data/public-measurements/h100_training_step_times.csv)
+    against predictions with the shipped defaults, nothing fitted: one dict per row."""
+    out = r.tmp / 'h100_steps.csv'
+    argv = [r.tool('perfcast_h100_recipes_check'), '--csv', str(out)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f'{" ".join(argv)}: exit {done.returncode}\n{done.stderr[-2000:]}')
+    with open(out, newline='') as f:
+        return tuple(csv.DictReader(f))
+
+
+def geomean_abs(errors):
+    return math.exp(sum(math.log(max(abs(e), 1e-12)) for e in errors) / len(errors)) if errors else float('nan')
+
+
+def h100_step_table(r):
+    """docs/transformers.md: every published H100 step time, predicted, measured, error."""
+    lines = ['| row | model | GPUs | precision | tp / pp / cp / vp | predicted | measured | error | fits |',
+             '|---|---|---:|---|---|---:|---:|---:|---|']
+    for x in h100_steps(r):
+        vp = x['vp'] or '-'
+        lines.append(f'| {x["row_id"]} | {x["model"]} | {int(x["gpus"]):,} | {x["precision"]} | '
+                     f'{x["tp"]} / {x["pp"]} / {x["cp"]} / {vp} | {float(x["predicted_s"]):.3f} s | '
+                     f'{float(x["measured_s"]):.3f} s | {spct(float(x["error"]))} | {x["fits"]} |')
+    groups = {}
+    for x in h100_steps(r):
+        groups.setdefault(f'{x["source_id"]}, {x["precision"]}', []).append(float(x['error']))
+    lines.append('')
+    lines.append('| rows | n | geomean abs error | bias |')
+    lines.append('|---|---:|---:|---:|')
+    for g, e in sorted(groups.items()):
+        lines.append(f'| {g} | {len(e)} | {pct(geomean_abs(e))} | {spct(sum(e) / len(e))} |')
+    return '\n'.join(lines)
+
+
 # ---- the rows -------------------------------------------------------------------------------
 
 def rows(r):
@@ -248,7 +286,7 @@ def accuracy_table(r):
     return '\n'.join(lines)
 
 
-TABLES = {'readme-table': readme_table, 'accuracy-table': accuracy_table}
+TABLES = {'readme-table': readme_table, 'accuracy-table': accuracy_table, 'h100-step-times': h100_step_table}
 
 
 def main():

@@ -59,7 +59,7 @@ def build_model(torch, w, device):
             self.qkv = nn.Linear(h, (heads + 2 * kv_heads) * hd, device=device)
             self.proj = nn.Linear(h, h, device=device)
             self.ln2 = nn.LayerNorm(h, device=device)
-            gate = 2 if w["activation"] == "swiglu" else 1
+            gate = 2 if w["activation"] in ("swiglu", "geglu") else 1
             self.fc1 = nn.Linear(h, gate * ffn, device=device)
             self.fc2 = nn.Linear(ffn, h, device=device)
             self.drop = nn.Dropout(p_drop)
@@ -85,9 +85,13 @@ def build_model(torch, w, device):
                 a = F.dropout(sc.softmax(-1), drop, self.training) @ v
             x = x + self.drop(self.proj(a.transpose(1, 2).reshape(b, s, h)))
             u = self.fc1(self.ln2(x))
-            if w["activation"] == "swiglu":
+            if w["activation"] in ("swiglu", "geglu"):
                 g, u = u.chunk(2, dim=-1)
-                u = F.silu(g) * u
+                u = (F.silu(g) if w["activation"] == "swiglu" else F.gelu(g)) * u
+            elif w["activation"] == "relu":
+                u = F.relu(u)
+            elif w["activation"] == "squared_relu":  # Nemotron-4's activation
+                u = F.relu(u).square()
             else:
                 u = F.gelu(u)
             return x + self.drop(self.fc2(u))

@@ -144,7 +144,7 @@ def read_transformer(doc, file="<input>"):
         w[key] = _int(doc, key, file, "")
     w["kv_heads"] = _int(doc, "kv_heads", file, "", default=w["heads"])
     w["ffn_hidden"] = _int(doc, "ffn_hidden", file, "", default=4 * w["hidden"])
-    w["activation"] = _enum(doc, "activation", ["gelu", "swiglu"], "gelu", file, "")
+    w["activation"] = _enum(doc, "activation", ["gelu", "swiglu", "geglu", "relu", "squared_relu"], "gelu", file, "")
     w["position_embedding"] = _enum(doc, "position_embedding", ["learned", "rope"], "learned", file, "")
     w["tied_embeddings"] = bool(doc.get("tied_embeddings", True))
     w["precision"] = _enum(doc, "precision", ["fp32", "tf32", "bf16", "fp16", "fp8"], "bf16", file, "")
