@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   actions["profile"] = perfcast::cli::add_profile(app);
   actions["run"] = perfcast::cli::add_run(app);
   actions["validate"] = perfcast::cli::add_validate(app);
+  actions["kernels"] = perfcast::cli::add_kernels(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
