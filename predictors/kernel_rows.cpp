@@ -431,6 +431,12 @@ std::string gpu_class_of(const std::string& gpu_name) {
     if (contains(n, "nvl")) return "H100 NVL";
     return "H100 SXM";
   }
+  if (contains(n, "a100")) {
+    const bool pcie = contains(n, "pcie");
+    const bool gb40 = contains(n, "40gb") || contains(n, "pg509");  // A100-PG509-200: the 40 GB SXM4 board
+    return std::string("A100 ") + (pcie ? "PCIe" : "SXM") + (gb40 ? " 40GB" : " 80GB");
+  }
+  if (contains(n, "v100")) return contains(n, "pcie") ? "V100 PCIe" : "V100 SXM";
   return gpu_name;
 }
 

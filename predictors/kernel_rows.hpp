@@ -56,8 +56,9 @@ struct KernelRow {
 [[nodiscard]] std::vector<KernelRow> read_kernel_rows(const std::filesystem::path& file);
 
 /// The GPU class of a GPU name ("NVIDIA H100 80GB HBM3" and "NVIDIA H100 SXM5 80GB" -> "H100 SXM",
-/// "NVIDIA H200 SXM 141GB" -> "H200", "NVIDIA H100 PCIe" -> "H100 PCIe", ...), or the name
-/// itself for other GPUs.
+/// "NVIDIA H200 SXM 141GB" -> "H200", "NVIDIA H100 PCIe" -> "H100 PCIe", "NVIDIA A100-SXM4-80GB"
+/// and "NVIDIA A100 SXM4 80GB" -> "A100 SXM 80GB", "Tesla V100-SXM2-32GB" -> "V100 SXM", ...),
+/// or the name itself for other GPUs.
 [[nodiscard]] std::string gpu_class_of(const std::string& gpu_name);
 
 }  // namespace perfcast

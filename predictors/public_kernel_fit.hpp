@@ -16,7 +16,8 @@
 /// total (each row 1 / the source's rows in its family, times its caveat weight,
 /// kernel_rows.hpp), so that one large source does not drown the others. Rows timed by a
 /// harness with an unknown fixed cost per call (KernelRow::harness_overhead) give their
-/// source an intercept of its own, fitted and reported, never used to predict. No
+/// source an intercept of its own, fitted and reported, never used to predict. An attention
+/// launch costs the GEMM rows' fitted overhead (the attention rows are all long kernels). No
 /// efficiency exceeds 1. A family no row constrains keeps its prior: the spec model's
 /// efficiencies (GEMM 0.77 of the peak, HBM 0.89, the flash-attention shares), a GEMM
 /// family without memory-bound rows the other GEMM families' memory efficiency, and the L2

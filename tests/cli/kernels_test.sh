@@ -77,6 +77,26 @@ expect "short row" 2 "bad_fields.csv: line 3 (gem-00002): expected 22 fields, go
   "$perfcast" kernels --system "$h100" --measurements "$tmp/bad_fields.csv" --json "$tmp/out/x.json"
 expect "fractional shape" 2 "line 3 (gem-00002): column K: expected a positive whole number" -- \
   "$perfcast" kernels --system "$h100" --measurements "$tmp/bad_shape.csv" --json "$tmp/out/x.json"
+# Hostile sizes: a sequence or a table count that would make the model loop for hours.
+python3 - "$hk/attention.csv" "$tmp/long_seq.csv" "$hk/embedding.csv" "$tmp/many_tables.csv" <<'PY'
+import csv, io, sys
+def one(src, dst, edit):
+    rows = list(csv.reader(open(src, newline="")))
+    h = rows[0]; r = list(rows[1]); edit(h, r)
+    out = io.StringIO(); csv.writer(out, lineterminator="\n").writerows([h, r]); open(dst, "w").write(out.getvalue())
+def seq(h, r): r[h.index("seqlen_q")] = "1000000000"
+def tables(h, r):
+    r[h.index("num_tables")] = "1000000000"; r[h.index("rows_per_table")] = "100"; r[h.index("embedding_dim")] = "128"
+    r[h.index("implementation")] = "FBGEMM"
+one(sys.argv[1], sys.argv[2], seq)
+one(sys.argv[3], sys.argv[4], tables)
+PY
+expect "sequence too long" 2 "long_seq.csv: line 2 (att-00059): sequence longer than 2^24 tokens" -- \
+  "$perfcast" kernels --system "$h100" --measurements "$tmp/long_seq.csv" --json "$tmp/out/x.json"
+expect "too many tables" 2 "many_tables.csv: line 2 (emb-00001): tables (1 to 100000)" -- \
+  "$perfcast" kernels --system "$h100" --measurements "$tmp/many_tables.csv" --json "$tmp/out/x.json"
+expect "attention sequence limit" 2 "expected a whole number from 1 to 16777216" -- \
+  "$perfcast" kernels --system "$h100" --attention batch=1,heads=1,seq=100000000000,head_dim=64
 printf 'a,b,c\n1,2,3\n' > "$tmp/unknown.csv"
 expect "unknown table" 2 "unknown.csv: line 1: not a measurement table" -- "$perfcast" kernels --system "$h100" --measurements "$tmp/unknown.csv"
 expect "missing file" 2 "nope.csv" -- "$perfcast" kernels --system "$h100" --measurements "$tmp/nope.csv" --json "$tmp/out/x.json"

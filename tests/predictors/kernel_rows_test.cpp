@@ -38,7 +38,11 @@ TEST_CASE("GPU classes of device names", "[kernel_rows]") {
   CHECK(gpu_class_of("NVIDIA H200 SXM 141GB") == "H200");
   CHECK(gpu_class_of("NVIDIA GH200 96GB HBM3") == "GH200");
   CHECK(gpu_class_of("H800 SXM5") == "H800");
-  CHECK(gpu_class_of("NVIDIA A100-SXM4-80GB") == "NVIDIA A100-SXM4-80GB");
+  CHECK(gpu_class_of("NVIDIA A100-SXM4-80GB") == "A100 SXM 80GB");
+  CHECK(gpu_class_of("NVIDIA A100 SXM4 80GB") == "A100 SXM 80GB");
+  CHECK(gpu_class_of("NVIDIA A100-PG509-200") == "A100 SXM 40GB");
+  CHECK(gpu_class_of("Tesla V100-SXM2-32GB") == "V100 SXM");
+  CHECK(gpu_class_of("NVIDIA L4") == "NVIDIA L4");
 }
 
 TEST_CASE("GEMM rows: shape, type, library and caveats", "[kernel_rows]") {
