@@ -421,6 +421,8 @@ KernelsOutcome run_kernels(const KernelsRequest& req) {
   if (req.spec_derived && !req.calibration.empty()) throw ConfigError("--calibration", "", "--spec-derived uses no calibration");
   if ((req.leave_one_source_out || !req.fit_systems.empty()) && req.measurements.empty())
     throw ConfigError("--fit", "", "fitting and leaving sources out need --measurements");
+  if (!req.fit_dir.empty() && !std::filesystem::is_directory(req.fit_dir))
+    throw ConfigError("--fit-dir", "", fmt::format("expected an existing folder, got \"{}\"", req.fit_dir));
   const std::vector<SystemEntry> systems = load_systems(req);
   return single ? run_single_kernels(req, systems) : run_measured_rows(req, systems);
 }

@@ -97,6 +97,8 @@ expect "too many tables" 2 "many_tables.csv: line 2 (emb-00001): tables (1 to 10
   "$perfcast" kernels --system "$h100" --measurements "$tmp/many_tables.csv" --json "$tmp/out/x.json"
 expect "attention sequence limit" 2 "expected a whole number from 1 to 16777216" -- \
   "$perfcast" kernels --system "$h100" --attention batch=1,heads=1,seq=100000000000,head_dim=64
+expect "missing --fit-dir" 2 "expected an existing folder, got" -- \
+  "$perfcast" kernels --system "$h100" --measurements "$hk/gemm.csv" --fit "$h100" --fit-dir "$tmp/out/nope"
 printf 'a,b,c\n1,2,3\n' > "$tmp/unknown.csv"
 expect "unknown table" 2 "unknown.csv: line 1: not a measurement table" -- "$perfcast" kernels --system "$h100" --measurements "$tmp/unknown.csv"
 expect "missing file" 2 "nope.csv" -- "$perfcast" kernels --system "$h100" --measurements "$tmp/nope.csv" --json "$tmp/out/x.json"
