@@ -26,5 +26,6 @@ Action add_report(CLI::App& app);
 Action add_profile(CLI::App& app);
 Action add_run(CLI::App& app);
 Action add_validate(CLI::App& app);
+Action add_kernels(CLI::App& app);
 
 }  // namespace perfcast::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   actions["shard"] = perfcast::cli::add_shard(app);
   actions["plan"] = perfcast::cli::add_plan(app);
   actions["report"] = perfcast::cli::add_report(app);
+  actions["kernels"] = perfcast::cli::add_kernels(app);
 #endif
   actions["profile"] = perfcast::cli::add_profile(app);
   actions["run"] = perfcast::cli::add_run(app);

@@ -195,6 +195,30 @@ const FamilyFit* KernelCalibration::find(const std::string& family) const {
   return nullptr;
 }
 
+const FamilyFit* KernelCalibration::find_first(const std::vector<std::string>& candidates) const {
+  for (const auto& c : candidates)
+    if (const FamilyFit* f = find(c)) return f;
+  return nullptr;
+}
+
+std::vector<std::string> model2_families(const KernelDesc& k) {
+  if (const auto* g = std::get_if<GemmDesc>(&k)) {
+    const std::string type = g->block_scaled                                        ? "fp8_block"
+                             : g->dtype == DType::kFp16 || g->dtype == DType::kBf16 ? "bf16"
+                                                                                    : std::string(dtype_name(g->dtype));
+    const std::string base = "gemm." + type;
+    if (g->impl == GemmImpl::kCublas) return {base};
+    return {base + "." + std::string(gemm_impl_name(g->impl)), base};
+  }
+  if (const auto* a = std::get_if<AttentionDesc>(&k)) {
+    const std::string pass = a->pass == AttentionPass::kForward ? "attention_forward" : "attention_backward";
+    const std::string dtype(dtype_name(a->dtype));
+    return {pass + "." + std::string(attention_kernel_name(a->impl)) + "." + dtype, pass + "." + dtype};
+  }
+  if (std::holds_alternative<ElementwiseDesc>(k)) return {"elementwise"};
+  return {};
+}
+
 std::string calibration_family(const KernelDesc& k) {
   if (const auto* g = std::get_if<GemmDesc>(&k)) return "gemm." + std::string(dtype_name(g->dtype));
   if (std::holds_alternative<ElementwiseDesc>(k)) return "elementwise";
@@ -253,9 +277,52 @@ KernelCalibration fit_kernel_calibration(const std::vector<Measurement>& ms, con
   return cal;
 }
 
+namespace {
+
+/// Kernel model 2 (see kernel_calibration.hpp): GEMM on Hopper tiles, attention, and
+/// memory-bound kernels with an L2-resident regime. False when no family covers `k` (the
+/// estimate stays spec-derived).
+bool predict_model2(const KernelDesc& k, const GpuSpec& gpu, const KernelCalibration& cal, Estimate& e) {
+  const FamilyFit* f = cal.find_first(model2_families(k));
+  if (!f) return false;
+  auto limited = [](double work, double efficiency) { return efficiency > 0 ? work / efficiency : 0.0; };
+  if (const auto* g = std::get_if<GemmDesc>(&k)) {
+    const GemmWork w = gemm_work(*g, gpu, kHopperGemmTiling);
+    const double compute = limited(w.compute_at_peak, f->compute_efficiency), memory = limited(w.memory_at_peak, f->memory_efficiency);
+    e.time = f->overhead + std::max(compute, memory);
+    e.bound = compute >= memory ? "compute" : "memory";
+    e.split_k = w.split_k;
+    e.predictor = "gemm.calibrated";
+  } else if (const auto* a = std::get_if<AttentionDesc>(&k)) {
+    const AttentionWork w = attention_work(*a, gpu);
+    const double compute = limited(w.compute_at_peak, f->compute_efficiency), memory = limited(w.memory_at_peak, f->memory_efficiency);
+    e.time = w.launches * f->overhead + std::max(compute, memory);
+    e.bound = compute >= memory ? "compute" : "memory";
+    e.launches = w.launches;
+    e.predictor = a->pass == AttentionPass::kForward ? "attention_forward.calibrated" : "attention_backward.calibrated";
+  } else {
+    const auto& d = std::get<ElementwiseDesc>(k);
+    const double bytes = static_cast<double>(d.elements) * d.bytes_per_element;
+    const double capacity = f->l2_resident_share * gpu.l2_cache;
+    const double h = d.cold_l2 || capacity <= 0 || f->l2_efficiency <= 0 ? 0.0 : std::clamp((2 * capacity - bytes) / capacity, 0.0, 1.0);
+    e.time = f->overhead + limited(bytes * (1 - h) / gpu.memory_bandwidth, f->memory_efficiency) +
+             limited(bytes * h / gpu.l2_bandwidth, f->l2_efficiency);
+    e.bound = h > 0.5 ? "l2" : "memory";
+    e.predictor = "elementwise.calibrated";
+  }
+  e.calibrated = true;
+  return true;
+}
+
+}  // namespace
+
 Estimate predict_with_calibration(const KernelDesc& k, const GpuSpec& gpu, const KernelCalibration* cal) {
   Estimate e = predict_kernel(k, gpu);
   if (!cal) return e;
+  if (cal->kernel_model >= 2) {
+    predict_model2(k, gpu, *cal, e);
+    return e;
+  }
   const FamilyFit* f = cal->find(calibration_family(k));
   if (!f) return e;
   if (const auto* d = std::get_if<EmbeddingDesc>(&k)) {
@@ -300,6 +367,8 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
     if (f.l2_efficiency > 0) j["l2_efficiency"] = f.l2_efficiency;
     if (f.row_round_time > 0) j["row_round_time"] = fmt::format("{:.6f}us", f.row_round_time * 1e6);
     if (f.sort_efficiency > 0) j["sort_efficiency"] = f.sort_efficiency;
+    if (f.l2_resident_share > 0) j["l2_resident_share"] = f.l2_resident_share;
+    if (!f.sources.empty()) j["sources"] = f.sources;
     fits.push_back(j);
   }
   nlohmann::json j = {{"schema", "perfcast.kernel_calibration"}, {"schema_version", "1.0"}, {"gpu", c.gpu},
@@ -308,6 +377,11 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
   if (!c.sources.empty()) j["sources"] = c.sources;
   if (!c.measured_dates.empty()) j["measured_dates"] = c.measured_dates;
   if (!c.note.empty()) j["note"] = c.note;
+  if (c.kernel_model != 1) {
+    j["schema_version"] = "1.1";
+    j["kernel_model"] = c.kernel_model;
+  }
+  if (!c.basis.empty()) j["basis"] = c.basis;
   return j.dump(2) + "\n";
 }
 
@@ -322,6 +396,8 @@ KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {
   c.date = root.string_or("date", "");
   c.commit = root.string_or("perfcast_commit", "");
   c.note = root.string_or("note", "");
+  c.kernel_model = static_cast<int>(root.integer_or("kernel_model", 1, 2, 1));
+  c.basis = root.enum_or("basis", {"", "public measurements"}, "");
   if (auto m = root.find("measurements")) {
     const JsonArray a = m->as_array();
     for (std::size_t i = 0; i < a.size(); ++i) c.measurements.push_back(a[i].as_string());
@@ -344,6 +420,11 @@ KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {
     f.l2_efficiency = o.number_or("l2_efficiency", 0, 10, 0);
     f.row_round_time = o.quantity_or("row_round_time", Dimension::kTime, 0);
     f.sort_efficiency = o.number_or("sort_efficiency", 0, 10, 0);
+    f.l2_resident_share = o.number_or("l2_resident_share", 0, 1, 0);
+    if (auto v = o.find("sources")) {
+      const JsonArray a = v->as_array();
+      for (std::size_t k = 0; k < a.size(); ++k) f.sources.push_back(a[k].as_string());
+    }
     f.train_samples = static_cast<std::size_t>(o.integer_or("train_samples", 0, 1LL << 40, 0));
     f.heldout_samples = static_cast<std::size_t>(o.integer_or("heldout_samples", 0, 1LL << 40, 0));
     f.train_geomean_abs_error = o.number_or("train_geomean_abs_error", 0, 1e6, 0);

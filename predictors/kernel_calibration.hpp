@@ -19,7 +19,16 @@
 /// where dram and sort are bytes at the HBM peak (without the spec model's f(D): small rows
 /// are left to the fitted per-round latency), l2 the bytes at the L2 peak, and row_rounds
 /// the dependent row fetches of one warp slot (bag waves x mean pooling: occupancy and tail).
-
+///
+/// Kernel model 2 (`kernel_model: 2`, written by `perfcast kernels --fit` from public
+/// measurements, predictors/public_kernel_fit.hpp): GEMM families by dtype, fp8 scaling and
+/// library ("gemm.bf16" for bf16 and fp16, "gemm.fp8", "gemm.fp8_block.deepgemm", ...) on
+/// Hopper tiles (kHopperGemmTiling); attention families by pass, implementation and dtype
+/// ("attention_forward.cudnn.bf16", with "attention_forward.bf16" fitted over every
+/// implementation as the fallback) on attention_work()'s terms; and memory-bound kernels
+/// ("elementwise") with an L2-resident regime:
+///   time = overhead + bytes (1 - h) / (HBM x e_memory) + bytes h / (L2 x e_l2),
+///   h = clamp((2 C - bytes) / C, 0, 1), C = l2_resident_share x L2 capacity (0 for cold L2).
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -41,6 +50,8 @@ struct FamilyFit {
   double l2_efficiency = 0;       ///< embedding only: share of the L2 peak
   Seconds row_round_time = 0;     ///< embedding only: time per dependent row fetch of a warp slot
   double sort_efficiency = 0;     ///< embedding backward only: share of HBM the index sort reaches
+  double l2_resident_share = 0;   ///< elementwise, kernel model 2: share of L2 a warm working set keeps
+  std::vector<std::string> sources;  ///< kernel model 2: the sources of the rows fitted (their source ids)
   std::size_t train_samples = 0;
   std::size_t heldout_samples = 0;
   double heldout_geomean_abs_error = 0;
@@ -58,15 +69,30 @@ struct KernelCalibration {
   /// Distinct Measurement::date values (when the measured run happened), sorted.
   std::vector<std::string> measured_dates;
   std::string note;  ///< free text: how the data was split, why families were left out ("" if none)
+  /// 1: the spec model's work terms with fitted efficiencies (`calibrate kernels`); 2: the
+  /// Hopper work terms, attention and the L2 regime (`kernels --fit`).
+  int kernel_model = 1;
+  /// How the fits were obtained, for the provenance line: "" (measurements of this GPU,
+  /// held out by shape) or "public measurements" (rows of public sources, each family's
+  /// held-out error from leaving one source out).
+  std::string basis;
   std::vector<FamilyFit> fits;
 
   [[nodiscard]] const FamilyFit* find(const std::string& family) const;
+  /// The first family of `candidates` the calibration has, or nullptr.
+  [[nodiscard]] const FamilyFit* find_first(const std::vector<std::string>& candidates) const;
 };
 
 /// The calibration family of a kernel ("gemm.bf16", "elementwise", "memcpy.h2d",
 /// "embedding_forward", "embedding_backward"), or ""
 /// for kernels no calibrated model covers yet.
 [[nodiscard]] std::string calibration_family(const KernelDesc& k);
+
+/// Kernel model 2: the families that may cover a kernel, most specific first: a GEMM's
+/// "gemm.<type>.<library>" (no library suffix for cuBLAS; <type> is "bf16" for bf16 and
+/// fp16, "fp8_block" for block-scaled fp8), then "gemm.<type>"; an attention's
+/// "attention_<pass>.<impl>.<dtype>", then "attention_<pass>.<dtype>"; "elementwise".
+[[nodiscard]] std::vector<std::string> model2_families(const KernelDesc& k);
 
 /// Fits every family with at least 10 samples. `gpu` provides the peaks the work terms
 /// are measured against. Throws std::invalid_argument when nothing can be fitted.

@@ -44,6 +44,39 @@ std::string_view storage_kernel_name(EmbeddingStorage s) {
   return "fused";
 }
 
+std::string_view gemm_impl_name(GemmImpl i) {
+  switch (i) {
+    case GemmImpl::kCublas: return "cublas";
+    case GemmImpl::kDeepGemm: return "deepgemm";
+    case GemmImpl::kTriton: return "triton";
+  }
+  return "cublas";
+}
+
+std::optional<GemmImpl> gemm_impl_from_name(std::string_view name) {
+  for (const auto i : {GemmImpl::kCublas, GemmImpl::kDeepGemm, GemmImpl::kTriton})
+    if (name == gemm_impl_name(i)) return i;
+  return std::nullopt;
+}
+
+std::string_view attention_kernel_name(AttentionKernel i) {
+  switch (i) {
+    case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kFlash3: return "flash3";
+    case AttentionKernel::kCudnn: return "cudnn";
+    case AttentionKernel::kTriton: return "triton";
+    case AttentionKernel::kTileLang: return "tilelang";
+  }
+  return "flash2";
+}
+
+std::optional<AttentionKernel> attention_kernel_from_name(std::string_view name) {
+  for (const auto i : {AttentionKernel::kFlash2, AttentionKernel::kFlash3, AttentionKernel::kCudnn, AttentionKernel::kTriton,
+                       AttentionKernel::kTileLang})
+    if (name == attention_kernel_name(i)) return i;
+  return std::nullopt;
+}
+
 std::string kernel_family(const KernelDesc& k) {
   return std::visit(Overloaded{
                         [](const GemmDesc&) -> std::string { return "gemm"; },
@@ -64,8 +97,10 @@ std::string kernel_label(const KernelDesc& k) {
   return std::visit(
       Overloaded{
           [](const GemmDesc& g) {
-            return g.batch > 1 ? fmt::format("bmm {}x{}x{}x{} {}", g.batch, g.m, g.n, g.k, dtype_name(g.dtype))
-                               : fmt::format("gemm {}x{}x{} {}", g.m, g.n, g.k, dtype_name(g.dtype));
+            const std::string type = std::string(dtype_name(g.dtype)) + (g.block_scaled ? " block-scaled" : "") +
+                                     (g.impl != GemmImpl::kCublas ? " " + std::string(gemm_impl_name(g.impl)) : "");
+            return g.batch > 1 ? fmt::format("bmm {}x{}x{}x{} {}", g.batch, g.m, g.n, g.k, type)
+                               : fmt::format("gemm {}x{}x{} {}", g.m, g.n, g.k, type);
           },
           [](const EmbeddingDesc& e) {
             std::size_t host = 0;
@@ -83,8 +118,10 @@ std::string kernel_label(const KernelDesc& k) {
           [](const MeasuredKernelDesc& m) { return fmt::format("{} (measured {})", m.name, format_time(m.duration)); },
           [](const AttentionDesc& a) {
             const std::string v = a.value_dim() != a.head_dim ? fmt::format("/{}", a.value_dim()) : "";
-            return fmt::format("flash_attention_{} {}x{}x{}x{}x{}{}{} {}", a.pass == AttentionPass::kForward ? "fwd" : "bwd",
+            return fmt::format("flash_attention_{} {}x{}x{}x{}x{}{}{}{}{} {}", a.pass == AttentionPass::kForward ? "fwd" : "bwd",
                                a.batch, a.heads, a.seq_q, a.seq_kv, a.head_dim, v, a.causal ? " causal" : "",
+                               a.window > 0 ? fmt::format(" window {}", a.window) : "",
+                               a.impl != AttentionKernel::kFlash2 ? " " + std::string(attention_kernel_name(a.impl)) : "",
                                dtype_name(a.dtype));
           },
       },
@@ -98,6 +135,8 @@ std::size_t hash_value(const KernelDesc& k) {
                    for (auto v : {g.m, g.n, g.k, g.batch}) mix(seed, static_cast<std::size_t>(v));
                    mix(seed, static_cast<std::size_t>(g.dtype));
                    mix(seed, g.bias_epilogue);
+                   mix(seed, g.block_scaled);
+                   mix(seed, static_cast<std::size_t>(g.impl));
                  },
                  [&](const EmbeddingDesc& e) {
                    mix(seed, static_cast<std::size_t>(e.batch));
@@ -126,6 +165,7 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix(seed, static_cast<std::size_t>(e.elements));
                    mix_d(seed, e.flops_per_element);
                    mix_d(seed, e.bytes_per_element);
+                   mix(seed, e.cold_l2);
                  },
                  [&](const MemcpyDesc& m) {
                    mix_d(seed, m.bytes);
@@ -136,7 +176,9 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix_d(seed, m.duration);
                  },
                  [&](const AttentionDesc& a) {
-                   for (auto v : {a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.v_head_dim}) mix(seed, static_cast<std::size_t>(v));
+                   for (auto v : {a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.v_head_dim, a.window})
+                     mix(seed, static_cast<std::size_t>(v));
+                   mix(seed, static_cast<std::size_t>(a.impl));
                    mix(seed, a.causal);
                    mix(seed, static_cast<std::size_t>(a.dtype));
                    mix(seed, static_cast<std::size_t>(a.pass));

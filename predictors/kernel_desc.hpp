@@ -4,6 +4,7 @@
 /// hashable (estimates are cached by descriptor) and converts to JSON (kernel_json.hpp).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -14,12 +15,22 @@
 
 namespace perfcast {
 
-/// C[batch][m x n] = A[m x k] * B[k x n] (+ epilogue). Row-major logical shapes.
+/// Which kernel library runs a GEMM: the vendor library (cuBLAS / cuBLASLt, what PyTorch's
+/// matmul and linear call), DeepSeek's DeepGEMM (FP8 block-scaled, grouped), or a Triton
+/// kernel. Calibrations fit each separately where measurements of it exist.
+enum class GemmImpl { kCublas, kDeepGemm, kTriton };
+
+/// C[batch][m x n] = A[m x k] * B[k x n] (+ epilogue). Row-major logical shapes. A grouped
+/// GEMM of equal groups (mixture-of-experts layers) is `batch` groups of m x n x k.
 struct GemmDesc {
   std::int64_t m = 0, n = 0, k = 0;
-  std::int64_t batch = 1;      ///< batched GEMM count (1: plain GEMM)
+  std::int64_t batch = 1;      ///< batched GEMM count, or groups of a grouped GEMM (1: plain GEMM)
   DType dtype = DType::kFp32;  ///< input type; tf32 means fp32 storage with TF32 math
   bool bias_epilogue = false;  ///< fused bias (+activation) epilogue
+  /// fp8 only: block-scaled inputs (DeepSeek-V3's 1x128 activation and 128x128 weight
+  /// scales) instead of one scale per tensor.
+  bool block_scaled = false;
+  GemmImpl impl = GemmImpl::kCublas;
   bool operator==(const GemmDesc&) const = default;
 };
 
@@ -75,6 +86,9 @@ struct ElementwiseDesc {
   std::int64_t elements = 0;      ///< elements of the output (or of the reduced input)
   double flops_per_element = 1;   ///< FP32 operations per element
   double bytes_per_element = 8;   ///< bytes read + written per element
+  /// The operands start outside L2 (a benchmark that flushes L2 before each call). false:
+  /// a working set that fits in L2 may be served from it (the producer just wrote it).
+  bool cold_l2 = false;
   bool operator==(const ElementwiseDesc&) const = default;
 };
 
@@ -95,6 +109,9 @@ struct MeasuredKernelDesc {
 };
 
 enum class AttentionPass { kForward, kBackward };
+/// The fused-attention kernel: FlashAttention-2 (PyTorch SDPA's flash backend),
+/// FlashAttention-3 (Hopper), cuDNN's SDPA, a Triton kernel, a TileLang kernel.
+enum class AttentionKernel { kFlash2, kFlash3, kCudnn, kTriton, kTileLang };
 
 /// Fused (flash-style) attention core of one layer on one rank: softmax(Q K^T / sqrt(d)
 /// [+ causal mask]) V for `batch` x `heads` independent problems, without materialising
@@ -112,6 +129,9 @@ struct AttentionDesc {
   /// Elements per head of V and of the output; 0: head_dim. Multi-latent attention's differ
   /// (DeepSeek-V2: queries and keys 128 + 64 rotary, values 128).
   std::int64_t v_head_dim = 0;
+  /// Sliding window: keys each query attends to (0: all, as the mask allows).
+  std::int64_t window = 0;
+  AttentionKernel impl = AttentionKernel::kFlash2;
   [[nodiscard]] std::int64_t value_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
   bool operator==(const AttentionDesc&) const = default;
 };
@@ -137,5 +157,12 @@ struct KernelDescHash {
 [[nodiscard]] EmbeddingOptimizer embedding_optimizer_from_name(std::string_view name);
 /// TorchRec's compute_kernel name of a storage: "fused", "fused_uvm", "fused_uvm_caching".
 [[nodiscard]] std::string_view storage_kernel_name(EmbeddingStorage s);
+
+/// "cublas", "deepgemm", "triton".
+[[nodiscard]] std::string_view gemm_impl_name(GemmImpl i);
+[[nodiscard]] std::optional<GemmImpl> gemm_impl_from_name(std::string_view name);
+/// "flash2", "flash3", "cudnn", "triton", "tilelang".
+[[nodiscard]] std::string_view attention_kernel_name(AttentionKernel i);
+[[nodiscard]] std::optional<AttentionKernel> attention_kernel_from_name(std::string_view name);
 
 }  // namespace perfcast

@@ -83,13 +83,30 @@ TimingStats timing_stats(std::vector<Seconds> v, std::string timer) {
 }
 
 nlohmann::json kernel_to_json(const KernelDesc& k) {
+  // Keys added after schema 1.0 (block_scaled, implementation, cold_l2, window) are written
+  // only when they differ from their defaults, so earlier files and their readers agree.
   if (const auto* g = std::get_if<GemmDesc>(&k)) {
-    return {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
-            {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
+    nlohmann::json j = {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
+                        {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
+    if (g->block_scaled) j["block_scaled"] = true;
+    if (g->impl != GemmImpl::kCublas) j["implementation"] = gemm_impl_name(g->impl);
+    return j;
   }
   if (const auto* e = std::get_if<ElementwiseDesc>(&k)) {
-    return {{"family", "elementwise"}, {"op", e->op}, {"elements", e->elements},
-            {"flops_per_element", e->flops_per_element}, {"bytes_per_element", e->bytes_per_element}};
+    nlohmann::json j = {{"family", "elementwise"}, {"op", e->op}, {"elements", e->elements},
+                        {"flops_per_element", e->flops_per_element}, {"bytes_per_element", e->bytes_per_element}};
+    if (e->cold_l2) j["cold_l2"] = true;
+    return j;
+  }
+  if (const auto* a = std::get_if<AttentionDesc>(&k)) {
+    nlohmann::json j = {{"family", a->pass == AttentionPass::kForward ? "attention_forward" : "attention_backward"},
+                        {"batch", a->batch}, {"heads", a->heads}, {"kv_heads", a->kv_heads}, {"seq_q", a->seq_q},
+                        {"seq_kv", a->seq_kv}, {"head_dim", a->head_dim}, {"causal", a->causal},
+                        {"dtype", dtype_name(a->dtype)}};
+    if (a->v_head_dim > 0) j["head_dim_v"] = a->v_head_dim;
+    if (a->window > 0) j["window"] = a->window;
+    if (a->impl != AttentionKernel::kFlash2) j["implementation"] = attention_kernel_name(a->impl);
+    return j;
   }
   if (const auto* m = std::get_if<MemcpyDesc>(&k)) {
     return {{"family", "memcpy"}, {"bytes", fmt::format("{:.0f}B", m->bytes)}, {"kind", copy_kind_name(m->kind)}};
@@ -108,8 +125,8 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
 }
 
 KernelDesc kernel_from_json(const JsonObject& o) {
-  const std::string family =
-      o.at("family").as_enum({"gemm", "elementwise", "memcpy", "embedding_forward", "embedding_backward", "measured"});
+  const std::string family = o.at("family").as_enum({"gemm", "elementwise", "memcpy", "embedding_forward", "embedding_backward",
+                                                      "measured", "attention_forward", "attention_backward"});
   KernelDesc out;
   if (family == "gemm") {
     GemmDesc g;
@@ -119,6 +136,9 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     g.batch = o.integer_or("batch", 1, 1LL << 40, 1);
     g.dtype = dtype_of(o, "dtype");
     g.bias_epilogue = o.bool_or("bias_epilogue", false);
+    g.block_scaled = o.bool_or("block_scaled", false);
+    if (g.block_scaled && g.dtype != DType::kFp8) o.fail("block_scaled", "block scales apply to fp8 GEMMs only");
+    g.impl = *gemm_impl_from_name(o.enum_or("implementation", {"cublas", "deepgemm", "triton"}, "cublas"));
     out = g;
   } else if (family == "elementwise") {
     ElementwiseDesc e;
@@ -126,7 +146,24 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     e.elements = o.integer("elements", 0, 1LL << 50);
     e.flops_per_element = o.at("flops_per_element").as_number_in(0, 1e6);
     e.bytes_per_element = o.at("bytes_per_element").as_number_in(0, 1e6);
+    e.cold_l2 = o.bool_or("cold_l2", false);
     out = e;
+  } else if (family == "attention_forward" || family == "attention_backward") {
+    AttentionDesc a;
+    a.pass = family == "attention_forward" ? AttentionPass::kForward : AttentionPass::kBackward;
+    a.batch = o.integer("batch", 1, 1LL << 30);
+    a.heads = o.integer("heads", 1, 1LL << 20);
+    a.kv_heads = o.integer_or("kv_heads", 1, a.heads, a.heads);
+    if (a.heads % a.kv_heads != 0) o.fail("kv_heads", "must divide heads");
+    a.seq_q = o.integer("seq_q", 1, 1LL << 30);
+    a.seq_kv = o.integer_or("seq_kv", 1, 1LL << 30, a.seq_q);
+    a.head_dim = o.integer("head_dim", 1, 1 << 16);
+    a.v_head_dim = o.integer_or("head_dim_v", 0, 1 << 16, 0);
+    a.causal = o.bool_or("causal", false);
+    a.window = o.integer_or("window", 0, 1LL << 30, 0);
+    a.dtype = dtype_of(o, "dtype");
+    a.impl = *attention_kernel_from_name(o.enum_or("implementation", {"flash2", "flash3", "cudnn", "triton", "tilelang"}, "flash2"));
+    out = a;
   } else if (family == "memcpy") {
     MemcpyDesc m;
     m.bytes = o.quantity("bytes", Dimension::kBytes);

@@ -9,6 +9,23 @@ const std::vector<RegistryEntry>& builtin_registry() {
       {"gemm.spec_roofline", "gemm",
        "wave- and tile-quantized roofline with split-K for short, wide problems",
        "GPU spec peaks x gemm efficiency 0.77 (A100 FP32 measured 15027/19500 GFLOP/s, docs/reference-paper.md s.3)"},
+      {"gemm.calibrated", "gemm",
+       "overhead + max(waves x tile FLOPs / e_compute, bytes / e_memory) per family (dtype; kernel model 2: dtype, fp8 scaling "
+       "and library on Hopper tiles 64..128 x 64..256)",
+       "fitted per GPU: `perfcast calibrate kernels` (configs/calibration/<gpu>.json), or `perfcast kernels --fit` on public "
+       "Hopper measurements (data/public-measurements/hopper-kernels, docs/calibration.md)"},
+      {"attention_forward.calibrated", "attention_forward",
+       "launches x overhead + max(masked 128x128-block FLOPs x wave and head-dim factors / e, bytes / e_memory) per implementation "
+       "(flash2, flash3, cudnn, triton, tilelang) and dtype",
+       "fitted by `perfcast kernels --fit` on public Hopper measurements (docs/calibration.md); head-dim factor sqrt(128 / d) "
+       "from FlashAttention-3 (Shah et al. 2024, figs. 5-6)"},
+      {"attention_backward.calibrated", "attention_backward", "the forward's terms for 2.5x the forward FLOPs, two launches",
+       "fitted by `perfcast kernels --fit` on public Hopper measurements (docs/calibration.md)"},
+      {"elementwise.calibrated", "elementwise",
+       "overhead + bytes / (HBM x e_memory); kernel model 2: warm working sets up to twice an L2-resident share served at the L2 rate",
+       "fitted per GPU: `perfcast calibrate kernels`, or `perfcast kernels --fit` on public Hopper measurements (docs/calibration.md)"},
+      {"memcpy.calibrated", "memcpy", "overhead + bytes / (link or HBM rate x e) by copy direction",
+       "fitted per GPU by `perfcast calibrate kernels` (configs/calibration/<gpu>.json)"},
       {"embedding_forward.spec_l2", "embedding_forward",
        "HBM bytes of expected unique rows + L2 hits of repeats within the concurrent tables' working set; host-memory "
        "tables (fused_uvm): rows missing an LRU share of L2 over the host link; fused_uvm_caching: an LRU cache prefetch first",

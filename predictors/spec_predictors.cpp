@@ -11,12 +11,34 @@ namespace {
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 double round_up(double v, double to) { return std::ceil(v / to) * to; }
 
-/// Tile edge that cuBLAS-like heuristics pick for a matrix edge: the next power of two at
-/// or above it, between 16 and kGemmTile (small matrices get small tiles).
-double tile_edge(std::int64_t extent) {
-  double t = 16;
-  while (t < static_cast<double>(extent) && t < static_cast<double>(kGemmTile)) t *= 2;
+/// Tile edge for a matrix edge: the next power of two at or above it, within [lo, hi].
+double tile_edge(std::int64_t extent, double lo, double hi) {
+  double t = lo;
+  while (t < static_cast<double>(extent) && t < hi) t *= 2;
   return t;
+}
+
+/// Share of the 128 x 128 score blocks of a seq_q x seq_kv attention that a causal mask
+/// (bottom-right aligned when seq_kv > seq_q, as FlashAttention aligns it) and a sliding
+/// window of `window` keys (0: none) leave to compute.
+double attention_mask_fraction(const AttentionDesc& a) {
+  if (!a.causal && a.window <= 0) return 1.0;
+  constexpr double kBlock = 128;
+  const double nq = std::ceil(double(a.seq_q) / kBlock), nk = std::ceil(double(a.seq_kv) / kBlock);
+  const double offset = double(a.seq_kv) - double(a.seq_q);  // keys before the first query
+  double blocks = 0;
+  for (double i = 0; i < nq; ++i) {
+    const double q_first = i * kBlock, q_last = std::min(double(a.seq_q), (i + 1) * kBlock) - 1;
+    double k_first = 0, k_last = double(a.seq_kv) - 1;
+    if (a.causal) k_last = std::min(k_last, q_last + offset);
+    if (a.window > 0) {
+      k_first = std::max(0.0, q_first + offset - double(a.window) + 1);
+      if (!a.causal) k_last = std::min(k_last, q_last + offset + double(a.window) - 1);
+    }
+    if (k_last < k_first) continue;
+    blocks += std::floor(k_last / kBlock) - std::floor(k_first / kBlock) + 1;
+  }
+  return std::clamp(blocks / (nq * nk), 0.0, 1.0);
 }
 
 /// Warps in flight per SM for FBGEMM's TBE forward: 64 x 0.71 achieved occupancy
@@ -64,12 +86,14 @@ double small_dim_factor(double mean_dim) {
 
 }  // namespace
 
-GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu) {
+GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tiling) {
   GemmWork w;
   const double elem = dtype_bytes(g.dtype);
   const double sms = gpu.sm_count;
   const double per_sm = gpu.peak(g.dtype) / sms;
-  const double tm = tile_edge(g.m), tn = tile_edge(g.n);
+  const bool simt = g.dtype == DType::kFp32;
+  const double tm = tile_edge(g.m, simt ? tiling.min_m_fp32 : tiling.min_m, tiling.max_m);
+  const double tn = tile_edge(g.n, tiling.min_n, simt ? tiling.max_n_fp32 : tiling.max_n);
   const double tiles = ceil_div(g.m, tm) * ceil_div(g.n, tn) * g.batch;
   double split = 1;
   if (tiles < sms && g.k >= 1024) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(g.k / 512.0)));
@@ -79,7 +103,7 @@ GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu) {
   const double out_elem = (g.dtype == DType::kFp32 || g.dtype == DType::kTf32) ? 4.0 : 2.0;
   double bytes = g.batch * ((double(g.m) * g.k + double(g.k) * g.n) * elem + double(g.m) * g.n * out_elem);
   if (g.bias_epilogue) bytes += g.batch * double(g.n) * out_elem;
-  if (split > 1) bytes += split * double(g.m) * g.n * 4.0 * 2.0;  // partial sums written and reduced
+  if (split > 1 && tiling.split_k_traffic) bytes += split * double(g.m) * g.n * 4.0 * 2.0;  // partial sums written and reduced
   w.bytes = bytes;
   w.memory_at_peak = bytes / gpu.memory_bandwidth;
   w.flops = 2.0 * g.m * g.n * g.k * g.batch;
@@ -263,7 +287,8 @@ Estimate predict_attention(const AttentionDesc& a, const GpuSpec& gpu) {
   const bool fwd = a.pass == AttentionPass::kForward;
   e.predictor = fwd ? "attention_forward.spec_flash" : "attention_backward.spec_flash";
   const double bh = double(a.batch) * double(a.heads);
-  const double causal = a.causal ? 0.5 : 1.0;
+  // A causal mask halves the work; a sliding window keeps its share of the score blocks.
+  const double causal = a.window > 0 ? attention_mask_fraction(a) : a.causal ? 0.5 : 1.0;
   // QK^T over head_dim, PV over the value dimension: 2 FLOPs per multiply-add each.
   const double dims = double(a.head_dim) + double(a.value_dim());
   const double fwd_flops = 2.0 * bh * double(a.seq_q) * double(a.seq_kv) * dims * causal;
@@ -279,6 +304,29 @@ Estimate predict_attention(const AttentionDesc& a, const GpuSpec& gpu) {
   e.launches = fwd ? 1 : 2;
   e.time = std::max(compute, memory) + e.launches * gpu.efficiency.min_kernel_time;
   return e;
+}
+
+AttentionWork attention_work(const AttentionDesc& a, const GpuSpec& gpu) {
+  AttentionWork w;
+  const bool fwd = a.pass == AttentionPass::kForward;
+  const double dims = double(a.head_dim) + double(a.value_dim());
+  w.mask_fraction = attention_mask_fraction(a);
+  const double fwd_flops = 2.0 * double(a.batch) * double(a.heads) * double(a.seq_q) * double(a.seq_kv) * dims * w.mask_fraction;
+  w.flops = fwd ? fwd_flops : 2.5 * fwd_flops;
+  // One CTA per 128 queries of one head: the last wave is as long as a full one.
+  const double tiles = double(a.batch) * double(a.heads) * std::ceil(double(a.seq_q) / 128.0);
+  const double sms = std::max(1, gpu.sm_count);
+  const double wave_factor = std::ceil(tiles / sms) / (tiles / sms);
+  const double head_dim_factor = std::sqrt(128.0 / double(std::clamp<std::int64_t>(a.head_dim, 1, 128)));
+  w.compute_at_peak = w.flops * wave_factor * head_dim_factor / gpu.peak(a.dtype);
+  const double elem = dtype_bytes(a.dtype);
+  const double qo = double(a.batch) * a.heads * a.seq_q * dims * elem;
+  const double kv = double(a.batch) * a.kv_heads * a.seq_kv * dims * elem;
+  const double lse = double(a.batch) * a.heads * a.seq_q * 4.0;
+  w.bytes = fwd ? qo + kv + lse : 2 * qo + 2 * kv + 2 * lse;
+  w.memory_at_peak = w.bytes / gpu.memory_bandwidth;
+  w.launches = fwd ? 1 : 2;
+  return w;
 }
 
 Estimate predict_memcpy(const MemcpyDesc& m, const GpuSpec& gpu) {

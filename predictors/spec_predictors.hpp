@@ -27,7 +27,43 @@ struct GemmWork {
   Bytes bytes = 0;
   int split_k = 1;
 };
-[[nodiscard]] GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu);
+
+/// How the GEMM model cuts the output into CTA tiles: each edge is the power of two at or
+/// above the matrix edge, clamped to [min, max] (small matrices get small tiles, as
+/// cuBLAS-like heuristics pick them). Split-K: when the tiles fill less than one wave and
+/// k >= 1024, k is divided over floor(SMs / tiles) slices (at least 512 of k each).
+struct GemmTiling {
+  double min_m = 16, max_m = 128, min_n = 16, max_n = 128;
+  double min_m_fp32 = 16, max_n_fp32 = 128;  ///< FP32 (SIMT) kernels
+  bool split_k_traffic = true;  ///< count the fp32 partial sums split-K writes and reduces
+};
+/// The spec-derived model's tiles (and v1 calibrations'): 16..128 on both edges.
+inline constexpr GemmTiling kSpecGemmTiling{};
+/// Hopper kernels (calibrations fitted by `perfcast kernels --fit`, kernel model 2): M tiles
+/// 64..128 (a warpgroup MMA covers 64 rows; FP32 SIMT kernels 32..128), N tiles 64..256
+/// (CUTLASS 3 / cuBLAS sm90 tile shapes 128x128, 128x256, 64x256 ...; FP32 up to 128), and
+/// split-K's partial sums left to the fitted memory term.
+inline constexpr GemmTiling kHopperGemmTiling{64, 128, 64, 256, 32, 128, false};
+
+[[nodiscard]] GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tiling = kSpecGemmTiling);
+
+/// Work terms of a fused attention kernel at 100% efficiency, for the calibrated predictor
+/// (kernel model 2): time = launches x overhead + max(compute_at_peak / e, memory_at_peak / e_memory).
+/// FLOPs as predict_attention counts them, with the mask counted in 128 x 128 score blocks
+/// (a causal mask keeps (n + 1) / 2n of n blocks per row, not 1/2; a sliding window keeps the
+/// blocks it touches), the last wave of batch x heads x 128-query tiles rounded up to a full
+/// wave of SMs, and head dims under 128 slower by sqrt(128 / head_dim) per FLOP
+/// (FlashAttention-3, Shah et al. 2024, figs. 5-6 on H100: head dim 64 reaches about 0.65-0.7
+/// of head dim 128's FLOP rate in BF16, 0.6 in FP8).
+struct AttentionWork {
+  Seconds compute_at_peak = 0;  ///< quantized, masked FLOPs at the dtype's tensor peak
+  Seconds memory_at_peak = 0;   ///< HBM bytes at the HBM peak
+  double flops = 0;             ///< FLOPs as predict_attention reports them (mask counted exactly)
+  Bytes bytes = 0;
+  double mask_fraction = 1;     ///< share of the 128 x 128 score blocks computed
+  int launches = 1;             ///< forward 1; backward 2 (the dO.O preprocessing kernel)
+};
+[[nodiscard]] AttentionWork attention_work(const AttentionDesc& a, const GpuSpec& gpu);
 
 /// Batched pooled embedding lookup: HBM traffic of the unique rows (expected from the
 /// table's index distribution), indices, offsets and outputs; repeated rows hit L2 as

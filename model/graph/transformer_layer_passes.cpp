@@ -36,8 +36,9 @@ void add_context_parallel_attention(const TransformerRankContext& c, Transformer
                              {{c.cp_to_next, kv_bytes, "send_next"}, {c.cp_from_prev, kv_bytes, "recv_prev"}}, false);
     }
     const std::int64_t kv = step == 0 || !causal ? s : s / 2;
-    d.kernels(fmt::format("{}flash_attention.cp{}", p, step), ph,
-              {AttentionDesc{b, c.heads, c.kv_heads, s, kv, hd, causal && step == 0, w.activation_dtype(), pass}});
+    AttentionDesc a{b, c.heads, c.kv_heads, s, kv, hd, causal && step == 0, w.activation_dtype(), pass};
+    a.impl = w.attention_kernel;
+    d.kernels(fmt::format("{}flash_attention.cp{}", p, step), ph, {a});
     d.join_next(transfer);
   }
   // Forward: rescale and add the cp partial outputs (read output and statistics, write);
@@ -54,8 +55,9 @@ void add_attention_core_forward(const TransformerRankContext& c, TransformerDraf
   const bool causal = w.kind == TransformerKind::kDecoder;
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kForward);
   if (w.attention == AttentionImpl::kFlash) {
-    d.kernels(p + "flash_attention", ph,
-              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward, vd}});
+    AttentionDesc a{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward, vd};
+    a.impl = w.attention_kernel;
+    d.kernels(p + "flash_attention", ph, {a});
     return;
   }
   const double e = c.e;
@@ -90,8 +92,9 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
   const bool causal = w.kind == TransformerKind::kDecoder;
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kBackward);
   if (w.attention == AttentionImpl::kFlash) {
-    d.kernels(p + "flash_attention", ph,
-              {AttentionDesc{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward, vd}});
+    AttentionDesc a{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward, vd};
+    a.impl = w.attention_kernel;
+    d.kernels(p + "flash_attention", ph, {a});
     return;
   }
   if (w.recompute == Recompute::kSelective) add_attention_core_forward(c, d, p + "recompute.", ph);

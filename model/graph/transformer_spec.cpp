@@ -180,6 +180,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   if (w.tp_comm_overlap && !w.sequence_parallel)
     root.fail("tp_comm_overlap", "TP communication overlap (Transformer Engine userbuffers) needs \"sequence_parallel\": true");
   w.attention = root.enum_or("attention", {"flash", "unfused"}, "flash") == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
+  w.attention_kernel = *attention_kernel_from_name(root.enum_or("attention_kernel", {"flash2", "flash3", "cudnn"}, "flash2"));
+  if (w.attention == AttentionImpl::kUnfused && root.find("attention_kernel"))
+    root.fail("attention_kernel", "applies to \"attention\": \"flash\" only");
   w.dropout = root.number_or("dropout", 0.0, 0.99, 0.1);
   if (const auto par = root.find("parallelism")) {
     const JsonObject p = par->as_object();

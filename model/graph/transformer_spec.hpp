@@ -14,6 +14,7 @@
 
 #include "core/dtype.hpp"
 #include "core/json_reader.hpp"
+#include "predictors/kernel_desc.hpp"
 
 namespace perfcast {
 
@@ -152,6 +153,10 @@ struct TransformerSpec {
   MlaSpec mla;
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
+  /// The fused-attention kernel of "flash" attention (workload key "attention_kernel"):
+  /// FlashAttention-2 (PyTorch SDPA's flash backend, the flash-attn package), FlashAttention-3,
+  /// or cuDNN's (Transformer Engine's fused attention). Calibrations fit each separately.
+  AttentionKernel attention_kernel = AttentionKernel::kFlash2;
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
   /// Pipeline transfers block the host (Megatron-DeepSpeed: wait + device synchronize);
   /// false: stream-ordered only. Not a workload key: set by the runtime profile.

@@ -1,6 +1,7 @@
 #include "model/predict/provenance.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -50,15 +51,20 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
     e.what = fam.label;
     e.basis = "the GPU's spec peaks at fixed efficiencies";
     if (kernels) {
+      std::set<std::string> sources;
       for (const auto& f : kernels->fits) {
         if (f.family.rfind(fam.prefix, 0) != 0) continue;
         e.calibrated = true;
         if (f.heldout_samples > 0) e.heldout_error = std::max(e.heldout_error, f.heldout_geomean_abs_error);
+        e.rows = std::max(e.rows, f.heldout_samples);
+        sources.insert(f.sources.begin(), f.sources.end());
       }
       if (e.calibrated) {
         e.source = kernel_file;
         e.measured_on = kernels->gpu;
-        e.basis = "profiler trace";
+        e.public_measurements = kernels->basis == "public measurements";
+        e.basis = e.public_measurements ? "public measurements, leave one source out" : "profiler trace";
+        e.sources.assign(sources.begin(), sources.end());
       }
     }
     out.push_back(e);
@@ -91,7 +97,7 @@ void mark_host_set_by_override(std::vector<ProvenanceEntry>& entries, const std:
 }
 
 std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
-  std::vector<std::string> calibrated, spec, user;
+  std::vector<std::string> calibrated, from_public, spec, user;
   for (const auto& e : entries) {
     if (e.set_by_user) {
       user.push_back(e.what);
@@ -101,12 +107,19 @@ std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
       spec.push_back(e.what);
       continue;
     }
+    if (e.public_measurements) {
+      from_public.push_back(fmt::format("{} ({} rows, sources {}; held-out error {})", e.what, e.rows, fmt::join(e.sources, ", "),
+                                        e.heldout_error >= 0 ? fmt::format("{:.1f}%", e.heldout_error * 100) : "not measured"));
+      continue;
+    }
     calibrated.push_back(e.heldout_error >= 0
                              ? fmt::format("{} ({}, {:.1f}% held-out)", e.what, e.basis, e.heldout_error * 100)
                              : fmt::format("{} ({}, no held-out check)", e.what, e.basis));
   }
   std::string out;
   if (!calibrated.empty()) out += fmt::format("calibrated: {}", fmt::join(calibrated, ", "));
+  if (!from_public.empty())
+    out += fmt::format("{}calibrated from public measurements: {}", out.empty() ? "" : "; ", fmt::join(from_public, ", "));
   if (!spec.empty()) out += fmt::format("{}spec-derived: {}", out.empty() ? "" : "; ", fmt::join(spec, ", "));
   if (!user.empty()) out += fmt::format("{}set by --set: {}", out.empty() ? "" : "; ", fmt::join(user, ", "));
   return out;

@@ -87,6 +87,23 @@ TEST_CASE("flash attention FLOPs halve under a causal mask; backward is 2.5x", "
   CHECK(predict_attention(a, gpu).time > 0);
 }
 
+TEST_CASE("attention_kernel chooses the fused-attention kernel of every layer", "[transformer]") {
+  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/gpt3_1.3b.json");
+  doc.root["attention_kernel"] = "cudnn";
+  TransformerSpec w = parse_transformer(doc);
+  CHECK(w.attention_kernel == AttentionKernel::kCudnn);
+  resolve_parallelism(w, 8);
+  int cudnn = 0, other = 0;
+  const ExecutionGraph g = build_transformer_graph(w, 8);
+  for (const auto& op : g.ranks[0].ops)
+    for (const auto& k : op.kernels)
+      if (const auto* a = std::get_if<AttentionDesc>(&k)) (a->impl == AttentionKernel::kCudnn ? cudnn : other)++;
+  CHECK(cudnn > 0);
+  CHECK(other == 0);
+  doc.root["attention"] = "unfused";
+  CHECK_THROWS_AS(parse_transformer(doc), ConfigError);
+}
+
 TEST_CASE("the unfused softmax falls back to fp32 PyTorch ops unless micro-batch x heads per rank is a multiple of 4",
           "[transformer]") {
   // Megatron-DeepSpeed megatron/model/fused_softmax.py: the fused kernel needs

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The shipped Hopper kernel calibrations against the public kernel tables
+# (data/public-measurements/hopper-kernels/, docs/calibration.md):
+# 1. refitting with the command of docs/calibration.md reproduces the shipped
+#    configs/calibration/nvidia_h100_sxm5_80gb.json and nvidia_h200_sxm_141gb.json (every
+#    family's efficiencies, overheads and errors within 1e-6 relative; date and commit aside),
+#    so a change to the fit cannot leave stale calibrations behind;
+# 2. the leave-one-source-out error per family (geometric mean over the held-out sources)
+#    stays within its bound: GEMM 12% (11.2% when shipped; the issue's goal of 10% is not
+#    met), attention 12%, memory-bound 10%.
+# Usage: kernels_accuracy_test.sh PERFCAST_BINARY SOURCE_DIR
+source "$(dirname "$0")/test_lib.sh"
+cd "$src" || exit 1  # the calibrations record their measurement files relative to the repository
+S=configs/systems
+HK=data/public-measurements/hopper-kernels
+note=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["note"])' "$src/configs/calibration/nvidia_h100_sxm5_80gb.json")
+
+mkdir -p "$tmp/fit"
+"$perfcast" kernels --system "$S/h100_sxm.json" --system "$S/h200.json" --system "$S/h800.json" \
+  --system "$S/pcie_8gpu.json" --system "$S/h100_nvl.json" --system "$S/gh200.json" \
+  --measurements "$HK/gemm.csv" --measurements "$HK/attention.csv" --measurements "$HK/memory_bound.csv" \
+  --fit "$S/h100_sxm.json" --fit "$S/h200.json" --fit-dir "$tmp/fit" --note "$note" --json "$tmp/fit.json" > "$tmp/fit.txt"
+check "fit command" test -s "$tmp/fit.json"
+
+for cal in nvidia_h100_sxm5_80gb.json nvidia_h200_sxm_141gb.json; do
+  check "refit reproduces configs/calibration/$cal" python3 - "$src/configs/calibration/$cal" "$tmp/fit/$cal" <<'PY'
+import json, sys
+shipped, refit = (json.load(open(p)) for p in sys.argv[1:3])
+def same(a, b, where):
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = set(a) | set(b)
+        return all(same(a.get(k), b.get(k), f"{where}/{k}") for k in sorted(keys))
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return all(same(x, y, f"{where}/{i}") for i, (x, y) in enumerate(zip(a, b)))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        ok = abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+    elif isinstance(a, str) and isinstance(b, str) and a.endswith("us") and b.endswith("us"):
+        ok = abs(float(a[:-2]) - float(b[:-2])) <= 1e-3
+    else:
+        ok = a == b
+    if not ok: print(f"{where}: shipped {a!r}, refit {b!r}")
+    return ok
+for k in ("date", "perfcast_commit"):
+    shipped.pop(k, None), refit.pop(k, None)
+sys.exit(0 if same(shipped, refit, "") else 1)
+PY
+done
+
+check "held-out error per family within its bound" python3 - "$tmp/fit.json" <<'PY'
+import json, sys
+bounds = {"gemm": 0.12, "attention": 0.12, "memory_bound": 0.10}
+families = {f["family"]: f["held_out"]["per_source_geomean_abs_error"] for f in json.load(open(sys.argv[1]))["summary"]["by_family"]}
+ok = True
+for family, bound in bounds.items():
+    got = families.get(family)
+    print(f"{family}: held out {100 * got:.2f}% (bound {100 * bound:.0f}%)" if got is not None else f"{family}: missing")
+    ok = ok and got is not None and got <= bound
+sys.exit(0 if ok else 1)
+PY
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]

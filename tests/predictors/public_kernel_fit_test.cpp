@@ -1,0 +1,235 @@
+// Kernel model 2 (predictors/public_kernel_fit.hpp, kernel_calibration.hpp): hand-worked
+// predictions, the fit recovering known efficiencies, source weighting and leave one source out.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "core/json_reader.hpp"
+#include "predictors/kernel_calibration.hpp"
+#include "predictors/kernel_rows.hpp"
+#include "predictors/public_kernel_fit.hpp"
+#include "predictors/spec_predictors.hpp"
+#include "topology/system_spec.hpp"
+
+using namespace perfcast;
+
+namespace {
+
+GpuSpec gpu(const char* system) { return load_system(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/" + system + ".json").gpu; }
+
+KernelCalibration model2(std::vector<FamilyFit> fits) {
+  KernelCalibration c;
+  c.kernel_model = 2;
+  c.basis = "public measurements";
+  c.fits = std::move(fits);
+  return c;
+}
+
+FamilyFit family(const std::string& name, double e_compute, double e_memory, Seconds overhead) {
+  FamilyFit f;
+  f.family = name;
+  f.compute_efficiency = e_compute;
+  f.memory_efficiency = e_memory;
+  f.overhead = overhead;
+  return f;
+}
+
+/// A row of `source` measured at `time` s.
+KernelRow row(const std::string& source, KernelDesc k, Seconds time, const std::string& gpu_class = "H100 SXM") {
+  KernelRow r;
+  r.source = source;
+  r.gpu_class = gpu_class;
+  r.kernels = {std::move(k)};
+  r.measured = time;
+  r.table = std::holds_alternative<GemmDesc>(r.kernels.front()) ? "gemm" : "memory_bound";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("kernel model 2: a GEMM on Hopper tiles, hand-worked", "[kernel_model2]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  // 4096^3 bf16: tiles 128 x 256 -> 32 x 16 = 512 tiles, ceil(512 / 132) = 4 waves; per SM
+  // 989.4 / 132 TFLOP/s; one wave 2 x 128 x 256 x 4096 FLOPs.
+  const GemmDesc g{4096, 4096, 4096, 1, DType::kBf16};
+  const GemmWork w = gemm_work(g, h100, kHopperGemmTiling);
+  const double per_sm = 989.4e12 / 132;
+  CHECK(w.compute_at_peak == Approx(4 * 2.0 * 128 * 256 * 4096 / per_sm));
+  const KernelCalibration cal = model2({family("gemm.bf16", 0.5, 0.8, 2e-6)});
+  const Estimate e = predict_with_calibration(g, h100, &cal);
+  CHECK(e.calibrated);
+  CHECK(e.bound == "compute");
+  CHECK(e.time == Approx(2e-6 + 4 * 2.0 * 128 * 256 * 4096 / per_sm / 0.5));
+  // fp16 shares the bf16 family; an fp8 GEMM has none here and stays spec-derived.
+  CHECK(predict_with_calibration(GemmDesc{4096, 4096, 4096, 1, DType::kFp16}, h100, &cal).calibrated);
+  CHECK_FALSE(predict_with_calibration(GemmDesc{4096, 4096, 4096, 1, DType::kFp8}, h100, &cal).calibrated);
+  // Skinny: M = 1 reads the 4096 x 4096 weights once: memory-bound at 0.8 of 3.35 TB/s.
+  const GemmDesc skinny{1, 4096, 4096, 1, DType::kBf16};
+  const double bytes = (4096.0 + 4096.0 * 4096 + 4096) * 2;
+  const Estimate s = predict_with_calibration(skinny, h100, &cal);
+  CHECK(s.bound == "memory");
+  CHECK(s.time == Approx(2e-6 + bytes / 3.35e12 / 0.8));
+}
+
+TEST_CASE("kernel model 2: library families fall back to the dtype's", "[kernel_model2]") {
+  GemmDesc g{64, 7168, 2048, 1, DType::kFp8};
+  g.block_scaled = true;
+  g.impl = GemmImpl::kTriton;
+  CHECK(model2_families(g) == std::vector<std::string>{"gemm.fp8_block.triton", "gemm.fp8_block"});
+  const GpuSpec h100 = gpu("h100_sxm");
+  const KernelCalibration only_block = model2({family("gemm.fp8_block", 0.6, 0.9, 4e-6)});
+  const KernelCalibration both = model2({family("gemm.fp8_block", 0.6, 0.9, 4e-6), family("gemm.fp8_block.triton", 0.3, 0.6, 20e-6)});
+  const double fallback = predict_with_calibration(g, h100, &only_block).time, own = predict_with_calibration(g, h100, &both).time;
+  CHECK(own > fallback);
+  AttentionDesc a;
+  a.seq_q = a.seq_kv = 4096;
+  a.head_dim = 128;
+  a.impl = AttentionKernel::kCudnn;
+  CHECK(model2_families(a) == std::vector<std::string>{"attention_forward.cudnn.bf16", "attention_forward.bf16"});
+}
+
+TEST_CASE("attention work: the mask in 128 x 128 blocks, waves and head dims", "[kernel_model2]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  AttentionDesc a;
+  a.batch = 1;
+  a.heads = 132;  // one wave of 132 query tiles of 128
+  a.kv_heads = 132;
+  a.seq_q = a.seq_kv = 128;
+  a.head_dim = 128;
+  const AttentionWork full = attention_work(a, h100);
+  CHECK(full.mask_fraction == 1.0);
+  CHECK(full.flops == Approx(2.0 * 132 * 128 * 128 * 256));
+  CHECK(full.compute_at_peak == Approx(full.flops / 989.4e12));
+  a.causal = true;
+  a.seq_q = a.seq_kv = 256;  // 2 x 2 blocks, causal keeps 3
+  a.heads = 66;              // 132 tiles again
+  a.kv_heads = 66;
+  CHECK(attention_work(a, h100).mask_fraction == Approx(0.75));
+  a.seq_q = a.seq_kv = 1024;  // 8 x 8 blocks: causal keeps 36 of 64
+  CHECK(attention_work(a, h100).mask_fraction == Approx(36.0 / 64));
+  a.window = 128;  // each 128-query block sees its own and the previous key block: 1 + 7 x 2 = 15
+  CHECK(attention_work(a, h100).mask_fraction == Approx(15.0 / 64));
+  // Head dim 64: half the FLOPs per score, sqrt(2) slower per FLOP.
+  AttentionDesc b;
+  b.heads = b.kv_heads = 132;
+  b.seq_q = b.seq_kv = 128;
+  b.head_dim = 64;
+  CHECK(attention_work(b, h100).compute_at_peak == Approx(full.compute_at_peak / 2 * std::sqrt(2.0)));
+  // 133 tiles take two waves.
+  b.head_dim = 128;
+  b.heads = b.kv_heads = 133;
+  CHECK(attention_work(b, h100).compute_at_peak == Approx(full.flops / 132 * 133 / 989.4e12 * 2 * 132 / 133));
+}
+
+TEST_CASE("kernel model 2: memory-bound kernels with an L2-resident regime, hand-worked", "[kernel_model2]") {
+  const GpuSpec h200 = gpu("h200");
+  FamilyFit f = family("elementwise", 0, 0.7, 1.5e-6);
+  f.l2_efficiency = 0.9;
+  f.l2_resident_share = 0.5;  // C = 25 MB of the 50 MB L2
+  const KernelCalibration cal = model2({f});
+  ElementwiseDesc e{"scale", 30'000'000, 0, 1};  // 30 MB warm: h = (50 - 30) / 25 = 0.8
+  CHECK(predict_with_calibration(e, h200, &cal).time == Approx(1.5e-6 + 30e6 * 0.2 / (4.8e12 * 0.7) + 30e6 * 0.8 / (5.5e12 * 0.9)));
+  e.cold_l2 = true;
+  CHECK(predict_with_calibration(e, h200, &cal).time == Approx(1.5e-6 + 30e6 / (4.8e12 * 0.7)));
+  ElementwiseDesc big{"scale", 1'000'000'000, 0, 1};
+  CHECK(predict_with_calibration(big, h200, &cal).bound == "memory");
+}
+
+TEST_CASE("the fit recovers known efficiencies", "[kernel_model2][fit]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  const KernelCalibration truth = model2({family("gemm.bf16", 0.62, 0.75, 6e-6)});
+  std::vector<KernelRow> rows;
+  for (std::int64_t m : {1, 8, 64, 256, 1024, 4096, 8192})
+    for (std::int64_t n : {4096, 8192, 28672}) {
+      const GemmDesc g{m, n, 8192, 1, DType::kBf16};
+      rows.push_back(row(m % 2 ? "a" : "b", g, predict_with_calibration(g, h100, &truth).time));
+    }
+  std::vector<FitSample> samples;
+  for (const auto& r : rows) samples.push_back({&r, h100});
+  const PublicKernelFit fit = fit_public_kernels(samples);
+  REQUIRE(fit.families.size() == 1);
+  const FamilyFit& f = fit.families.front();
+  CHECK(f.family == "gemm.bf16");
+  CHECK(f.compute_efficiency == Approx(0.62).epsilon(1e-3));
+  CHECK(f.memory_efficiency == Approx(0.75).epsilon(1e-3));
+  CHECK(f.overhead == Approx(6e-6).epsilon(1e-2));
+  CHECK(f.train_samples == rows.size());
+  CHECK(f.sources == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("memory-bound fit: per-GPU HBM share, launch floor and L2 regime", "[kernel_model2][fit]") {
+  const GpuSpec h100 = gpu("h100_sxm"), h200 = gpu("h200");
+  FamilyFit f = family("elementwise", 0, 0, 1.3e-6);
+  f.l2_efficiency = 0.9;
+  f.l2_resident_share = 0.65;
+  FamilyFit f100 = f, f200 = f;
+  f100.memory_efficiency = 0.9;
+  f200.memory_efficiency = 0.7;
+  const KernelCalibration c100 = model2({f100}), c200 = model2({f200});
+  std::vector<KernelRow> rows;
+  std::vector<const GpuSpec*> specs;
+  for (double bytes = 64e3; bytes < 2e9; bytes *= 1.6) {
+    rows.push_back(row("warm", ElementwiseDesc{"scale", static_cast<std::int64_t>(bytes), 0, 1},
+                       predict_with_calibration(ElementwiseDesc{"scale", static_cast<std::int64_t>(bytes), 0, 1}, h200, &c200).time, "H200"));
+    specs.push_back(&h200);
+    ElementwiseDesc cold{"copy", static_cast<std::int64_t>(bytes), 0, 1};
+    cold.cold_l2 = true;
+    rows.push_back(row("cold", cold, predict_with_calibration(cold, h100, &c100).time));
+    specs.push_back(&h100);
+  }
+  std::vector<FitSample> samples;
+  for (std::size_t i = 0; i < rows.size(); ++i) samples.push_back({&rows[i], *specs[i]});
+  const PublicKernelFit fit = fit_public_kernels(samples);
+  CHECK(fit.elementwise.overhead == Approx(1.3e-6).epsilon(1e-2));
+  CHECK(fit.elementwise.l2_resident_share == Approx(0.65));
+  CHECK(fit.elementwise.l2_efficiency == Approx(0.9).epsilon(1e-2));
+  CHECK(fit.memory_efficiency_by_class.at("H100 SXM") == Approx(0.9).epsilon(1e-3));
+  CHECK(fit.memory_efficiency_by_class.at("H200") == Approx(0.7).epsilon(1e-3));
+  // Each class's calibration carries its own HBM share.
+  CHECK(fit.calibration_for("H200").find("elementwise")->memory_efficiency == Approx(0.7).epsilon(1e-3));
+}
+
+TEST_CASE("one large source does not drown a small one; a held-out source is predicted by the others", "[kernel_model2][fit]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  const KernelCalibration slow = model2({family("gemm.bf16", 0.4, 0.8, 3e-6)}), fast = model2({family("gemm.bf16", 0.8, 0.8, 3e-6)});
+  std::vector<KernelRow> rows;
+  for (int i = 0; i < 60; ++i) {
+    const GemmDesc g{2048 + 64 * i, 8192, 8192, 1, DType::kBf16};
+    rows.push_back(row("big", g, predict_with_calibration(g, h100, &slow).time));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const GemmDesc g{4096 + 512 * i, 4096, 4096, 1, DType::kBf16};
+    rows.push_back(row("small", g, predict_with_calibration(g, h100, &fast).time));
+  }
+  std::vector<FitSample> samples;
+  for (const auto& r : rows) samples.push_back({&r, h100});
+  const double e = fit_public_kernels(samples).families.front().compute_efficiency;
+  // By rows the big source would decide alone (0.4); by sources the fit lies between.
+  CHECK(e > 0.45);
+  CHECK(e < 0.8);
+  const std::vector<Seconds> held = leave_one_source_out(samples);
+  // The small source's rows predicted by the big source's fit: twice as slow.
+  CHECK(held.back() / rows.back().measured == Approx(2.0).epsilon(0.02));
+  CHECK(held.front() / rows.front().measured == Approx(0.5).epsilon(0.02));
+}
+
+TEST_CASE("kernel model 2 calibrations round-trip through their file", "[kernel_model2]") {
+  FamilyFit f = family("elementwise", 0, 0.7, 1.5e-6);
+  f.l2_efficiency = 0.9;
+  f.l2_resident_share = 0.55;
+  f.sources = {"gpu_benches_small_kernels", "quack_notes"};
+  f.heldout_samples = 10;
+  f.heldout_geomean_abs_error = 0.05;
+  KernelCalibration c = model2({f, family("attention_forward.cudnn.bf16", 0.65, 0.7, 5e-6)});
+  c.gpu = "NVIDIA H200 SXM 141GB";
+  const std::string text = kernel_calibration_to_json(c);
+  const KernelCalibration back = parse_kernel_calibration({nlohmann::json::parse(text), "cal.json"});
+  CHECK(back.kernel_model == 2);
+  CHECK(back.basis == "public measurements");
+  REQUIRE(back.find("elementwise"));
+  CHECK(back.find("elementwise")->l2_resident_share == Approx(0.55));
+  CHECK(back.find("elementwise")->sources == f.sources);
+  CHECK(back.find("attention_forward.cudnn.bf16")->compute_efficiency == Approx(0.65));
+}
