@@ -84,8 +84,10 @@ TimingStats timing_stats(std::vector<Seconds> v, std::string timer) {
 
 nlohmann::json kernel_to_json(const KernelDesc& k) {
   if (const auto* g = std::get_if<GemmDesc>(&k)) {
-    return {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
-            {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
+    nlohmann::json j = {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
+                        {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
+    if (g->epilogue_inputs > 0) j["epilogue_inputs"] = g->epilogue_inputs;
+    return j;
   }
   if (const auto* e = std::get_if<ElementwiseDesc>(&k)) {
     return {{"family", "elementwise"}, {"op", e->op}, {"elements", e->elements},
@@ -99,9 +101,11 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
     for (const auto& t : e->tables) {
       tables.push_back({{"rows", t.rows}, {"dim", t.dim}, {"pooling", t.pooling}, {"distribution", distribution_to_json(t.distribution)}});
     }
-    return {{"family", e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward"},
-            {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
-            {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
+    nlohmann::json j = {{"family", e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward"},
+                        {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
+                        {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
+    if (e->weighted) j["weighted"] = true;
+    return j;
   }
   if (const auto* m = std::get_if<MeasuredKernelDesc>(&k)) return {{"family", "measured"}, {"name", m->name}};
   throw std::invalid_argument("kernel_to_json: no measurement format for " + kernel_family(k) + " kernels yet");
@@ -119,6 +123,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     g.batch = o.integer_or("batch", 1, 1LL << 40, 1);
     g.dtype = dtype_of(o, "dtype");
     g.bias_epilogue = o.bool_or("bias_epilogue", false);
+    g.epilogue_inputs = static_cast<int>(o.integer_or("epilogue_inputs", 0, 8, 0));
     out = g;
   } else if (family == "elementwise") {
     ElementwiseDesc e;
@@ -142,6 +147,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     e.weight_dtype = dtype_of(o, "weight_dtype");
     e.optimizer = embedding_optimizer_from_name(o.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam", "adagrad"}, "sgd"));
     e.index_bytes = static_cast<int>(o.integer_or("index_bytes", 4, 8, 8));
+    e.weighted = o.bool_or("weighted", false);
     const JsonArray tables = o.array("tables");
     tables.require_size(1, 1 << 20);
     for (std::size_t i = 0; i < tables.size(); ++i) {

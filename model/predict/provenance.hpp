@@ -24,6 +24,9 @@ struct ProvenanceEntry {
   /// Worst held-out geomean |error| of the fits behind it; < 0 when none was measured.
   double heldout_error = -1;
   bool set_by_user = false;  ///< values given on the command line (--set), neither fitted nor spec-derived
+  /// A fit used outside what it was fitted on: what lies outside (e.g. "8 GPUs (fitted on 1-8)");
+  /// the headline then says so instead of quoting the held-out error.
+  std::string extrapolated;
 };
 
 /// Entries for a prediction on `system` with the kernel calibration `kernels` (read from

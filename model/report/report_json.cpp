@@ -47,6 +47,7 @@ nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
       j["file"] = e.source;
       j["measured_on"] = e.measured_on;
       j["heldout_geomean_abs_error"] = e.heldout_error >= 0 ? nlohmann::json(e.heldout_error) : nlohmann::json();
+      if (!e.extrapolated.empty()) j["extrapolated"] = e.extrapolated;
     }
     out.push_back(j);
   }
