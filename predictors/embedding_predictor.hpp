@@ -46,14 +46,14 @@ namespace perfcast {
 /// rows of the same sources with the forward fixed; each source's rows weigh equally.
 struct TbeCoefficients {
   // forward
-  double forward_norm = 6;           ///< p of the p-norm of the HBM, L2 and dependent-load limits
+  double forward_norm = 1000;        ///< p of the p-norm of the HBM, L2 and dependent-load limits (>= 1000: their max)
   Bytes forward_row_cost = 0;        ///< bytes-equivalent cost of one scattered row read, on top of its bytes
-  Seconds wave_time = 1.9e-6;        ///< one wave of dependent loads (a bag, or a backward index), s
+  Seconds wave_time = 2.0e-6;        ///< one wave of dependent loads (a bag, or a backward index), s
   Seconds row_time = 0.9e-6;         ///< each further row of a bag in a wave, s
   // backward
-  double backward_warps_per_sm = 36; ///< warp slots per SM of the segment-reduction kernels
-  double backward_norm = 6;          ///< p of the p-norm of the random traffic and dependent loads
-  Bytes backward_row_cost = 416;     ///< bytes-equivalent cost of one scattered row read or write
+  double backward_warps_per_sm = 40; ///< warp slots per SM of the segment-reduction kernels
+  double backward_norm = 1000;       ///< p of the p-norm of the random traffic and dependent loads (>= 1000: their max)
+  Bytes backward_row_cost = 288;     ///< bytes-equivalent cost of one scattered row read or write
   Seconds subkernel_time = 9e-6;     ///< each backward sub-kernel takes at least this, s
   bool operator==(const TbeCoefficients&) const = default;
 };

@@ -13,13 +13,13 @@ const std::vector<RegistryEntry>& builtin_registry() {
        "FBGEMM TBE forward: p-norm of HBM (scattered rows with a per-row cost, streamed indices and outputs), L2 (every "
        "row request) and dependent loads (waves of bags x (wave time + extra rows x row time)); host-memory tables "
        "(fused_uvm): rows missing an LRU share of L2 over the host link; fused_uvm_caching: an LRU cache prefetch first",
-       "45 warps/SM, 0.9 of L2 (docs/reference-paper.md s.4.1); wave 1.9 us, row 0.9 us, norm 6 fitted on 4 public "
+       "45 warps/SM, 0.9 of L2 (docs/reference-paper.md s.4.1); wave 2.0 us, row 0.9 us, the max of the limits, fitted on 4 public "
        "sources, each left out in turn (build/bench/perfcast_embedding_check, docs/embedding.md); host link 0.42 / 0.605 "
        "of its rate (FBGEMM UVM timings on H100)"},
       {"embedding_backward.spec_tbe", "embedding_backward",
        "FBGEMM TBE backward: 8 kernels + the radix sort's (8 key bits a pass) at >= 9 us each, linearize/sort/run-length "
-       "bytes at CUB onesweep's 0.68 of HBM, then the p-norm of the segment reduction's scattered traffic (gradient rows, "
-       "unique rows' weights and optimizer state, per-row cost 416 B) and its dependent loads (36 warps/SM x 1.9 us "
+       "bytes at CUB onesweep's 0.68 of HBM, then the larger of the segment reduction's scattered traffic (gradient rows, "
+       "unique rows' weights and optimizer state, per-row cost 288 B) and its dependent loads (40 warps/SM x 2.0 us "
        "waves); fused or separate optimizer; over the host link for host-memory rows and state",
        "fitted on the HTA A100 and PARAM V100 traces, FBGEMM on H100 (recsys-examples) and batch_index_select_dim0 on "
        "H100 (TorchRec PR 4688), each left out in turn (docs/embedding.md); onesweep rate: Adinets and Merrill 2022"},

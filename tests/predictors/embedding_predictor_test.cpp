@@ -80,9 +80,16 @@ TEST_CASE("embedding predictor: Zipf is faster than uniform at equal size", "[em
   const GpuSpec g = h100();
   for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
     for (double alpha : {0.8, 1.05, 1.2}) {
-      const double u = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::uniform(), pass), g).time;
-      const double z = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::zipf(alpha), pass), g).time;
+      // D 256: the uniform lookup is HBM-bound (8.5 M unique 1 KiB rows), and skew makes it faster.
+      const double u = predict_embedding(lookup(8192, 26, 10'000'000, 256, 40, IndexDistribution::uniform(), pass), g).time;
+      const double z = predict_embedding(lookup(8192, 26, 10'000'000, 256, 40, IndexDistribution::zipf(alpha), pass), g).time;
       CHECK(z < u);
+      // D 64: the forward is bound by its dependent loads (36 waves of 40-index bags, 1.34 ms,
+      // against 0.73 ms of HBM time), which skew does not shorten: never slower.
+      const double u64 = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::uniform(), pass), g).time;
+      const double z64 = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::zipf(alpha), pass), g).time;
+      CHECK(z64 <= u64);
+      if (pass == EmbeddingPass::kBackward) CHECK(z64 < u64);
     }
   }
   // A multi-table op is one kernel: one minimum kernel time, not one per table.
@@ -125,14 +132,14 @@ TEST_CASE("embedding backward from what it does: gathered gradients and the uniq
   // 4,096 indices: one single-tile sort kernel (10 bits, 2 passes are not launched).
   CHECK(w.backward_kernels == 8 + 1);
   // The time: 9 kernels at the sub-kernel time, the sort bytes at onesweep's share of HBM, and
-  // the p-norm of the random traffic (with its per-row cost) and one wave of dependent loads.
+  // the larger of the random traffic (with its per-row cost) and one wave of dependent loads.
   const TbeCoefficients k = kTbeFitted;
   const double bw = g.memory_bandwidth * g.efficiency.memory;
   const double random = (w.random_bytes + w.random_rows * k.backward_row_cost + w.stream_bytes) / bw;
   const double loads = std::ceil(4096 / (g.sm_count * k.backward_warps_per_sm)) * k.wave_time;
-  const double p = k.backward_norm;
-  const double expected = 9 * k.subkernel_time + w.sort_bytes / (g.memory_bandwidth * kSortEfficiency) +
-                          std::pow(std::pow(random, p) + std::pow(loads, p), 1 / p);
+  // The fitted norm is the max of the two (p >= 1000).
+  REQUIRE(k.backward_norm >= 1000);
+  const double expected = 9 * k.subkernel_time + w.sort_bytes / (g.memory_bandwidth * kSortEfficiency) + std::max(random, loads);
   CHECK(predict_embedding(d, g).time == Approx(expected).epsilon(1e-9));
   // A separate optimizer writes each unique row's gradient (64 x 4 B + its 8-byte row) and
   // reads it back, in two more kernels.
