@@ -196,4 +196,85 @@ double expected_unique_rows(const IndexDistribution& d, double rows, double acce
   return std::clamp(u, std::min(1.0, accesses), std::min(rows, accesses));
 }
 
+namespace {
+/// Sum of r^-alpha over ranks 1..n (n >= 1), ranks up to 1024 summed exactly.
+double zipf_norm(double n, double alpha) {
+  const double exact = std::min(n, 1024.0);
+  double s = 0;
+  for (double i = 1; i <= exact; i += 1) s += std::pow(i, -alpha);
+  if (n > exact) s += zipf_mass(exact + 1, n, alpha);
+  return s;
+}
+}  // namespace
+
+double top_rows_access_share(const IndexDistribution& d, double rows, double k, double unique) {
+  if (rows <= 0 || k <= 0) return 0.0;
+  if (k >= rows) return 1.0;
+  switch (d.kind) {
+    case IndexDistribution::Kind::kUniform: return k / rows;
+    case IndexDistribution::Kind::kZipf: return std::clamp(zipf_norm(std::floor(k), d.alpha) / zipf_norm(rows, d.alpha), 0.0, 1.0);
+    case IndexDistribution::Kind::kHotSet: {
+      const double hot = std::max(1.0, std::round(rows * d.hot_rows_fraction));
+      if (k <= hot) return d.hot_access_fraction * k / hot;
+      return d.hot_access_fraction + (1 - d.hot_access_fraction) * (k - hot) / std::max(1.0, rows - hot);
+    }
+    case IndexDistribution::Kind::kReuseHistogram: {
+      // Unique rows per batch by bin, heaviest first; each bin's accesses are its unique share x count.
+      const double u = unique > 0 ? unique : rows;
+      double total = 0;
+      for (std::size_t i = 0; i < kReuseBins; ++i) total += d.reuse[i] * reuse_bin_count(i);
+      if (total <= 0) return k / rows;
+      double left = k, share = 0;
+      for (std::size_t i = kReuseBins; i-- > 0 && left > 0;) {
+        const double in_bin = d.reuse[i] * u;
+        const double take = std::min(left, in_bin);
+        share += take * reuse_bin_count(i) / (total * u);
+        left -= take;
+      }
+      return std::clamp(share, 0.0, 1.0);
+    }
+  }
+  return k / rows;
+}
+
+double frequent_rows_for(const IndexDistribution& d, double rows, double accesses, double min_accesses) {
+  if (rows <= 0 || accesses <= 0 || min_accesses <= 0) return 0.0;
+  switch (d.kind) {
+    case IndexDistribution::Kind::kUniform: return accesses / rows >= min_accesses ? rows : 0.0;
+    case IndexDistribution::Kind::kZipf: {
+      // accesses x r^-alpha / H >= min_accesses  <=>  r <= (accesses / (H x min_accesses))^(1/alpha)
+      const double r = std::pow(accesses / (zipf_norm(rows, d.alpha) * min_accesses), 1.0 / d.alpha);
+      return std::clamp(std::floor(r), 0.0, rows);
+    }
+    case IndexDistribution::Kind::kHotSet: {
+      const double hot = std::max(1.0, std::round(rows * d.hot_rows_fraction));
+      const double cold = std::max(0.0, rows - hot);
+      if (accesses * d.hot_access_fraction / hot < min_accesses) return 0.0;
+      if (cold > 0 && accesses * (1 - d.hot_access_fraction) / cold >= min_accesses) return rows;
+      return std::min(hot, rows);
+    }
+    case IndexDistribution::Kind::kReuseHistogram: {
+      const double unique = expected_unique_rows(d, rows, accesses);
+      double k = 0;
+      for (std::size_t i = 0; i < kReuseBins; ++i)
+        if (reuse_bin_count(i) >= min_accesses) k += d.reuse[i] * unique;
+      return std::clamp(std::floor(k), 0.0, rows);
+    }
+  }
+  return 0.0;
+}
+
+IndexDistribution split_distribution(const IndexDistribution& d, double rows, double k, bool head) {
+  if (d.kind == IndexDistribution::Kind::kZipf && head) return d;
+  if (d.kind == IndexDistribution::Kind::kHotSet && head) {
+    const double hot = std::max(1.0, std::round(rows * d.hot_rows_fraction));
+    if (k > hot) {  // the hot rows and some cold ones: a hot set of its own
+      const double share = d.hot_access_fraction / top_rows_access_share(d, rows, k);
+      return IndexDistribution::hot_set(hot / k, std::clamp(share, 0.0, 1.0));
+    }
+  }
+  if (d.kind == IndexDistribution::Kind::kReuseHistogram) return d;
+  return IndexDistribution::uniform();
+}
+
 }  // namespace perfcast

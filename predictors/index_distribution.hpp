@@ -40,6 +40,27 @@ struct IndexDistribution {
 /// Contract: 0 <= result <= min(rows, accesses); non-decreasing in accesses.
 [[nodiscard]] double expected_unique_rows(const IndexDistribution& d, double rows, double accesses);
 
+/// Share of the accesses that go to the `k` most frequent of `rows` rows, [0, 1]: uniform
+/// k / rows; Zipf the sum of r^-alpha over ranks 1..k over the sum over all ranks; hot set
+/// the hot rows' share spread evenly over them, the cold rows' over the rest; a reuse
+/// histogram (per batch, no row count) the accesses of its most reused unique rows, bins
+/// taken from the heaviest down, `k` counted against `unique` (its unique rows per batch).
+[[nodiscard]] double top_rows_access_share(const IndexDistribution& d, double rows, double k, double unique = 0);
+
+/// The rows expected to be looked up at least `min_accesses` times in `accesses` lookups, the
+/// most frequent first (the hybrid sharding's frequent rows): uniform all rows when
+/// accesses / rows >= min_accesses, else none; Zipf ranks r with accesses x r^-alpha / H >=
+/// min_accesses; hot set the hot rows when accesses x share / hot rows >= min_accesses (and
+/// all rows when the cold ones are too); a reuse histogram the unique rows of its bins whose
+/// count reaches min_accesses. In [0, rows].
+[[nodiscard]] double frequent_rows_for(const IndexDistribution& d, double rows, double accesses, double min_accesses = 1);
+
+/// The distribution of the accesses that fall on the `k` most frequent rows (`head` true)
+/// or on the others, as seen by a table of those rows alone: Zipf's head is Zipf of the
+/// same exponent over k rows; its tail, the hot set's cold rows and any uniform part are
+/// taken as uniform (an upper bound on their unique rows); a hot set's head is its hot rows.
+[[nodiscard]] IndexDistribution split_distribution(const IndexDistribution& d, double rows, double k, bool head);
+
 /// Mean number of accesses per unique index implied by a reuse histogram (bin midpoints).
 [[nodiscard]] double mean_reuse(const ReuseHistogram& shares);
 

@@ -25,12 +25,14 @@ std::string_view optimizer_name(EmbeddingOptimizer o) {
     case EmbeddingOptimizer::kRowwiseAdagrad: return "rowwise_adagrad";
     case EmbeddingOptimizer::kAdam: return "adam";
     case EmbeddingOptimizer::kAdagrad: return "adagrad";
+    case EmbeddingOptimizer::kNone: return "none";
   }
   return "sgd";
 }
 
 EmbeddingOptimizer embedding_optimizer_from_name(std::string_view name) {
-  for (const auto o : {EmbeddingOptimizer::kRowwiseAdagrad, EmbeddingOptimizer::kAdam, EmbeddingOptimizer::kAdagrad})
+  for (const auto o : {EmbeddingOptimizer::kRowwiseAdagrad, EmbeddingOptimizer::kAdam, EmbeddingOptimizer::kAdagrad,
+                       EmbeddingOptimizer::kNone})
     if (name == optimizer_name(o)) return o;
   return EmbeddingOptimizer::kSgd;
 }
@@ -137,6 +139,7 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix(seed, g.bias_epilogue);
                    mix(seed, g.block_scaled);
                    mix(seed, static_cast<std::size_t>(g.impl));
+                   mix(seed, static_cast<std::size_t>(g.epilogue_inputs));
                  },
                  [&](const EmbeddingDesc& e) {
                    mix(seed, static_cast<std::size_t>(e.batch));
@@ -146,6 +149,9 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix(seed, static_cast<std::size_t>(e.index_bytes));
                    mix_d(seed, e.host_to_device);
                    mix_d(seed, e.device_to_host);
+                   mix(seed, static_cast<std::size_t>(e.output_dtype));
+                   mix(seed, e.weighted);
+                   mix(seed, e.fused_optimizer);
                    for (const auto& t : e.tables) {
                      mix(seed, static_cast<std::size_t>(t.rows));
                      mix(seed, static_cast<std::size_t>(t.dim));

@@ -31,14 +31,20 @@ struct GemmDesc {
   /// scales) instead of one scale per tensor.
   bool block_scaled = false;
   GemmImpl impl = GemmImpl::kCublas;
+  /// Further m x n operands (output type) the epilogue reads: a fused elementwise tail such
+  /// as DCNv2's x0 * (.) + x_l (2), or a ReLU backward's activation mask (1).
+  int epilogue_inputs = 0;
   bool operator==(const GemmDesc&) const = default;
 };
 
 enum class EmbeddingPass { kForward, kBackward };
 /// The TBE's fused optimizer: SGD; row-wise Adagrad (one fp32 accumulator per row, FBGEMM's
 /// EXACT_ROWWISE_ADAGRAD); Adam (two fp32 moments per element); Adagrad (one fp32
-/// accumulator per element, FBGEMM's EXACT_ADAGRAD, torch.optim.Adagrad's rule).
-enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam, kAdagrad };
+/// accumulator per element, FBGEMM's EXACT_ADAGRAD, torch.optim.Adagrad's rule); none (the
+/// backward only produces the weights' gradient as a dense table, FBGEMM's
+/// OptimType.NONE, as TorchRec's batch_index_select_dim0 runs it: nothing is updated).
+/// New values go last (kernel hashes and calibration files use the order).
+enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdam, kAdagrad, kNone };
 
 /// Where a shard's rows live (FBGEMM's EmbeddingLocation, TorchRec's compute_kernel):
 ///  - kHbm: device memory ("fused");
@@ -76,6 +82,16 @@ struct EmbeddingDesc {
   /// Host link of host-memory tables, host to device and device to host (B/s); 0: the
   /// GPU's PCIe rate.
   BytesPerSecond host_to_device = 0, device_to_host = 0;
+  /// Type of the lookup's output and of the gradient the backward reads: fp32 (TorchRec's
+  /// default output_dtype), or the weights' type for an unpooled gather (batch_index_select_dim0).
+  DType output_dtype = DType::kFp32;
+  /// Per-sample weights (TorchRec's weighted features): the backward also computes their
+  /// gradient (FBGEMM's grad_indice_weights kernel: each index's row dotted with its gradient).
+  bool weighted = false;
+  /// Backward only: the optimizer runs inside the backward kernel (FBGEMM's TBE, HugeCTR), or
+  /// after it as separate kernels that read back the unique rows' gradients the backward
+  /// wrote (a non-fused optimizer).
+  bool fused_optimizer = true;
   bool operator==(const EmbeddingDesc&) const = default;
 };
 

@@ -90,6 +90,7 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
                         {"dtype", dtype_name(g->dtype)}, {"bias_epilogue", g->bias_epilogue}};
     if (g->block_scaled) j["block_scaled"] = true;
     if (g->impl != GemmImpl::kCublas) j["implementation"] = gemm_impl_name(g->impl);
+    if (g->epilogue_inputs > 0) j["epilogue_inputs"] = g->epilogue_inputs;
     return j;
   }
   if (const auto* e = std::get_if<ElementwiseDesc>(&k)) {
@@ -116,9 +117,11 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
     for (const auto& t : e->tables) {
       tables.push_back({{"rows", t.rows}, {"dim", t.dim}, {"pooling", t.pooling}, {"distribution", distribution_to_json(t.distribution)}});
     }
-    return {{"family", e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward"},
-            {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
-            {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
+    nlohmann::json j = {{"family", e->pass == EmbeddingPass::kForward ? "embedding_forward" : "embedding_backward"},
+                        {"batch", e->batch}, {"weight_dtype", dtype_name(e->weight_dtype)},
+                        {"optimizer", optimizer_name(e->optimizer)}, {"index_bytes", e->index_bytes}, {"tables", tables}};
+    if (e->weighted) j["weighted"] = true;
+    return j;
   }
   if (const auto* m = std::get_if<MeasuredKernelDesc>(&k)) return {{"family", "measured"}, {"name", m->name}};
   throw std::invalid_argument("kernel_to_json: no measurement format for " + kernel_family(k) + " kernels yet");
@@ -139,6 +142,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     g.block_scaled = o.bool_or("block_scaled", false);
     if (g.block_scaled && g.dtype != DType::kFp8) o.fail("block_scaled", "block scales apply to fp8 GEMMs only");
     g.impl = *gemm_impl_from_name(o.enum_or("implementation", {"cublas", "deepgemm", "triton"}, "cublas"));
+    g.epilogue_inputs = static_cast<int>(o.integer_or("epilogue_inputs", 0, 8, 0));
     out = g;
   } else if (family == "elementwise") {
     ElementwiseDesc e;
@@ -179,6 +183,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     e.weight_dtype = dtype_of(o, "weight_dtype");
     e.optimizer = embedding_optimizer_from_name(o.enum_or("optimizer", {"sgd", "rowwise_adagrad", "adam", "adagrad"}, "sgd"));
     e.index_bytes = static_cast<int>(o.integer_or("index_bytes", 4, 8, 8));
+    e.weighted = o.bool_or("weighted", false);
     const JsonArray tables = o.array("tables");
     tables.require_size(1, 1 << 20);
     for (std::size_t i = 0; i < tables.size(); ++i) {

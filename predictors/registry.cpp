@@ -26,14 +26,20 @@ const std::vector<RegistryEntry>& builtin_registry() {
        "fitted per GPU: `perfcast calibrate kernels`, or `perfcast kernels --fit` on public Hopper measurements (docs/calibration.md)"},
       {"memcpy.calibrated", "memcpy", "overhead + bytes / (link or HBM rate x e) by copy direction",
        "fitted per GPU by `perfcast calibrate kernels` (configs/calibration/<gpu>.json)"},
-      {"embedding_forward.spec_l2", "embedding_forward",
-       "HBM bytes of expected unique rows + L2 hits of repeats within the concurrent tables' working set; host-memory "
-       "tables (fused_uvm): rows missing an LRU share of L2 over the host link; fused_uvm_caching: an LRU cache prefetch first",
-       "HiPC heuristic (docs/reference-paper.md s.4.1): 45 warps/SM, 0.9 of L2, f(D) 1.55/1.1; host link at 0.42 (gather) / "
-       "0.605 (update) of its rate, fitted to FBGEMM UVM timings on H100 (docs/embedding.md)"},
-      {"embedding_backward.spec_l2", "embedding_backward",
-       "index sort + per-unique-row read-modify-write of weights and optimizer state (over the host link for host-memory rows and state)",
-       "same as forward; sort cost 96 B/index assumed (4 radix passes of 12-byte pairs)"},
+      {"embedding_forward.spec_tbe", "embedding_forward",
+       "FBGEMM TBE forward: p-norm of HBM (scattered rows with a per-row cost, streamed indices and outputs), L2 (every "
+       "row request) and dependent loads (waves of bags x (wave time + extra rows x row time)); host-memory tables "
+       "(fused_uvm): rows missing an LRU share of L2 over the host link; fused_uvm_caching: an LRU cache prefetch first",
+       "45 warps/SM, 0.9 of L2 (docs/reference-paper.md s.4.1); wave 2.0 us, row 0.9 us, the max of the limits, fitted on 4 public "
+       "sources, each left out in turn (build/bench/perfcast_embedding_check, docs/embedding.md); host link 0.42 / 0.605 "
+       "of its rate (FBGEMM UVM timings on H100)"},
+      {"embedding_backward.spec_tbe", "embedding_backward",
+       "FBGEMM TBE backward: 8 kernels + the radix sort's (8 key bits a pass) at >= 9 us each, linearize/sort/run-length "
+       "bytes at CUB onesweep's 0.68 of HBM, then the larger of the segment reduction's scattered traffic (gradient rows, "
+       "unique rows' weights and optimizer state, per-row cost 288 B) and its dependent loads (40 warps/SM x 2.0 us "
+       "waves); fused or separate optimizer; over the host link for host-memory rows and state",
+       "fitted on the HTA A100 and PARAM V100 traces, FBGEMM on H100 (recsys-examples) and batch_index_select_dim0 on "
+       "H100 (TorchRec PR 4688), each left out in turn (docs/embedding.md); onesweep rate: Adinets and Merrill 2022"},
       {"embedding_forward.calibrated", "embedding_forward",
        "overhead + max(HBM bytes / e_memory, L2 bytes / e_l2, bag waves x pooling x round time), one kernel for all tables",
        "fitted per GPU by `perfcast calibrate kernels` (configs/calibration/<gpu>.json) from configs/sweeps/embedding.json"},

@@ -4,6 +4,7 @@
 /// GpuSpec::efficiency. Each states its formula; calibrated predictors (kernel_calibration.hpp) replace
 /// them per GPU.
 
+#include "predictors/embedding_predictor.hpp"
 #include "predictors/estimate.hpp"
 #include "predictors/kernel_desc.hpp"
 #include "topology/gpu_spec.hpp"
@@ -65,47 +66,7 @@ struct AttentionWork {
 };
 [[nodiscard]] AttentionWork attention_work(const AttentionDesc& a, const GpuSpec& gpu);
 
-/// Batched pooled embedding lookup: HBM traffic of the unique rows (expected from the
-/// table's index distribution), indices, offsets and outputs; repeated rows hit L2 as
-/// far as the concurrently processed tables' unique rows fit in it (the HiPC heuristic
-/// of docs/reference-paper.md section 4.1, with distribution-aware unique rows).
-/// Every row request passes through L2 (hit or miss), so L2 bytes are all accesses.
-/// Backward: gradient sort, per-unique-row read-modify-write of weights and optimizer
-/// state. time = max(HBM bytes / bw, L2 bytes / L2 bw) + fixed kernel costs.
-[[nodiscard]] Estimate predict_embedding(const EmbeddingDesc& e, const GpuSpec& gpu);
-
-/// The embedding model's work terms at 100% efficiency, shared by the spec-derived and
-/// the calibrated predictor (kernel_calibration.hpp). The whole multi-table op is one
-/// kernel: the terms are of all tables together, not a sum of per-table kernels.
-struct EmbeddingWork {
-  Bytes dram_bytes = 0;  ///< HBM: unique rows, L2-missed repeats, indices, offsets, outputs
-                         ///< (backward: gradients, weight and optimizer-state read-modify-write)
-  Bytes sort_bytes = 0;  ///< backward only: radix sort of the indices (duplicates grouped)
-  Bytes l2_bytes = 0;    ///< L2: every row request (forward), every gradient row gathered (backward)
-  double flops = 0;
-  double accesses = 0;     ///< row lookups, all tables
-  double unique_rows = 0;  ///< expected distinct rows, all tables
-  double l2_hit = 1;       ///< share of repeated row requests served by L2
-  double dim_factor = 1;   ///< the reference's small-dimension slowdown f(mean D)
-  Seconds dram_at_peak = 0;  ///< dram_bytes / HBM peak x dim_factor
-  Seconds sort_at_peak = 0;  ///< sort_bytes / HBM peak
-  Seconds l2_at_peak = 0;    ///< l2_bytes / L2 peak
-  double bag_waves = 0;      ///< ceil(bags / warp slots): occupancy and tail quantization
-  double row_rounds = 0;     ///< bag_waves x mean pooling: dependent row fetches of one warp slot
-  // Host-memory tables (fused_uvm, fused_uvm_caching), docs/embedding.md:
-  Bytes host_read_bytes = 0;   ///< host -> device over the host link, this kernel and its cache prefetch
-  Bytes host_write_bytes = 0;  ///< device -> host (updated rows, evicted cache rows, optimizer state)
-  Seconds host_overlapped = 0; ///< link time of the rows the kernel itself reads or writes in host memory
-  Seconds host_prefetch = 0;   ///< forward of cached tables: the prefetch that fills the cache, before the lookup
-  int prefetch_launches = 0;   ///< kernels of that prefetch (counted in the estimate's launches)
-  double cache_hit = 1;        ///< lookup-weighted LRU hit rate of the cached tables (1: none)
-};
-[[nodiscard]] EmbeddingWork embedding_work(const EmbeddingDesc& e, const GpuSpec& gpu);
-/// Host-memory tables: the kernel's streaming time (e.time less its launches' floor) becomes
-/// at least the link time of the rows it reads or writes in host memory (bound
-/// "host_link"), and a forward of cached tables adds its prefetch (and its launches) in
-/// front. Applied after the HBM-side estimate, spec-derived or calibrated.
-void add_host_memory_time(Estimate& e, const EmbeddingWork& w, const GpuSpec& gpu);
+/// Embedding lookups and their backward: predictors/embedding_predictor.hpp.
 
 /// Streaming kernel: max(FLOPs / FP32 peak, bytes / (HBM x memory efficiency)) + min kernel time.
 [[nodiscard]] Estimate predict_elementwise(const ElementwiseDesc& e, const GpuSpec& gpu);

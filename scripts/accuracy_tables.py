@@ -186,6 +186,19 @@ def h100_steps(r):
         return tuple(csv.DictReader(f))
 
 
+@functools.lru_cache(maxsize=None)
+def hopper_kernels(r):
+    """The Hopper kernel fit of docs/calibration.md: leave-one-source-out error per family."""
+    S, HK = 'configs/systems', 'data/public-measurements/hopper-kernels'
+    fit_dir = r.tmp / 'kernel-fit'
+    fit_dir.mkdir(exist_ok=True)
+    systems = [a for n in ('h100_sxm', 'h200', 'h800', 'pcie_8gpu', 'h100_nvl', 'gh200') for a in ('--system', f'{S}/{n}.json')]
+    tables = [a for n in ('gemm', 'attention', 'memory_bound') for a in ('--measurements', f'{HK}/{n}.csv')]
+    j = r.json('perfcast', 'kernels', *systems, *tables, '--fit', f'{S}/h100_sxm.json', '--fit', f'{S}/h200.json',
+               '--fit-dir', str(fit_dir))
+    return {f['family']: f['held_out'] for f in j['summary']['by_family']}
+
+
 def geomean_abs(errors):
     return math.exp(sum(math.log(max(abs(e), 1e-12)) for e in errors) / len(errors)) if errors else float('nan')
 
@@ -222,6 +235,10 @@ def rows(r):
     pp1 = sorted(abs(e) for e in moe_pp.get('1', []))
     pp1_way = ('too fast' if all(e < 0 for e in moe_pp.get('1', [])) else
                'too slow' if all(e > 0 for e in moe_pp.get('1', [])) else 'off')
+    hk = hopper_kernels(r)
+    steps = {}
+    for x in h100_steps(r):
+        steps.setdefault(x['precision'], []).append(float(x['error']))
     return [
         ('all-reduce on one 8-GPU node, calibrated on the other sources',
          'nccl-tests tables of Azure ND H100 v5 / ND H200 v5, AWS p5, Azure ND A100 v4, vTrain A100',
@@ -268,6 +285,18 @@ def rows(r):
          f'{pct(moe["h100"]["geomean_abs"])} geomean held out (mean {pct(moe["h100"]["mape"])}; MoE host cost fitted '
          f'on the DGX A100 rows)' + (f'; pp 1 rows {span(pp1, 0)} {pp1_way}' if pp1 else '') +
          ' ([details](docs/transformers.md#mixture-of-experts-rows))'),
+        ('Hopper kernels: shipped H100 SXM / H200 calibrations fitted on public measurements',
+         'the public Hopper kernel tables (`data/public-measurements/hopper-kernels/`), each source left out in turn',
+         f'GEMM **{pct(hk["gemm"]["per_source_geomean_abs_error"])}**, attention '
+         f'**{pct(hk["attention"]["per_source_geomean_abs_error"])}**, '
+         f'memory-bound **{pct(hk["memory_bound"]["per_source_geomean_abs_error"])}** (geometric mean over the held-out '
+         'sources) ([details](docs/calibration.md#hopper-kernels-from-public-measurements-kernel-model-2))'),
+        ('LLM pre-training step on 8-6,144 H100, shipped defaults, nothing fitted on these rows',
+         f'published step times: NeMo 24.07 FP8 table ({len(steps.get("fp8", []))} rows), Megatron-Core r0.8.0 weak '
+         f'scaling, bf16 ({len(steps.get("bf16", []))} rows)',
+         f'fp8 {pct(geomean_abs(steps["fp8"]))} geomean (bias {spct(sum(steps["fp8"]) / len(steps["fp8"]))}), bf16 '
+         f'{pct(geomean_abs(steps["bf16"]))} (bias {spct(sum(steps["bf16"]) / len(steps["bf16"]))}); goal 10% not met '
+         '([details](docs/transformers.md#published-h100-step-times-of-large-models))'),
     ]
 
 

@@ -240,6 +240,9 @@ HostSpec parse_host_spec(const JsonObject& o, HostSpec h) {
   h.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, h.launch_overhead);
   h.collective_launch_overhead = o.quantity_or("collective_launch_overhead", Dimension::kTime, h.collective_launch_overhead);
   h.moe_layer_overhead = o.quantity_or("moe_layer_overhead", Dimension::kTime, h.moe_layer_overhead);
+  h.table_overhead = o.quantity_or("table_overhead", Dimension::kTime, h.table_overhead);
+  h.sample_overhead = o.quantity_or("sample_overhead", Dimension::kTime, h.sample_overhead);
+  h.graph_launch_overhead = o.quantity_or("graph_launch_overhead", Dimension::kTime, h.graph_launch_overhead);
   h.launch_queue_depth = static_cast<int>(o.integer_or("launch_queue_depth", 0, 1 << 20, h.launch_queue_depth));
   o.finish();
   return h;

@@ -68,6 +68,16 @@ struct HostSpec {
   /// (top-k, load-balancing loss, token counts, permutation indices). 0: none; fitted values
   /// live in runtime profiles (configs/runtimes/megatron_core_ci.json).
   Seconds moe_layer_overhead = 0;
+  /// Host time per table an op handles one by one (TorchRec's per-feature KeyedJaggedTensor
+  /// splits, permutes and views), s; 0: none (runtime profiles set it).
+  Seconds table_overhead = 0;
+  /// Host time per sample the training thread handles (batch assembly without an overlapped
+  /// reader), s; 0: none.
+  Seconds sample_overhead = 0;
+  /// Host time of one cudaGraphLaunch replaying a captured iteration, s. 10us: assumed, the
+  /// order of a few kernel launches (CUDA graphs replace one launch call per kernel by one per
+  /// graph); runtime profiles may set it.
+  Seconds graph_launch_overhead = 10e-6;
   /// Launches a stream may have pending (issued, not finished) before the next launch call
   /// blocks until the oldest finishes; 0: unlimited. 1024: CUDA does not document it; launch
   /// calls are measured to stall after about 1000 pending kernels per stream (NVIDIA
@@ -151,7 +161,8 @@ struct SystemSpec {
 [[nodiscard]] SystemSpec parse_system(const JsonDocument& doc);
 
 /// Reads a `host` object (op_overhead, backward_op_overhead, launch_overhead,
-/// collective_launch_overhead; times) over `base`: keys present replace base's values.
+/// collective_launch_overhead, moe_layer_overhead, table_overhead, sample_overhead,
+/// graph_launch_overhead; times) over `base`: keys present replace base's values.
 [[nodiscard]] HostSpec parse_host_spec(const JsonObject& host, HostSpec base);
 /// Reads a `host_memory` object (capacity required; host_to_device_bandwidth,
 /// device_to_host_bandwidth, numa_nodes, reserved_share optional) over `base`.

@@ -15,7 +15,6 @@
 
 namespace perfcast {
 
-
 PlanFormat plan_format_from_name(const std::string& name) {
   if (name == "perfcast") return PlanFormat::kPerfcast;
   if (name == "torchrec") return PlanFormat::kTorchrec;
@@ -48,11 +47,12 @@ std::string host_tables_summary(const ShardingPlan& p) {
 }
 
 /// One table search for the workload `w` as given (its dense layout included).
+/// `hybrid`: hybrid tables may be proposed (not for a TorchRec plan, which cannot hold them).
 SearchResult search_tables(const DlrmSpec& w, const SystemSpec& s, const CollectiveModel& comm, const KernelCalibration* cal,
-                           bool tiers, std::uint64_t seed, const SearchOptions& opt) {
+                           bool tiers, bool hybrid, std::uint64_t seed, const SearchOptions& opt) {
   PlanEvaluator evaluator(s, w, comm, 3, true, cal);
   FixedPlansProposer fixed(baseline_plans(w, s, seed, tiers));
-  LocalSearchProposer local(w, s, seed, tiers);
+  LocalSearchProposer local(w, s, seed, tiers, hybrid);
   return run_search({&fixed, &local}, evaluator, opt);
 }
 
@@ -72,9 +72,23 @@ std::string dense_layout_name(int bottom_mlp_rank) {
 }  // namespace
 
 ShardOutcome run_shard(ShardRequest req) {
-  for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr);
-  const SystemSpec s = parse_system(req.system);
+  JsonDocument host_overrides{nlohmann::json::object(), "--set"};
+  for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr, &host_overrides);
+  SystemSpec s = parse_system(req.system);
+  // The software stack, as predict applies it: its host costs (--set host costs win) and its
+  // DLRM settings, so that plans are searched for the stack that runs them.
+  const std::optional<std::string> named_runtime = take_runtime_name(req.workload);
   DlrmSpec w = parse_workload(req.workload);
+  std::optional<RuntimeProfile> runtime =
+      load_runtime_profile(named_runtime.value_or(default_runtime(false)), req.workload.file, named_runtime.has_value());
+  if (runtime && host_overrides.root.contains("runtime_host"))
+    override_runtime_host(*runtime, JsonObject(host_overrides).object("runtime_host"));
+  if (runtime) {
+    apply_runtime(s, *runtime);
+    (void)apply_runtime_stack(w, *runtime);
+  }
+  apply_host_overrides(s, host_overrides);
+  const int workload_bottom_mlp_rank = w.bottom_mlp_rank;
   const double budget = parse_duration_option("--budget", req.budget);
   const double timeout = req.timeout.empty() ? 0.0 : parse_duration_option("--timeout", req.timeout);
   // A count beyond this is a typo, and one beyond a double's exact range would wrap when
@@ -106,7 +120,7 @@ ShardOutcome run_shard(ShardRequest req) {
   for (const int bottom : layouts) {
     DlrmSpec candidate = w;
     candidate.bottom_mlp_rank = bottom;
-    SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.seed, opt);
+    SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.plan_format != PlanFormat::kTorchrec, req.seed, opt);
     if (!sr.best) throw std::runtime_error("the search proposed no plan");
     layout_json.push_back({{"dense_layout", dense_layout_name(bottom)}, {"iteration_time_s", sr.best_eval.iteration_time},
                            {"feasible", sr.best_eval.feasible}, {"evaluations", sr.evaluations}});
@@ -161,9 +175,13 @@ ShardOutcome run_shard(ShardRequest req) {
   reported.source = "search (" + r.best->origin + ")";
   // The chosen layout, when it is not the workload's, is recorded as the override it amounts to.
   std::vector<std::string> overrides = req.overrides;
-  if (w.bottom_mlp_rank != parse_workload(req.workload).bottom_mlp_rank)
+  if (w.bottom_mlp_rank != workload_bottom_mlp_rank)
     overrides.push_back(fmt::format("workload.bottom_mlp_rank={}", w.bottom_mlp_rank));
   const auto p = predict_parsed(s, w, reported, overrides);
+  if (runtime) {
+    p->runtime = runtime;
+    p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
+  }
   text += render_text(*p, 5);
 
   ShardOutcome out;

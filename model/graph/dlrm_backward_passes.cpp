@@ -19,6 +19,13 @@ void add_data_parallel_tables_backward(const RankContext& c, RankDraft& d, int d
     elems += double(ref.shard->rows) * ref.shard->cols;
     looked_up += double(c.batch) * c.shard_pooling(ref.table, *ref.shard) * ref.shard->cols;
   }
+  for (std::size_t t = 0; t < c.plan.tables.size(); ++t) {  // hybrid tables' frequent rows
+    const auto& ts = c.plan.tables[t];
+    if (ts.type != ShardingType::kHybrid || ts.frequent_rows <= 0) continue;
+    const auto& spec = c.w.tables[t];
+    elems += double(ts.frequent_rows) * double(spec.dim);
+    looked_up += double(c.batch) * spec.pooling * hybrid_frequent_share(spec, ts, c.w.batch_size) * double(spec.dim);
+  }
   const int grad = d.add({"embedding_backward.data_parallel", Phase::kBackward, Stream::kCompute,
                           {elementwise("zero", elems, 0, 4), elementwise("embedding_grad_scatter", looked_up, 1, 12)},
                           {},
@@ -65,20 +72,41 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
     // Each cross layer from the last: the elementwise part (dy = g * x0, dx0 += g * y, the
     // residual), W's gradient (r x width), z's (B x r), V's (width x r), x_l's (B x width),
     // the bias gradient.
+    // The stack's fusion (as forward): eager dy = g * x0 and dx0 += g * y as three kernels,
+    // one generated kernel, or the input-gradient GEMM's epilogue (g, x0 and y read, dx0
+    // accumulated) with the bias gradient in W's weight-gradient GEMM.
     const auto w64 = static_cast<std::int64_t>(width);
     const std::int64_t r = c.w.dcn_rank;
+    const Fusion fusion = c.w.stack.dcn_cross;
     for (int l = c.w.dcn_layers; l-- > 0;) {
-      grad = d.add({numbered("dcn.cross.", l, ".backward"), Phase::kBackward, Stream::kCompute,
-                    {elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ib),
-                     GemmDesc{r, w64, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, r, w64, 1, c.w.mlp_dtype, false},
-                     GemmDesc{w64, r, c.batch, 1, c.w.mlp_dtype, false}, GemmDesc{c.batch, w64, r, 1, c.w.mlp_dtype, false},
-                     elementwise("bias_grad", c.batch * width, 1, ab)},
-                    {}, {grad}, false});
+      Op op{numbered("dcn.cross.", l, ".backward"), Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
+      if (fusion == Fusion::kNone) {
+        op.kernels.push_back(elementwise("dcn_cross_mul_backward", c.batch * width, 1, 3 * ib));
+        op.kernels.push_back(elementwise("dcn_cross_mul_backward", c.batch * width, 1, 3 * ib));
+        op.kernels.push_back(elementwise("dcn_cross_add_backward", c.batch * width, 1, 3 * ib));
+      } else if (fusion == Fusion::kPointwise) {
+        op.kernels.push_back(elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ib));
+      }
+      const bool epilogue = fusion == Fusion::kEpilogue;
+      op.kernels.push_back(GemmDesc{r, w64, c.batch, 1, c.w.mlp_dtype, epilogue});  // W's gradient (+ bias gradient)
+      op.kernels.push_back(GemmDesc{c.batch, r, w64, 1, c.w.mlp_dtype, false});
+      op.kernels.push_back(GemmDesc{w64, r, c.batch, 1, c.w.mlp_dtype, false});
+      GemmDesc dx{c.batch, w64, r, 1, c.w.mlp_dtype, false};
+      if (epilogue) dx.epilogue_inputs = 3;
+      op.kernels.push_back(dx);
+      if (!epilogue) op.kernels.push_back(elementwise("bias_grad", c.batch * width, 1, ab));
+      grad = d.add(std::move(op));
       d.params_ready(c, grad, 2.0 * double(w64) * double(r) + double(w64));  // V, W and W's bias
     }
   }
   Op op{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
-  if (c.w.interaction == Interaction::kDot) {
+  if (c.w.interaction == Interaction::kDot && c.w.stack.fused_interaction) {
+    // One kernel: the triangle's gradient through the Gram matrix into the features' gradient,
+    // the bottom output's path added in its epilogue.
+    GemmDesc g{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(dim), static_cast<std::int64_t>(tp), c.batch, c.w.mlp_dtype, false};
+    g.epilogue_inputs = 1;
+    op.kernels.push_back(g);
+  } else if (c.w.interaction == Interaction::kDot) {
     const auto t = static_cast<std::int64_t>(tp);
     const auto k = static_cast<std::int64_t>(dim);
     op.kernels.push_back(elementwise("tril_backward", c.batch * tp * tp, 0, 2 * ab));
@@ -122,6 +150,10 @@ void add_embedding_exchange_backward(const RankContext& c, RankDraft& d) {
     d.embedding_grads_ready.push_back(d.add(c.coll("output_dist.table_row_wise.backward",
                                                    numbered("output_dist.table_row_wise.backward.node", c.rank / c.gpus_per_node),
                                                    Phase::kBackward, ag, {node_ready}, c.node_group())));
+  }
+  if (d.hybrid_dist >= 0) {
+    d.embedding_grads_ready.push_back(
+        d.add(c.all_to_all_op("output_dist.hybrid.backward", Phase::kBackward, &RankContext::hybrid_pairs, {grad}, true)));
   }
   if (c.world == 1) d.embedding_grads_ready.push_back(grad);
   // Hybrid layout: the bottom output's gradients back to the bottom MLP's rank.

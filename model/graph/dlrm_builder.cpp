@@ -21,7 +21,41 @@ RankProgram build_dlrm_rank_program(const RankContext& c, RankProgram recycled) 
   d.program = std::move(recycled);
   d.program.ops.clear();
   for (const NamedRankPass& pass : kDlrmRankPasses) pass.run(c, d);
+  if (c.w.stack.compiled_dense) mark_compiled_regions(d.program);
+  if (c.cuda_graphs()) capture_in_graph(d.program);
   return std::move(d.program);
+}
+
+namespace {
+/// Ops of the dense part by name: the bottom MLP (and its input's cast), the interaction, the
+/// cross layers, the top MLP and the loss, forward and backward.
+bool dense_op(std::string_view name) {
+  for (std::string_view p : {"dense_features.cast", "bottom_mlp.", "interaction", "dcn.cross.", "top_mlp.", "loss"})
+    if (name.substr(0, p.size()) == p) return name != "loss.item";
+  return false;
+}
+}  // namespace
+
+void mark_compiled_regions(RankProgram& p) {
+  bool in_region = false;
+  for (Op& op : p.ops) {
+    if (op.stream == Stream::kComm) continue;  // DDP's hooks and collectives do not break a region
+    const bool dense = dense_op(op.name);
+    op.same_call = dense && in_region;
+    in_region = dense;
+  }
+}
+
+void capture_in_graph(RankProgram& p) {
+  bool after_launch = false;
+  for (Op& op : p.ops) {
+    if (op.graph_launch) {
+      after_launch = true;
+      continue;
+    }
+    // The host's own waits (reading the loss) happen outside the graph.
+    op.captured = after_launch && !op.host_waits;
+  }
 }
 
 }  // namespace dlrm
@@ -83,6 +117,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
     shape.pooled = shape.pooled || pooled_all_to_all(type);
     shape.row_wise = shape.row_wise || type == ShardingType::kRowWise;
     shape.node = shape.node || node_reduced(type);
+    shape.hybrid = shape.hybrid || type == ShardingType::kHybrid;
     const auto& ts = plan.tables[t];
     for (const auto& sh : ts.shards)
       keys[static_cast<std::size_t>(sh.rank)].push_back(

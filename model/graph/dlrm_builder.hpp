@@ -85,7 +85,7 @@ class DlrmGraphBuilder {
     bool operator==(const RankKeyEntry&) const = default;
   };
   struct Shape {
-    bool sparse = false, pooled = false, row_wise = false, node = false;
+    bool sparse = false, pooled = false, row_wise = false, node = false, hybrid = false;
     std::vector<double> node_dims;
     bool operator==(const Shape&) const = default;
   };

@@ -29,9 +29,36 @@ void add_batch_copy(const RankContext& c, RankDraft& d) {
   const double dense_rows = c.runs_bottom_mlp() ? double(c.bottom_batch()) : 0.0;
   double batch_bytes = dense_rows * c.w.dense_features() * 4.0 + c.batch * 4.0;
   for (const auto& t : c.w.tables) batch_bytes += c.batch * (t.pooling + 1) * c.w.index_bytes;
-  d.batch_copy = d.add({"batch_h2d", Phase::kInput, Stream::kCopy, {MemcpyDesc{batch_bytes, CopyKind::kHostToDevice}}, {}, {}, false});
+  Op copy{"batch_h2d", Phase::kInput, Stream::kCopy, {MemcpyDesc{batch_bytes, CopyKind::kHostToDevice}}, {}, {}, false};
+  // Without an overlapped reader the training thread assembles the batch itself.
+  if (!c.w.stack.overlapped_reader) copy.host_samples = double(c.batch);
+  d.batch_copy = d.add(std::move(copy));
   d.inputs_ready = d.batch_copy;
+  // CUDA graphs: one launch replays the rest of the iteration (the reader's copy stays outside).
+  if (c.cuda_graphs()) {
+    Op launch{"cuda_graph.launch", Phase::kForward, Stream::kCompute, {}, {}, {}, false};
+    launch.graph_launch = true;
+    d.add(std::move(launch));
+  }
 }
+
+namespace {
+/// `op` reads the indices its lookup needs: the input all-to-all's, or the batch copy's.
+void reads_indices(const RankContext& c, const RankDraft& d, Op& op) {
+  if (d.inputs_ready == d.batch_copy) {
+    c.reads_batch(op, d.batch_copy);
+  } else {
+    c.reads_input(op, d.inputs_ready);
+  }
+}
+/// Tables whose inputs the framework splits and permutes one by one for this rank's sparse
+/// lookups (TorchRec's KeyedJaggedTensor): its shards.
+int sparse_tables(const RankContext& c) {
+  int n = 0;
+  for (const auto& ref : c.local) n += ref.type != ShardingType::kDataParallel ? 1 : 0;
+  return n;
+}
+}  // namespace
 
 /// Several ranks with sparse tables: the all-to-all of lengths, then of indices, to the
 /// ranks that hold the shards (TorchRec input_dist). Under the sparse_dist pipeline it is
@@ -39,10 +66,12 @@ void add_batch_copy(const RankContext& c, RankDraft& d) {
 void add_input_distribution(const RankContext& c, RankDraft& d) {
   if (c.world <= 1 || !c.has_sparse_tables()) return;
   Op lengths = c.all_to_all_op("input_dist.lengths", Phase::kForward, &RankContext::input_length_pairs, {});
-  c.reads_input(lengths, d.batch_copy);
+  c.reads_batch(lengths, d.batch_copy);
+  // TorchRec splits the batch's KeyedJaggedTensor by feature and destination.
+  for (const auto& t : c.plan.tables) lengths.host_tables += t.type != ShardingType::kDataParallel ? 1 : 0;
   d.add(std::move(lengths));
   Op indices = c.all_to_all_op("input_dist.indices", Phase::kForward, &RankContext::input_index_pairs, {});
-  c.reads_input(indices, d.batch_copy);
+  c.reads_batch(indices, d.batch_copy);
   d.inputs_ready = d.add(std::move(indices));
 }
 
@@ -54,7 +83,7 @@ void add_bottom_mlp(const RankContext& c, RankDraft& d) {
   if (c.mixed_precision()) {  // autocast: the fp32 dense features cast to the GEMMs' half type
     Op cast{"dense_features.cast", Phase::kForward, Stream::kCompute,
             {elementwise("cast", double(rows) * c.w.dense_features(), 0, 4 + c.act_bytes())}, {}, {}, false};
-    c.reads_input(cast, d.batch_copy);
+    c.reads_batch(cast, d.batch_copy);
     prev = d.add(std::move(cast));
   }
   const auto& mlp = c.w.bottom_mlp;
@@ -64,7 +93,7 @@ void add_bottom_mlp(const RankContext& c, RankDraft& d) {
     if (prev >= 0) {
       layer.deps.push_back(prev);
     } else {
-      c.reads_input(layer, d.batch_copy);
+      c.reads_batch(layer, d.batch_copy);
     }
     prev = d.add(std::move(layer));
     d.bottom_layers.push_back(prev);
@@ -81,13 +110,14 @@ void add_embedding_lookups(const RankContext& c, RankDraft& d) {
     if (c.semi_sync() && d.inputs_ready != d.batch_copy) {
       op.deps.push_back(d.inputs_ready);  // the next batch's indices, distributed this iteration
     } else {
-      c.reads_input(op, d.inputs_ready);
+      reads_indices(c, d, op);
     }
+    op.host_tables = sparse_tables(c);
     d.lookup = d.add(std::move(op));
   }
   if (auto e = c.embedding_desc(EmbeddingPass::kForward, /*dp=*/true)) {
     Op op = single_kernel_op("embedding_lookup.data_parallel", Phase::kForward, std::move(*e), {});
-    c.reads_input(op, d.batch_copy);
+    c.reads_batch(op, d.batch_copy);
     d.lookup_dp = d.add(std::move(op));
   }
 }
@@ -117,6 +147,10 @@ void add_embedding_exchange(const RankContext& c, RankDraft& d) {
     d.cross_node_a2a = d.add(c.cross_node_op("output_dist.table_row_wise.cross_node", Phase::kForward,
                                              deps_of(d.node_rs >= 0 ? d.node_rs : d.lookup), false));
     d.embeddings_ready.push_back(d.cross_node_a2a);
+  }
+  if (c.world > 1 && c.has_hybrid()) {
+    d.hybrid_dist = d.add(c.all_to_all_op("output_dist.hybrid", Phase::kForward, &RankContext::hybrid_pairs, deps_of(d.lookup)));
+    d.embeddings_ready.push_back(d.hybrid_dist);
   }
   if (c.world == 1 && d.lookup >= 0) d.embeddings_ready.push_back(d.lookup);
   if (d.lookup_dp >= 0) d.embeddings_ready.push_back(d.lookup_dp);
@@ -148,7 +182,14 @@ void add_interaction(const RankContext& c, RankDraft& d) {
     const double srd = c.sequence_row_dims();
     inter.kernels.push_back(elementwise("sequence_sum", c.batch * sd, srd / sd, 4.0 * (srd + sd) / sd));
   }
-  if (c.w.interaction == Interaction::kDot) {
+  // Hybrid tables: the infrequent rows' partial sums added to the frequent rows' (fp32).
+  if (const double hd = c.hybrid_dims(); hd > 0) inter.kernels.push_back(elementwise("hybrid_combine", c.batch * hd, 1, 12));
+  if (c.w.interaction == Interaction::kDot && c.w.stack.fused_interaction) {
+    // One kernel reads the features and writes the lower triangle beside the bottom output
+    // (NVIDIA's fused dot interaction): the Gram matrix's GEMM with its operands' traffic.
+    inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),
+                                     static_cast<std::int64_t>(dim), c.batch, c.w.mlp_dtype, false});
+  } else if (c.w.interaction == Interaction::kDot) {
     inter.kernels.push_back(elementwise("concat", c.batch * tp * dim, 0, 2 * ib));
     if (c.interaction_cast()) inter.kernels.push_back(elementwise("cast", c.batch * tp * dim, 0, ib + ab));  // bmm's input
     inter.kernels.push_back(GemmDesc{static_cast<std::int64_t>(tp), static_cast<std::int64_t>(tp),
@@ -164,13 +205,24 @@ void add_interaction(const RankContext& c, RankDraft& d) {
   // DCNv2 cross layers: z = x_l V (B x width . width x r), y = z W + b (r x width, bias
   // epilogue), x_{l+1} = x0 * y + x_l (reads three, writes one; in the concat's type:
   // autocast promotes the half y to x0's type).
+  // How the stack runs the elementwise tail: eager a multiply then an add (each reads two,
+  // writes one), one generated kernel (reads three, writes one), or W's GEMM epilogue
+  // reading x0 and x_l.
   const auto w64 = static_cast<std::int64_t>(width);
+  const Fusion fusion = c.w.stack.dcn_cross;
   for (int l = 0; l < c.w.dcn_layers; ++l) {
-    d.interaction = d.add({numbered("dcn.cross.", l), Phase::kForward, Stream::kCompute,
-                           {GemmDesc{c.batch, c.w.dcn_rank, w64, 1, c.w.mlp_dtype, false},
-                            GemmDesc{c.batch, w64, c.w.dcn_rank, 1, c.w.mlp_dtype, true},
-                            elementwise("dcn_cross", c.batch * width, 2, 4 * ib)},
-                           {}, {d.interaction}, false});
+    Op layer{numbered("dcn.cross.", l), Phase::kForward, Stream::kCompute, {}, {}, {d.interaction}, false};
+    layer.kernels.push_back(GemmDesc{c.batch, c.w.dcn_rank, w64, 1, c.w.mlp_dtype, false});
+    GemmDesc up{c.batch, w64, c.w.dcn_rank, 1, c.w.mlp_dtype, true};
+    if (fusion == Fusion::kEpilogue) up.epilogue_inputs = 2;
+    layer.kernels.push_back(up);
+    if (fusion == Fusion::kNone) {
+      layer.kernels.push_back(elementwise("dcn_cross_mul", c.batch * width, 1, 3 * ib));
+      layer.kernels.push_back(elementwise("dcn_cross_add", c.batch * width, 1, 3 * ib));
+    } else if (fusion == Fusion::kPointwise) {
+      layer.kernels.push_back(elementwise("dcn_cross", c.batch * width, 2, 4 * ib));
+    }
+    d.interaction = d.add(std::move(layer));
   }
 }
 

@@ -77,6 +77,17 @@ double RankContext::sequence_row_dims() const {
     if (t.sequence) dims += t.pooling * double(t.dim);
   return dims;
 }
+bool RankContext::has_hybrid() const {
+  for (const auto& t : plan.tables)
+    if (t.type == ShardingType::kHybrid) return true;
+  return false;
+}
+double RankContext::hybrid_dims() const {
+  double dims = 0;
+  for (std::size_t t = 0; t < plan.tables.size(); ++t)
+    if (plan.tables[t].type == ShardingType::kHybrid) dims += double(w.tables[t].dim);
+  return dims;
+}
 bool RankContext::has_node_reduced() const {
   for (const auto& t : plan.tables)
     if (node_reduced(t.type)) return true;
@@ -137,8 +148,28 @@ Op RankContext::all_to_all_op(std::string name, Phase phase, std::vector<double>
 
 double RankContext::shard_pooling(std::size_t table, const Shard& sh) const {
   const auto& t = w.tables[table];
-  if (splits_rows(plan.tables[table].type)) return t.pooling * double(sh.rows) / double(t.rows);
+  const auto& ts = plan.tables[table];
+  if (ts.type == ShardingType::kHybrid) {
+    const double infrequent = 1 - hybrid_frequent_share(t, ts, w.batch_size);
+    return t.pooling * infrequent * double(sh.rows) / double(t.rows - ts.frequent_rows);
+  }
+  if (splits_rows(ts.type)) return t.pooling * double(sh.rows) / double(t.rows);
   return t.pooling;
+}
+
+std::vector<double> RankContext::hybrid_pairs() const {
+  const auto un = static_cast<std::size_t>(world);
+  std::vector<double> per_src(un, 0.0);
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    if (plan.tables[t].type != ShardingType::kHybrid) continue;
+    for (const auto& sh : plan.tables[t].shards)
+      per_src[static_cast<std::size_t>(sh.rank)] += double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * 4.0;
+  }
+  std::vector<double> m(un * un, 0.0);
+  for (std::size_t i = 0; i < un; ++i)
+    for (std::size_t j = 0; j < un; ++j)
+      if (i != j) m[i * un + j] = per_src[i];
+  return m;
 }
 
 std::vector<double> RankContext::input_pairs(bool lengths) const {
@@ -195,6 +226,7 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
   e.pass = pass;
   e.optimizer = w.embedding_optimizer;
   e.index_bytes = w.index_bytes;
+  e.fused_optimizer = w.stack.fused_embedding_optimizer;
   e.tables.reserve(local.size());
   bool host_tables = false;
   for (const auto& ref : local) {
@@ -204,9 +236,23 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
     const double cache_rows = ts.storage == EmbeddingStorage::kHostUvmCaching
                                   ? std::max(1.0, std::floor(ts.cache_load_factor * static_cast<double>(ref.shard->rows)))
                                   : 0.0;
-    e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), spec.distribution,
-                                          ts.storage, cache_rows, spec.sequence});
+    const IndexDistribution dist = ts.type == ShardingType::kHybrid
+                                       ? split_distribution(spec.distribution, double(spec.rows), double(ts.frequent_rows), false)
+                                       : spec.distribution;
+    e.tables.push_back(EmbeddingTableDesc{ref.shard->rows, ref.shard->cols, shard_pooling(ref.table, *ref.shard), dist, ts.storage,
+                                          cache_rows, spec.sequence});
     host_tables = host_tables || ts.storage != EmbeddingStorage::kHbm;
+  }
+  if (dp) {  // hybrid tables' frequent rows: a copy on every rank, looked up for the local batch
+    for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+      const auto& ts = plan.tables[t];
+      if (ts.type != ShardingType::kHybrid || ts.frequent_rows <= 0) continue;
+      const auto& spec = w.tables[t];
+      const double share = hybrid_frequent_share(spec, ts, w.batch_size);
+      e.tables.push_back(EmbeddingTableDesc{ts.frequent_rows, spec.dim, spec.pooling * share,
+                                            split_distribution(spec.distribution, double(spec.rows), double(ts.frequent_rows), true),
+                                            EmbeddingStorage::kHbm, 0.0, spec.sequence});
+    }
   }
   if (host_tables) {  // only then: HBM-only kernels keep one descriptor whatever the system's host link
     e.host_to_device = host_link.host_to_device;
@@ -223,10 +269,26 @@ Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t 
   const std::int64_t batch = rows > 0 ? rows : this->batch;
   Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
   op.kernels.reserve(4);
-  if (relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+  const Fusion fusion = w.stack.mlp_backward;
+  if (fusion == Fusion::kEpilogue) {
+    // cuBLASLt epilogues: the ReLU backward in the data-gradient GEMM (it reads the
+    // activation), the bias gradient in the weight-gradient GEMM.
+    GemmDesc dg{batch, in, out, 1, w.mlp_dtype, false};
+    dg.epilogue_inputs = relu_out ? 1 : 0;
+    if (dgrad) op.kernels.emplace_back(dg);
+    op.kernels.emplace_back(GemmDesc{out, in, batch, 1, w.mlp_dtype, true});
+    if (!dgrad && relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+    return op;
+  }
+  if (fusion == Fusion::kPointwise) {  // ReLU backward and the bias gradient's reduction in one generated kernel
+    op.kernels.emplace_back(elementwise(relu_out ? "relu_bias_backward" : "bias_grad", double(batch) * out, relu_out ? 2 : 1,
+                                        relu_out ? 3 * ab : ab));
+  } else if (relu_out) {
+    op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+  }
   if (dgrad) op.kernels.emplace_back(GemmDesc{batch, in, out, 1, w.mlp_dtype, false});
   op.kernels.emplace_back(GemmDesc{out, in, batch, 1, w.mlp_dtype, false});
-  op.kernels.emplace_back(elementwise("bias_grad", double(batch) * out, 1, ab));
+  if (fusion == Fusion::kNone) op.kernels.emplace_back(elementwise("bias_grad", double(batch) * out, 1, ab));
   return op;
 }
 

@@ -111,11 +111,18 @@ class RankContext {
   /// TorchRec's semi_sync pipeline: this iteration looks up the next batch's embeddings;
   /// the interaction reads those the previous iteration exchanged.
   [[nodiscard]] bool semi_sync() const { return w.pipeline == TrainPipeline::kSemiSync; }
-  /// `op` reads `input` (a batch copy or input all-to-all, -1: none): this iteration's, or
-  /// under the pipeline the previous iteration's.
+  /// `op` reads `input` (the input all-to-all, -1: none): this iteration's, or under the
+  /// pipeline the previous iteration's.
   void reads_input(Op& op, int input) const {
     if (input >= 0) (pipelined() ? op.prev_deps : op.deps).push_back(input);
   }
+  /// `op` reads the batch copy `copy`: this iteration's, or the previous iteration's under a
+  /// training pipeline or an overlapped reader (the copy of the next batch runs during this one).
+  void reads_batch(Op& op, int copy) const {
+    if (copy >= 0) (pipelined() || w.stack.overlapped_reader ? op.prev_deps : op.deps).push_back(copy);
+  }
+  /// The stack captures the iteration in a CUDA graph.
+  [[nodiscard]] bool cuda_graphs() const { return w.stack.cuda_graphs; }
   /// NVIDIA's hybrid-parallel layout: one rank runs the bottom MLP for the global batch.
   [[nodiscard]] bool hybrid_dense() const { return w.bottom_mlp_rank >= 0; }
   /// This rank runs the bottom MLP (every rank when it is data-parallel).
@@ -148,6 +155,10 @@ class RankContext {
   [[nodiscard]] double sequence_dims() const;
   [[nodiscard]] double sequence_row_dims() const;
   [[nodiscard]] bool has_node_reduced() const;
+  /// Hybrid tables (frequent rows data-parallel, the others model-parallel).
+  [[nodiscard]] bool has_hybrid() const;
+  /// Columns of the hybrid tables (their partial sums are added to the frequent rows' result).
+  [[nodiscard]] double hybrid_dims() const;
 
   // ---- op makers ----
   /// A collective op of all ranks, identified graph-wide by `name`.
@@ -180,10 +191,16 @@ class RankContext {
   /// Hybrid dense layout: the bottom MLP's rank sends rank j its local batch's bottom output
   /// (local batch x width x activation bytes).
   [[nodiscard]] std::vector<double> bottom_output_pairs() const;
+  /// Hybrid tables' infrequent rows: rank i sends rank j the fp32 pooled partial sums of j's
+  /// samples whose bag touched i's infrequent rows: local batch x (1 - exp(-L_i)) x dim x 4,
+  /// L_i the indices per sample that fall on i's shard (a Poisson count, as the indices of a
+  /// bag are drawn independently); nothing to itself.
+  [[nodiscard]] std::vector<double> hybrid_pairs() const;
   /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4
   /// (pooled tables only).
   [[nodiscard]] double rw_bytes() const;
-  /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups.
+  /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups,
+  /// hybrid shards their share of the infrequent rows' lookups.
   [[nodiscard]] double shard_pooling(std::size_t table, const Shard& sh) const;
   /// The fused embedding kernel of this rank's sharded (`dp` false) or data-parallel
   /// tables; none when the rank holds no such table (and for the data-parallel backward,
@@ -215,6 +232,7 @@ struct RankDraft {
   int row_wise_rs = -1;        ///< row-wise reduce-scatter
   int node_rs = -1;            ///< table_row_wise / grid reduce-scatter inside the node
   int cross_node_a2a = -1;     ///< table_row_wise / grid all-to-all across nodes
+  int hybrid_dist = -1;        ///< hybrid tables' partial sums all-to-all
   std::vector<int> embeddings_ready;  ///< what the interaction waits on besides the bottom MLP
   int interaction = -1;
   std::vector<std::int64_t> top_in;  ///< input width of each top_mlp layer
@@ -281,6 +299,14 @@ inline constexpr std::array<NamedRankPass, 13> kDlrmRankPasses{{
     {"embedding_backward", add_embedding_backward},
     {"optimizer_step", add_optimizer_step},
 }};
+
+/// torch.compile'd dense part: in each run of consecutive dense ops (collectives aside), all
+/// but the first are later parts of one compiled call (Op::same_call: no op host cost).
+void mark_compiled_regions(RankProgram& p);
+
+/// Marks the ops after the program's "cuda_graph.launch" op as captured in the CUDA graph it
+/// replays, but for ops the host waits on (they run outside the graph).
+void capture_in_graph(RankProgram& p);
 
 /// One rank's program: kDlrmRankPasses run on an empty draft. `recycled`: a program whose
 /// storage the new one reuses (its ops are discarded).

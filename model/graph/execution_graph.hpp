@@ -57,6 +57,18 @@ struct Op {
   /// The first op of a mixture-of-experts layer forward (its router): the host also pays
   /// HostSpec::moe_layer_overhead before it.
   bool moe_layer_start = false;
+  /// Part of a CUDA graph the host replays as a whole: no per-op and no per-launch host cost
+  /// of its own (the graph's launch op pays HostSpec::graph_launch_overhead once).
+  bool captured = false;
+  /// The cudaGraphLaunch of the captured ops (an op without GPU work of its own): its host
+  /// cost is HostSpec::graph_launch_overhead.
+  bool graph_launch = false;
+  /// Host work that scales with the job, on top of the op's per-op cost: tables whose
+  /// inputs or outputs the framework handles one by one for this op (TorchRec's
+  /// KeyedJaggedTensor splits and permutes), at HostSpec::table_overhead each, and samples it
+  /// handles on the training thread, at HostSpec::sample_overhead each.
+  int host_tables = 0;
+  double host_samples = 0;
 };
 
 struct RankProgram {

@@ -13,6 +13,7 @@ Bytes embedding_weight_and_state_bytes(const DlrmSpec& w, double rows, double co
     case EmbeddingOptimizer::kRowwiseAdagrad: state = rows * 4; break;
     case EmbeddingOptimizer::kAdam: state = 2 * rows * cols * 4; break;
     case EmbeddingOptimizer::kAdagrad: state = rows * cols * 4; break;
+    case EmbeddingOptimizer::kNone: state = 0; break;
   }
   return rows * cols * dtype_bytes(w.embedding_dtype) + state;
 }
@@ -69,9 +70,26 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
       // Inputs (indices + offsets) and fp32 outputs of this shard: one row per bag, or per
       // index for a sequence table.
       const double batch = dp ? b : global;
-      const double share = rw ? rows / static_cast<double>(spec.rows) : 1.0;
+      const bool hybrid = plan.tables[t].type == ShardingType::kHybrid;
+      const double infrequent = hybrid ? 1 - hybrid_frequent_share(spec, plan.tables[t], w.batch_size) : 1.0;
+      const double share = rw ? rows / static_cast<double>(spec.rows)
+                           : hybrid ? infrequent * rows / static_cast<double>(spec.rows - plan.tables[t].frequent_rows)
+                                    : 1.0;
       const double out_rows = spec.sequence ? batch * spec.pooling * share : batch;
       m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * 4;
+    }
+  }
+  // Hybrid tables' frequent rows: on every rank, with their optimizer state, a dense gradient
+  // (as a data-parallel table) and the local batch's lookups of them.
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& ts = plan.tables[t];
+    if (ts.type != ShardingType::kHybrid || ts.frequent_rows <= 0) continue;
+    const auto& spec = w.tables[t];
+    const double rows = static_cast<double>(ts.frequent_rows), cols = static_cast<double>(spec.dim);
+    const double lookups = b * spec.pooling * hybrid_frequent_share(spec, ts, w.batch_size);
+    for (auto& m : out) {
+      m.embedding += embedding_weight_and_state_bytes(w, rows, cols) + rows * cols * 4;
+      m.io += depth * (lookups + b) * w.index_bytes + b * cols * 4;
     }
   }
   const double params = w.dense_parameters();

@@ -21,6 +21,7 @@ std::string_view sharding_type_name(ShardingType t) {
     case ShardingType::kTableRowWise: return "table_row_wise";
     case ShardingType::kTableColumnWise: return "table_column_wise";
     case ShardingType::kGrid: return "grid";
+    case ShardingType::kHybrid: return "hybrid";
   }
   return "?";
 }
@@ -122,6 +123,37 @@ std::vector<std::int64_t> even_split(std::int64_t total, std::size_t parts) {
   for (std::size_t i = 0; i < static_cast<std::size_t>(total % static_cast<std::int64_t>(parts)); ++i) out[i]++;
   return out;
 }
+
+}  // namespace
+
+std::int64_t hybrid_frequent_rows(const EmbeddingTableSpec& spec, std::int64_t global_batch, int ranks) {
+  const double accesses = static_cast<double>(global_batch) * spec.pooling;
+  const double k = frequent_rows_for(spec.distribution, static_cast<double>(spec.rows), accesses, 1.0);
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(k), 0, std::max<std::int64_t>(0, spec.rows - ranks));
+}
+
+double hybrid_frequent_share(const EmbeddingTableSpec& spec, const TableSharding& ts, std::int64_t global_batch) {
+  if (ts.type != ShardingType::kHybrid || ts.frequent_rows <= 0) return 0.0;
+  const double rows = static_cast<double>(spec.rows);
+  const double unique = expected_unique_rows(spec.distribution, rows, static_cast<double>(global_batch) * spec.pooling);
+  return top_rows_access_share(spec.distribution, rows, static_cast<double>(ts.frequent_rows), unique);
+}
+
+TableSharding hybrid_sharding(const EmbeddingTableSpec& spec, int world, std::int64_t frequent) {
+  TableSharding ts;
+  ts.type = ShardingType::kHybrid;
+  ts.frequent_rows = std::clamp<std::int64_t>(frequent, 0, std::max<std::int64_t>(0, spec.rows - world));
+  const auto parts = even_split(spec.rows - ts.frequent_rows, static_cast<std::size_t>(world));
+  std::int64_t off = ts.frequent_rows;
+  for (int r = 0; r < world; ++r) {
+    ts.ranks.push_back(r);
+    ts.shards.push_back(Shard{off, parts[static_cast<std::size_t>(r)], 0, spec.dim, r});
+    off += parts[static_cast<std::size_t>(r)];
+  }
+  return ts;
+}
+
+namespace {
 
 int parse_placement(const JsonValue& v, int world_size) {
   const std::string s = v.as_string();
@@ -227,6 +259,7 @@ std::string shape_error(const TableSharding& ts, int gpus_per_node) {
         }
       }
       return "";
+    case ShardingType::kHybrid: return "";
   }
   return "";
 }
@@ -234,6 +267,17 @@ std::string shape_error(const TableSharding& ts, int gpus_per_node) {
 }  // namespace
 
 std::string shard_layout_error(TableSharding& ts, const EmbeddingTableSpec& spec, int gpus_per_node) {
+  if (ts.type == ShardingType::kHybrid) {
+    std::int64_t row = ts.frequent_rows;
+    std::set<int> ranks;
+    for (const auto& sh : ts.shards) {
+      if (sh.row_offset != row || sh.col_offset != 0 || sh.cols != spec.dim) return "hybrid shards split the infrequent rows in order";
+      if (!ranks.insert(sh.rank).second) return "hybrid shards must be on different ranks";
+      row += sh.rows;
+    }
+    if (row != spec.rows) return fmt::format("the hybrid shards cover rows {}..{} of the table's {}", ts.frequent_rows, row - 1, spec.rows);
+    return "";
+  }
   if (ts.type == ShardingType::kDataParallel) {
     std::set<int> placed;
     for (const auto& sh : ts.shards) {
@@ -280,7 +324,7 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
     const JsonObject t = tables.object(name);
     TableSharding ts;
     ts.type = *sharding_type_from_name(t.at("sharding_type").as_enum(
-        {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid"}));
+        {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid", "hybrid"}));
     require_sequence_sharding(t, spec, ts.type);
     parse_compute_kernel(t, ts);
     const JsonArray ranks = t.array("ranks");
@@ -292,6 +336,22 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
       unique_ranks.insert(r);
     }
     if (ts.type == ShardingType::kTableWise && ts.ranks.size() != 1) ranks.fail("table_wise needs exactly one rank");
+    if (ts.type == ShardingType::kHybrid) {
+      if (static_cast<int>(unique_ranks.size()) != world_size || unique_ranks.size() != ts.ranks.size())
+        ranks.fail(fmt::format("a hybrid table's frequent rows live on every rank; list all {} ranks once", world_size));
+      if (t.find("sharding_spec")) t.fail("sharding_spec", "a hybrid table takes no sharding_spec: its infrequent rows are split evenly over its ranks");
+      if (spec.rows <= world_size) ranks.fail(fmt::format("{} rows cannot keep an infrequent row on each of {} ranks", spec.rows, world_size));
+      const std::int64_t frequent = t.find("frequent_rows") ? t.at("frequent_rows").as_integer(0, spec.rows - world_size)
+                                                             : hybrid_frequent_rows(spec, w.batch_size, world_size);
+      TableSharding hybrid = hybrid_sharding(spec, world_size, frequent);
+      hybrid.storage = ts.storage;
+      if (ts.storage != EmbeddingStorage::kHbm) t.fail("compute_kernel", "a hybrid table is in HBM (compute_kernel fused)");
+      t.finish();
+      plan.tables[it->second] = hybrid;
+      seen[it->second] = true;
+      continue;
+    }
+    if (t.find("frequent_rows")) t.fail("frequent_rows", "frequent_rows belongs to hybrid tables");
     const bool columns_only = ts.type == ShardingType::kColumnWise || ts.type == ShardingType::kTableColumnWise;
     if (!columns_only && ts.type != ShardingType::kGrid && unique_ranks.size() != ts.ranks.size()) ranks.fail("ranks repeat");
 
@@ -327,6 +387,8 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
           break;
         case ShardingType::kGrid:
           t.fail("sharding_spec", "a grid table needs a sharding_spec (its column blocks and their row shards)");
+        case ShardingType::kHybrid:  // read above
+          break;
         case ShardingType::kRowWise:
         case ShardingType::kTableRowWise: {
           const auto parts = even_split(spec.rows, ts.ranks.size());

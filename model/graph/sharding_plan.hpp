@@ -28,6 +28,13 @@
 ///    like a table-wise table;
 ///  - grid: column blocks, each block's rows split over the ranks of one node (each
 ///    block communicates like a table_row_wise table of the block's width).
+///  - hybrid (perfcast's, not TorchRec's; HugeCTR's hybrid embedding): the table's
+///    `frequent_rows` hottest rows are data-parallel (a copy on every rank, looked up for the
+///    local batch, their gradients all-reduced) and the other rows model-parallel, split
+///    evenly over `ranks` (every rank); a rank sends a sample's rank the pooled partial sum
+///    of its infrequent rows only for the bags that touched them. Without "frequent_rows"
+///    the split comes from the table's index distribution (hybrid_frequent_rows). Its shards
+///    are the infrequent rows' (from row frequent_rows on); no sharding_spec.
 
 #include <cstdint>
 #include <filesystem>
@@ -40,8 +47,8 @@
 
 namespace perfcast {
 
-enum class ShardingType { kDataParallel, kTableWise, kRowWise, kColumnWise, kTableRowWise, kTableColumnWise, kGrid };
-inline constexpr int kShardingTypeCount = 7;
+enum class ShardingType { kDataParallel, kTableWise, kRowWise, kColumnWise, kTableRowWise, kTableColumnWise, kGrid, kHybrid };
+inline constexpr int kShardingTypeCount = 8;
 
 [[nodiscard]] std::string_view sharding_type_name(ShardingType t);
 
@@ -90,6 +97,8 @@ struct TableSharding {
   EmbeddingStorage storage = EmbeddingStorage::kHbm;
   /// fused_uvm_caching: rows of each shard the HBM cache holds, as a share of its rows, (0, 1].
   double cache_load_factor = 0;
+  /// hybrid: the hottest rows, replicated on every rank (the shards hold the others).
+  std::int64_t frequent_rows = 0;
 };
 
 /// TorchRec's compute_kernel of a table: "dense" for data_parallel, else the storage's name.
@@ -100,6 +109,23 @@ struct ShardingPlan {
   std::string source;  ///< file, or "default: table_wise round-robin"
   std::vector<TableSharding> tables;
 };
+
+/// The frequent rows of a hybrid table of `spec` in a job of global batch `global_batch`:
+/// the hottest rows each expected to be looked up at least once per iteration (a replicated
+/// row then costs no more than its all-reduce: its gradient's all-reduce moves about what one
+/// remote lookup and its gradient move), from the table's index distribution
+/// (frequent_rows_for(), predictors/index_distribution.hpp); at most rows - `ranks` so that
+/// every rank keeps an infrequent row.
+[[nodiscard]] std::int64_t hybrid_frequent_rows(const EmbeddingTableSpec& spec, std::int64_t global_batch, int ranks);
+
+/// Share of a hybrid table's lookups that hit its frequent rows (top_rows_access_share of its
+/// distribution at `ts.frequent_rows`, a reuse histogram counted against the unique rows of
+/// one iteration of `global_batch`).
+[[nodiscard]] double hybrid_frequent_share(const EmbeddingTableSpec& spec, const TableSharding& ts, std::int64_t global_batch);
+
+/// A hybrid sharding of `spec` over ranks 0..world-1 with `frequent` frequent rows (clamped to
+/// [0, rows - world]): the infrequent rows split evenly, in rank order.
+[[nodiscard]] TableSharding hybrid_sharding(const EmbeddingTableSpec& spec, int world, std::int64_t frequent);
 
 /// Table-wise, round-robin over ranks in table order (perfcast's default plan).
 [[nodiscard]] ShardingPlan default_plan(const DlrmSpec& w, int world_size);

@@ -164,6 +164,11 @@ std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int 
   nlohmann::json tables = nlohmann::json::object();
   for (std::size_t i = 0; i < p.tables.size(); ++i) {
     const auto& ts = p.tables[i];
+    if (ts.type == ShardingType::kHybrid)
+      throw ConfigError("--plan-format", "torchrec",
+                        fmt::format("table \"{}\" is sharded hybrid (frequent rows data-parallel, the others model-parallel), "
+                                    "which TorchRec's ParameterSharding cannot express; write the perfcast plan format",
+                                    w.tables[i].name));
     nlohmann::json entry = {{"sharding_type", torchrec_type_name(ts.type)}};
     if (ts.type == ShardingType::kDataParallel) {
       entry["compute_kernel"] = "dense";

@@ -7,6 +7,16 @@
 #include <fmt/format.h>
 
 namespace perfcast {
+
+std::string_view fusion_name(Fusion f) {
+  switch (f) {
+    case Fusion::kNone: return "none";
+    case Fusion::kPointwise: return "pointwise";
+    case Fusion::kEpilogue: return "gemm_epilogue";
+  }
+  return "none";
+}
+
 namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 20;

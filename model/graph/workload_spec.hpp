@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "predictors/index_distribution.hpp"
@@ -51,6 +52,42 @@ enum class DenseOptimizer { kSgd, kAdam, kAdagrad };
 ///    reads the embeddings exchanged in iteration k-1. Two batches' pooled embeddings are held.
 enum class TrainPipeline { kNone, kSparseDist, kSemiSync };
 
+/// How far an elementwise tail is fused (a runtime profile's "fusion" settings):
+///  - kNone: eager PyTorch, one kernel per elementwise operator;
+///  - kPointwise: one generated kernel for the whole tail (torch.compile / TorchInductor);
+///  - kEpilogue: into the GEMM's epilogue (cuBLASLt epilogues, HugeCTR's fused layers): no
+///    kernel of its own, its operands read by the GEMM.
+enum class Fusion { kNone, kPointwise, kEpilogue };
+[[nodiscard]] std::string_view fusion_name(Fusion f);
+
+/// The software stack's choices for a DLRM step (configs/runtimes/NAME.json "dlrm"; defaults:
+/// perfcast's graph before stacks existed, which pytorch_eager keeps).
+struct DlrmStack {
+  /// DCNv2 cross layer x0 * (W V x + b) + x: kNone two kernels (mul, add) forward and three
+  /// backward; kPointwise one each; kEpilogue in W's GEMM (forward) and the input-gradient GEMM
+  /// (backward).
+  Fusion dcn_cross = Fusion::kPointwise;
+  /// An MLP layer's ReLU backward and bias gradient: kNone two kernels; kPointwise one;
+  /// kEpilogue in the data- and weight-gradient GEMMs (cuBLASLt DRELU_BGRAD / BGRADB).
+  Fusion mlp_backward = Fusion::kNone;
+  /// Dot interaction: concatenation, Gram matrix and lower triangle as one kernel (and its
+  /// backward as one), as NVIDIA's fused dot-interaction kernels; false: separate kernels.
+  bool fused_interaction = false;
+  /// The embedding optimizer inside the TBE backward (FBGEMM, HugeCTR); false: a separate update.
+  bool fused_embedding_optimizer = true;
+  /// A reader thread copies batch k+1 to the GPU during iteration k (TorchRec's train
+  /// pipelines' copy stream, HugeCTR's asynchronous reader): the batch copy is the previous
+  /// iteration's and its host work is off the training thread.
+  bool overlapped_reader = false;
+  /// The iteration's GPU work is captured in a CUDA graph and replayed with one launch.
+  bool cuda_graphs = false;
+  /// The dense part (bottom MLP; interaction, cross layers, top MLP and loss) is compiled
+  /// (torch.compile): each compiled region is one call whose generated wrapper launches its
+  /// kernels, so only the region's first op pays a framework op's host cost (its backward
+  /// likewise); the launches stay.
+  bool compiled_dense = false;
+};
+
 struct DlrmSpec {
   std::string name;
   std::string file;
@@ -76,6 +113,7 @@ struct DlrmSpec {
   /// exist once, so DDP does not all-reduce them.
   int bottom_mlp_rank = -1;
   std::vector<EmbeddingTableSpec> tables;
+  DlrmStack stack;  ///< set from the runtime profile (model/predict/runtime_profile.hpp)
 
   [[nodiscard]] std::int64_t dense_features() const { return bottom_mlp.front(); }
   /// Parameters of the bottom MLP alone.

@@ -104,6 +104,23 @@ void rethrow_blaming_overrides(const ConfigError& e, const std::vector<std::stri
 }
 
 namespace {
+/// A precision the GPU has no units for: tf32 where it has no TF32 tensor cores (Volta and
+/// older: PyTorch's allow_tf32 has no effect there, the GEMMs run in fp32) is predicted as
+/// fp32 with a warning; bf16 where it has no bf16 rate is refused (cuBLAS has no bf16 tensor-
+/// core GEMMs on Volta), naming the file and key. Returns the warning, or "".
+std::string check_gpu_precision(DType& dtype, const GpuSpec& gpu, const std::string& file, const char* key) {
+  if (dtype == DType::kTf32 && gpu.peak_tf32 <= 0) {
+    dtype = DType::kFp32;
+    return fmt::format("{} has no TF32 tensor cores: {} tf32 runs as fp32 there (PyTorch's allow_tf32 has no effect), "
+                       "predicted as fp32", gpu.name, key);
+  }
+  if (dtype == DType::kBf16 && gpu.peak_bf16 <= 0)
+    throw ConfigError(file, std::string("/") + key,
+                      fmt::format("{} has no bf16 tensor cores (the system gives no bf16 peak): bf16 GEMMs are not run at "
+                                  "tensor-core speed there; use fp16 or fp32", gpu.name));
+  return "";
+}
+
 /// The last guard of the contract "no NaN, infinite or negative time": inputs within the
 /// limits of core/limits.hpp cannot produce one, so reaching it means an input no check
 /// caught; it is reported as bad input naming both files.
@@ -152,8 +169,16 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   }
   if (runtime) apply_runtime(system, *runtime);
   apply_host_overrides(system, host_overrides);
+  std::vector<std::string> notes;  // warnings of this function, added to the prediction's
   auto finish = [&](std::unique_ptr<Prediction> p) {
+    for (auto& n : notes) p->warnings.push_back(std::move(n));
     if (runtime) {
+      // A fitted profile used outside what it was fitted on is an extrapolation, not its held-out error.
+      const bool tf = std::holds_alternative<TransformerSpec>(p->workload);
+      const std::int64_t batch = tf ? std::get<TransformerSpec>(p->workload).global_batch
+                                    : std::holds_alternative<DlrmSpec>(p->workload) ? std::get<DlrmSpec>(p->workload).batch_size : 0;
+      if (batch > 0)
+        runtime->outside_fit = outside_fit_regime(*runtime, tf ? "transformer" : "dlrm", p->system.gpu.name, p->system.world_size(), batch);
       p->runtime = runtime;
       p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
     }
@@ -165,6 +190,7 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
     if (runtime && runtime->pipeline_host_blocking) tf->pipeline_host_blocking = *runtime->pipeline_host_blocking;
+    if (std::string w = check_gpu_precision(tf->precision, system.gpu, workload_file, "precision"); !w.empty()) notes.push_back(w);
     return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations, steady));
   }
   if (auto* tw = std::get_if<TraceWorkload>(&any)) {
@@ -172,6 +198,9 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
     return finish(predict_trace(std::move(system), std::move(*tw), std::move(overrides), iterations));
   }
   DlrmSpec workload = std::get<DlrmSpec>(std::move(any));
+  if (runtime)
+    for (const auto& n : apply_runtime_stack(workload, *runtime)) notes.push_back(fmt::format("runtime {} sets {}", runtime->name, n));
+  if (std::string w = check_gpu_precision(workload.mlp_dtype, system.gpu, workload_file, "mlp_dtype"); !w.empty()) notes.push_back(w);
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
   return finish(predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations));

@@ -79,6 +79,7 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
     host.source = runtime->file;
     host.measured_on = runtime->measured_on;
     host.heldout_error = runtime->heldout_error;
+    host.extrapolated = runtime->outside_fit;
   } else if (runtime) {
     host.basis = fmt::format("runtime {} (not fitted): the system's host constants", runtime->name);
   }
@@ -105,6 +106,10 @@ std::string provenance_headline(const std::vector<ProvenanceEntry>& entries) {
     }
     if (!e.calibrated) {
       spec.push_back(e.what);
+      continue;
+    }
+    if (!e.extrapolated.empty()) {
+      calibrated.push_back(fmt::format("{} ({}, extrapolated beyond its fit: {})", e.what, e.basis, e.extrapolated));
       continue;
     }
     if (e.public_measurements) {

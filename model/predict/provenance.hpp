@@ -29,6 +29,9 @@ struct ProvenanceEntry {
   bool public_measurements = false;
   std::size_t rows = 0;
   std::vector<std::string> sources;
+  /// A fit used outside what it was fitted on: what lies outside (e.g. "8 GPUs (fitted on 1-8)");
+  /// the headline then says so instead of quoting the held-out error.
+  std::string extrapolated;
 };
 
 /// Entries for a prediction on `system` with the kernel calibration `kernels` (read from

@@ -28,6 +28,66 @@ bool is_runtime_name(const std::string& name) {
   return true;
 }
 
+namespace {
+
+Fusion parse_fusion(const JsonObject& o, const char* key) {
+  const std::string v = o.at(key).as_enum({"none", "pointwise", "gemm_epilogue"});
+  return v == "none" ? Fusion::kNone : v == "pointwise" ? Fusion::kPointwise : Fusion::kEpilogue;
+}
+
+RuntimeDlrmStack parse_dlrm_stack(const JsonObject& o, std::vector<std::string>& settings) {
+  RuntimeDlrmStack st;
+  auto given = [&](const char* key) {
+    if (!o.find(key)) return false;
+    settings.push_back(std::string("dlrm.") + key);
+    return true;
+  };
+  if (auto f = o.find("fusion")) {
+    const JsonObject fusion = f->as_object();
+    auto fgiven = [&](const char* key) {
+      if (!fusion.find(key)) return false;
+      settings.push_back(std::string("dlrm.fusion.") + key);
+      return true;
+    };
+    if (fgiven("dcn_cross")) st.dcn_cross = parse_fusion(fusion, "dcn_cross");
+    if (fgiven("mlp_backward")) st.mlp_backward = parse_fusion(fusion, "mlp_backward");
+    if (fgiven("interaction")) st.fused_interaction = fusion.at("interaction").as_enum({"none", "fused"}) == "fused";
+    fusion.finish();
+  }
+  if (given("embedding_optimizer")) st.fused_embedding_optimizer = o.at("embedding_optimizer").as_enum({"fused", "separate"}) == "fused";
+  if (given("pipeline")) {
+    const std::string p = o.at("pipeline").as_enum({"none", "sparse_dist", "semi_sync"});
+    st.pipeline = p == "none" ? TrainPipeline::kNone : p == "sparse_dist" ? TrainPipeline::kSparseDist : TrainPipeline::kSemiSync;
+  }
+  if (given("reader")) st.overlapped_reader = o.at("reader").as_enum({"blocking", "overlapped"}) == "overlapped";
+  if (given("launch")) st.cuda_graphs = o.at("launch").as_enum({"eager", "cuda_graphs"}) == "cuda_graphs";
+  if (given("dense")) st.compiled_dense = o.at("dense").as_enum({"eager", "compiled"}) == "compiled";
+  if (given("mlp_dtype")) st.mlp_dtype = *dtype_from_name(o.at("mlp_dtype").as_enum({"fp32", "tf32", "bf16", "fp16"}));
+  if (given("embedding_dtype")) st.embedding_dtype = *dtype_from_name(o.at("embedding_dtype").as_enum({"fp32", "fp16", "bf16"}));
+  o.finish();
+  return st;
+}
+
+FitRegime parse_regime(const JsonObject& o) {
+  FitRegime g;
+  const JsonArray gpus = o.array("gpus");
+  gpus.require_size(1, 64);
+  for (std::size_t i = 0; i < gpus.size(); ++i) g.gpus.push_back(gpus[i].as_string());
+  const JsonArray count = o.array("gpu_count");
+  count.require_size(2, 2);
+  g.min_gpus = static_cast<int>(count[0].as_integer(1, 1 << 20));
+  g.max_gpus = static_cast<int>(count[1].as_integer(g.min_gpus, 1 << 20));
+  const JsonArray batch = o.array("batch");
+  batch.require_size(2, 2);
+  g.min_batch = batch[0].as_integer(1, 1LL << 40);
+  g.max_batch = batch[1].as_integer(g.min_batch, 1LL << 40);
+  g.workload = o.at("workload").as_enum({"dlrm", "transformer"});
+  o.finish();
+  return g;
+}
+
+}  // namespace
+
 bool is_runtime_path(const std::string& name) {
   return name.find('/') != std::string::npos || std::filesystem::path(name).extension() == ".json";
 }
@@ -88,7 +148,12 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   r.launch_overhead = opt("launch_overhead");
   r.collective_launch_overhead = opt("collective_launch_overhead");
   r.moe_layer_overhead = opt("moe_layer_overhead");
+  r.table_overhead = opt("table_overhead");
+  r.sample_overhead = opt("sample_overhead");
+  r.graph_launch_overhead = opt("graph_launch_overhead");
   host.finish();
+  std::vector<std::string> settings;  // "dlrm.KEY" of every DLRM setting given, to be sourced
+  if (auto dlrm = root.find("dlrm")) r.dlrm = parse_dlrm_stack(dlrm->as_object(), settings);
   if (root.find("pipeline_transfers"))
     r.pipeline_host_blocking = root.enum_or("pipeline_transfers", {"host_blocking", "stream_ordered"}, "host_blocking") == "host_blocking";
   if (auto fit = root.find("fit")) {
@@ -103,9 +168,24 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
       r.fit_cpu = f.string("cpu");
       r.fit_host_speed = f.at("host_speed").as_number_in(0.01, 100.0);
     }
+    if (auto regime = f.find("regime")) r.regime = parse_regime(regime->as_object());
     f.finish();
   }
-  (void)root.find("sources");
+  const auto sources = root.find("sources");
+  for (const auto& key : settings) {
+    bool sourced = false;
+    for (std::string k = key; sources && sources->is_object();) {  // the key, or a section above it
+      if (sources->raw().contains(k)) {
+        sourced = true;
+        break;
+      }
+      const auto dot = k.rfind('.');
+      if (dot == std::string::npos) break;
+      k.resize(dot);
+    }
+    if (!sourced)
+      root.fail("sources", fmt::format("the setting {} needs a source: an entry \"{}\" (or one for its section) in \"sources\"", key, key));
+  }
   root.finish();
   return r;
 }
@@ -119,6 +199,9 @@ void override_runtime_host(RuntimeProfile& r, const JsonObject& o) {
   opt("launch_overhead", r.launch_overhead);
   opt("collective_launch_overhead", r.collective_launch_overhead);
   opt("moe_layer_overhead", r.moe_layer_overhead);
+  opt("table_overhead", r.table_overhead);
+  opt("sample_overhead", r.sample_overhead);
+  opt("graph_launch_overhead", r.graph_launch_overhead);
   o.finish();
 }
 
@@ -141,6 +224,52 @@ void apply_runtime(SystemSpec& s, RuntimeProfile& r) {
   if (r.launch_overhead) s.host.launch_overhead = k * *r.launch_overhead;
   if (r.collective_launch_overhead) s.host.collective_launch_overhead = k * *r.collective_launch_overhead;
   if (r.moe_layer_overhead) s.host.moe_layer_overhead = k * *r.moe_layer_overhead;
+  if (r.table_overhead) s.host.table_overhead = k * *r.table_overhead;
+  if (r.sample_overhead) s.host.sample_overhead = k * *r.sample_overhead;
+  if (r.graph_launch_overhead) s.host.graph_launch_overhead = k * *r.graph_launch_overhead;
+}
+
+std::vector<std::string> apply_runtime_stack(DlrmSpec& w, const RuntimeProfile& r) {
+  std::vector<std::string> notes;
+  const RuntimeDlrmStack& st = r.dlrm;
+  if (st.dcn_cross) w.stack.dcn_cross = *st.dcn_cross;
+  if (st.mlp_backward) w.stack.mlp_backward = *st.mlp_backward;
+  if (st.fused_interaction) w.stack.fused_interaction = *st.fused_interaction;
+  if (st.fused_embedding_optimizer) w.stack.fused_embedding_optimizer = *st.fused_embedding_optimizer;
+  if (st.overlapped_reader) w.stack.overlapped_reader = *st.overlapped_reader;
+  if (st.cuda_graphs) w.stack.cuda_graphs = *st.cuda_graphs;
+  if (st.compiled_dense) w.stack.compiled_dense = *st.compiled_dense;
+  auto pipeline_name = [](TrainPipeline p) {
+    return p == TrainPipeline::kNone ? "none" : p == TrainPipeline::kSparseDist ? "sparse_dist" : "semi_sync";
+  };
+  if (st.pipeline && *st.pipeline != w.pipeline) {
+    notes.push_back(fmt::format("pipeline {} (the workload says {})", pipeline_name(*st.pipeline), pipeline_name(w.pipeline)));
+    w.pipeline = *st.pipeline;
+  }
+  if (st.mlp_dtype && *st.mlp_dtype != w.mlp_dtype) {
+    notes.push_back(fmt::format("mlp_dtype {} (the workload says {})", dtype_name(*st.mlp_dtype), dtype_name(w.mlp_dtype)));
+    w.mlp_dtype = *st.mlp_dtype;
+  }
+  if (st.embedding_dtype && *st.embedding_dtype != w.embedding_dtype) {
+    notes.push_back(fmt::format("embedding dtype {} (the workload says {})", dtype_name(*st.embedding_dtype),
+                                dtype_name(w.embedding_dtype)));
+    w.embedding_dtype = *st.embedding_dtype;
+  }
+  return notes;
+}
+
+std::string outside_fit_regime(const RuntimeProfile& r, const std::string& workload, const std::string& gpu, int gpus,
+                               std::int64_t batch) {
+  const FitRegime& g = r.regime;
+  if (g.empty()) return "";
+  std::vector<std::string> out;
+  if (workload != g.workload) out.push_back(fmt::format("a {} workload (fitted on {})", workload, g.workload));
+  if (std::find(g.gpus.begin(), g.gpus.end(), gpu) == g.gpus.end())
+    out.push_back(fmt::format("{} (fitted on {})", gpu, fmt::join(g.gpus, ", ")));
+  if (gpus < g.min_gpus || gpus > g.max_gpus) out.push_back(fmt::format("{} GPUs (fitted on {}-{})", gpus, g.min_gpus, g.max_gpus));
+  if (batch < g.min_batch || batch > g.max_batch)
+    out.push_back(fmt::format("global batch {} (fitted on {}-{})", batch, g.min_batch, g.max_batch));
+  return fmt::format("{}", fmt::join(out, ", "));
 }
 
 }  // namespace perfcast

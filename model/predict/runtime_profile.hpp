@@ -13,16 +13,50 @@
 #include <optional>
 #include <vector>
 #include <string>
+#include <vector>
 
 #include "core/json_reader.hpp"
+#include "model/graph/workload_spec.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast {
+
+/// A runtime profile's DLRM settings ("dlrm"): how the stack runs a DLRM step. Each is
+/// optional (unset: the workload's value or DlrmStack's default), and each needs a source:
+/// an entry "dlrm.KEY" (or "dlrm.fusion" / "dlrm" for several) in the profile's "sources".
+///  fusion.dcn_cross, fusion.mlp_backward: "none" | "pointwise" | "gemm_epilogue";
+///  fusion.interaction: "none" | "fused"; embedding_optimizer: "fused" | "separate";
+///  pipeline: "none" | "sparse_dist" | "semi_sync"; reader: "blocking" | "overlapped";
+///  launch: "eager" | "cuda_graphs"; dense: "eager" | "compiled"; mlp_dtype: fp32 | tf32 | bf16 | fp16;
+///  embedding_dtype: fp32 | fp16 | bf16.
+struct RuntimeDlrmStack {
+  std::optional<Fusion> dcn_cross, mlp_backward;
+  std::optional<bool> fused_interaction, fused_embedding_optimizer, overlapped_reader, cuda_graphs, compiled_dense;
+  std::optional<TrainPipeline> pipeline;
+  std::optional<DType> mlp_dtype, embedding_dtype;
+};
+
+/// What a profile was fitted on (its "fit.regime"): predictions outside it are
+/// extrapolations, and say so instead of quoting the fit's held-out error.
+struct FitRegime {
+  std::vector<std::string> gpus;  ///< GPU names of the fit's systems (GpuSpec::name)
+  int min_gpus = 0, max_gpus = 0;  ///< GPUs per job, inclusive
+  std::int64_t min_batch = 0, max_batch = 0;  ///< global batch (samples), inclusive
+  std::string workload;  ///< "dlrm" or "transformer"
+  [[nodiscard]] bool empty() const { return workload.empty(); }
+};
 
 struct RuntimeProfile {
   std::string name;  ///< file stem, e.g. "megatron_deepspeed"
   std::string file;
   std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead;
+  /// Host costs that scale with the job (HostSpec::table_overhead, sample_overhead) and the
+  /// host cost of one CUDA graph replay.
+  std::optional<Seconds> table_overhead, sample_overhead, graph_launch_overhead;
+  RuntimeDlrmStack dlrm;  ///< the stack's DLRM settings ("dlrm")
+  FitRegime regime;       ///< fit.regime (empty: not stated)
+  /// Set by predict: what of the prediction lies outside `regime` ("": inside, or no regime).
+  std::string outside_fit;
   /// "pipeline_transfers": "host_blocking" (true: the host waits for every pipeline
   /// transfer and synchronizes the device, Megatron-DeepSpeed) or "stream_ordered" (false:
   /// only the compute stream waits for the transfer). Unset: the workload's default (blocking).
@@ -65,6 +99,17 @@ struct RuntimeProfile {
 /// required (naming every folder looked in), or malformed.
 [[nodiscard]] std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, const std::string& workload_file,
                                                                  bool required, const std::string& system_file = "");
+
+/// Applies the profile's DLRM settings to `w` (its stack, and the pipeline and precisions it
+/// sets, which replace the workload's). Returns one note per workload value replaced, e.g.
+/// "mlp_dtype fp16 (the workload says fp32)".
+std::vector<std::string> apply_runtime_stack(DlrmSpec& w, const RuntimeProfile& runtime);
+
+/// "" when a prediction of `workload` ("dlrm" / "transformer") with `gpus` GPUs of `gpu`
+/// and global batch `batch` is inside the profile's fit regime (or it states none), else
+/// what is outside, e.g. "8 GPUs (fitted on 1-8)".
+[[nodiscard]] std::string outside_fit_regime(const RuntimeProfile& runtime, const std::string& workload, const std::string& gpu,
+                                             int gpus, std::int64_t batch);
 
 /// Host-cost overrides of the profile itself (`--set runtime.host.KEY=VALUE`, on the fit's
 /// CPU like the profile's own values) read from `overrides` ({"op_overhead": "20us", ...}).

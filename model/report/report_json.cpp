@@ -51,6 +51,7 @@ nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
         j["rows"] = e.rows;
         j["sources"] = e.sources;
       }
+      if (!e.extrapolated.empty()) j["extrapolated"] = e.extrapolated;
     }
     out.push_back(j);
   }

@@ -91,8 +91,12 @@ std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_siz
     }
     nlohmann::json entry = {{"sharding_type", sharding_type_name(ts.type)},
                             {"compute_kernel", compute_kernel_name(ts)},
-                            {"ranks", ts.ranks},
-                            {"sharding_spec", spec}};
+                            {"ranks", ts.ranks}};
+    if (ts.type == ShardingType::kHybrid) {
+      entry["frequent_rows"] = ts.frequent_rows;  // its shards follow from it (no sharding_spec)
+    } else {
+      entry["sharding_spec"] = spec;
+    }
     if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "lru"}, {"load_factor", ts.cache_load_factor}};
     tables[w.tables[i].name] = std::move(entry);
   }
@@ -106,6 +110,7 @@ std::size_t table_sharding_hash(const TableSharding& t) {
   mix(static_cast<std::uint64_t>(t.type) + 17);
   mix(static_cast<std::uint64_t>(t.storage) + 101);
   mix(static_cast<std::uint64_t>(std::llround(t.cache_load_factor * 1e9)));
+  mix(static_cast<std::uint64_t>(t.frequent_rows) + 7);
   for (const auto& s : t.shards) {
     mix(static_cast<std::uint64_t>(s.rank));
     mix(static_cast<std::uint64_t>(s.row_offset));

@@ -19,8 +19,20 @@ std::optional<Candidate> FixedPlansProposer::propose() {
   return Candidate{"baseline:" + p.name, p.plan, std::nullopt};
 }
 
-LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers)
-    : w_(&w), s_(&s), rng_(seed), budget_(embedding_budget(w, s)), memory_tiers_(memory_tiers) {}
+LocalSearchProposer::LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers,
+                                         bool hybrid)
+    : w_(&w), s_(&s), rng_(seed), budget_(embedding_budget(w, s)), memory_tiers_(memory_tiers) {
+  hybrid_rows_.assign(w.tables.size(), 0);
+  if (!hybrid || s.world_size() < 2) return;
+  for (std::size_t t = 0; t < w.tables.size(); ++t)
+    if (!w.tables[t].sequence) hybrid_rows_[t] = hybrid_frequent_rows(w.tables[t], w.batch_size, s.world_size());
+}
+
+std::string LocalSearchProposer::hybrid_move(ShardingPlan& p, std::size_t t) {
+  if (hybrid_rows_[t] <= 0) return "";
+  touch(p, t) = hybrid_sharding(w_->tables[t], s_->world_size(), hybrid_rows_[t]);
+  return "hybrid";
+}
 
 void LocalSearchProposer::feedback(const Candidate& c, const PlanEvaluation& e) {
   if (!current_ || better(e, current_eval_)) {
@@ -198,6 +210,7 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     touch(p, t) = data_parallel(w_->tables[t], n);
     return "data_parallel";
   }
+  if (hybrid_rows_[t] > 0 && rng_() % 2 == 0) return hybrid_move(p, t);
   std::vector<int> all(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
   if (w_->tables[t].rows < n) return "";

@@ -63,9 +63,15 @@ class FixedPlansProposer final : public Proposer {
 /// `memory_tiers`: also move tables between HBM and host memory (one move in four; every
 /// move on one GPU): a table to fused_uvm_caching with a load factor of 5, 10, 20 or 50%,
 /// a cache twice or half as large, a cached table to fused_uvm or back to HBM.
+///
+/// `hybrid`: tables whose index distribution has frequent rows (hybrid_frequent_rows > 0)
+/// may also become hybrid (their frequent rows data-parallel, the others split over all
+/// ranks), in place of half of the row-wise moves; workloads without such tables draw the
+/// same sequence as without it.
 class LocalSearchProposer final : public Proposer {
  public:
-  LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers = false);
+  LocalSearchProposer(const DlrmSpec& w, const SystemSpec& s, std::uint64_t seed, bool memory_tiers = false,
+                      bool hybrid = true);
   std::optional<Candidate> propose() override;
   void feedback(const Candidate& c, const PlanEvaluation& e) override;
   void recycle(Candidate&& c) override { scratch_ = std::move(c.plan); }
@@ -97,6 +103,9 @@ class LocalSearchProposer final : public Proposer {
   std::string mutate(ShardingPlan& p);
   /// One move of a table between HBM and host memory (memory_tiers), or "".
   std::string tier_move(ShardingPlan& p);
+  /// Table `t` to hybrid with its frequent rows from the statistics, or "" when it has none.
+  std::string hybrid_move(ShardingPlan& p, std::size_t t);
+  std::vector<std::int64_t> hybrid_rows_;  ///< per table: hybrid_frequent_rows (0: not a candidate)
   int busiest_rank() const;
   int idlest_rank() const;
 };

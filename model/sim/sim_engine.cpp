@@ -64,9 +64,13 @@ void Engine::throw_deadlock() const {
 }
 
 Seconds Engine::host_op_overhead(const Op& op) const {
-  if (op.same_call) return 0;
-  if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead;
-  return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0);
+  if (op.graph_launch) return host_.graph_launch_overhead;
+  // Work the host does per table and per sample belongs to the framework, not to the CUDA
+  // graph: it is paid whether or not the op's kernels are captured.
+  const Seconds scaled = op.host_tables * host_.table_overhead + op.host_samples * host_.sample_overhead;
+  if (op.same_call || op.captured) return scaled;
+  if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead + scaled;
+  return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0) + scaled;
 }
 
 void Engine::wait_host(RankCursor& st, int e) const {
@@ -162,7 +166,7 @@ int Engine::issue_host_segment(RankCursor& st, int rank, const Op& op, const OpT
 int Engine::issue_collective(RankCursor& st, int rank, const Op& op, int seg, int stream_last, Seconds deps_end,
                              int dep_event) {
   const auto s = static_cast<std::size_t>(op.stream);
-  st.host += host_.launch_overhead;
+  if (!op.captured) st.host += host_.launch_overhead;
   TimelineEvent ev;
   ev.rank = rank;
   ev.iteration = st.iter;
@@ -182,7 +186,7 @@ int Engine::issue_kernels(RankCursor& st, int rank, const Op& op, const OpTiming
   int last = -1;
   for (std::size_t k = 0; k < op.kernels.size(); ++k) {
     const Estimate& est = timing.kernels[k];
-    st.host += host_.launch_overhead * est.launches;
+    if (!op.captured) st.host += host_.launch_overhead * est.launches;
     TimelineEvent ev;
     ev.rank = rank;
     ev.iteration = st.iter;

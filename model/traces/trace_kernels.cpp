@@ -157,6 +157,7 @@ struct TbeShape {
   double indices = 0, weights = 0, momentum_rows = 0;
   int index_bytes = 8;
   DType weight_dtype = DType::kFp32;
+  bool weighted = false;  ///< per-sample weights given (the split schema's indice_weights, input 14)
 };
 
 std::optional<TbeShape> tbe_inputs(std::string_view op, const OpShapes& s, std::string& reason) {
@@ -180,6 +181,8 @@ std::optional<TbeShape> tbe_inputs(std::string_view op, const OpShapes& s, std::
   t.weights = numel(s.dims[w]);
   if (!dense && s.dims.size() > 2) t.weights = std::max(t.weights, numel(s.dims[2]));  // UVM-placed weights
   if (!dense && s.dims.size() > mom && s.dims[mom].size() == 1) t.momentum_rows = static_cast<double>(s.dims[mom][0]);
+  constexpr std::size_t kIndiceWeights = 14;
+  t.weighted = !dense && s.dims.size() > kIndiceWeights && s.dims[kIndiceWeights].size() == 1 && s.dims[kIndiceWeights][0] > 0;
   if (s.types.size() > idx && (contains(s.types[idx], "int") && !contains(s.types[idx], "long"))) t.index_bytes = 4;
   if (const auto dt = trace_dtype(s.types.size() > w ? s.types[w] : "")) t.weight_dtype = *dt;
   return t;
@@ -309,6 +312,7 @@ std::vector<TraceKernelShape> trace_kernel_shapes(const KinetoTrace& t, const Ex
         d.batch = in->batch;
         d.weight_dtype = in->weight_dtype;
         d.index_bytes = in->index_bytes;
+        d.weighted = in->weighted;
         d.optimizer = opt == "Dense" ? EmbeddingOptimizer::kSgd : optimizer_of(opt);
         EmbeddingTableDesc table;
         table.rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(rows / static_cast<double>(in->tables)));

@@ -76,7 +76,7 @@ code=$?
   || { echo "FAIL cpu without sockets: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
 
 # torchrec (opt-in for DLRM): on its fit's own system (dgx1_v100, same CPU) the 495 us per op
-# is not scaled and the headline names it; on DGX H100 it is scaled by 1.06 / 1.43; it makes the
+# is not scaled and the headline names it, as extrapolated (its fit regime is batch 128); on DGX H100 it is scaled by 1.06 / 1.43; it makes the
 # DLRM step slower than pytorch_eager's spec-derived costs.
 v100=$src/configs/systems/dgx1_v100.json
 dlrm=$src/configs/workloads/dlrm_default.json
@@ -84,13 +84,29 @@ dlrm=$src/configs/workloads/dlrm_default.json
 "$perfcast" predict --system "$v100" --workload "$dlrm" --set runtime=pytorch_eager --set runtime.host.op_overhead=495us \
   --json "$tmp/trec_by_hand.json" > /dev/null 2>&1
 "$perfcast" predict --system "$v100" --workload "$dlrm" --json "$tmp/dlrm_default_rt.json" > /dev/null 2>&1
-grep -q "host (torchrec, 8.3% held-out)" "$tmp/trec.txt" && same "$(time_of "$tmp/trec.json")" "$(time_of "$tmp/trec_by_hand.json")" \
+grep -q "host (torchrec, extrapolated beyond its fit: global batch 2048 (fitted on 128-128))" "$tmp/trec.txt" && same "$(time_of "$tmp/trec.json")" "$(time_of "$tmp/trec_by_hand.json")" \
   && awk -v a="$(time_of "$tmp/trec.json")" -v b="$(time_of "$tmp/dlrm_default_rt.json")" 'BEGIN { exit !(a > 2 * b) }' \
-  && echo "ok   torchrec: 495 us per op unscaled on its own CPU, named in the headline, slower than the default" \
+  && echo "ok   torchrec: 495 us per op unscaled on its own CPU, named in the headline as extrapolated (batch 2048, fitted on 128), slower than the default" \
   || { echo "FAIL torchrec profile"; cat "$tmp/trec.txt"; fails=$((fails + 1)); }
+# Inside its fit regime (PARAM's job: 8 V100, global batch 128, DLRM) the headline quotes the held-out error.
+"$perfcast" predict --system "$v100" --workload "$src/configs/workloads/param_dlrm_v100.json" --plan "$src/bench/param_dlrm_v100_plan.json" \
+  --set runtime=torchrec > "$tmp/trec_param.txt" 2>&1
+grep -q "host (torchrec, 8.3% held-out)" "$tmp/trec_param.txt" && echo "ok   torchrec inside its fit regime quotes its held-out error" \
+  || { echo "FAIL torchrec inside its regime"; cat "$tmp/trec_param.txt"; fails=$((fails + 1)); }
 "$perfcast" predict --system "$h100" --workload "$dlrm" --set runtime=torchrec > "$tmp/trec_h100.txt" 2>&1
 grep -q "host (torchrec, host costs x0.74 for the CPU: fitted on Intel Xeon E5-2698 v4" "$tmp/trec_h100.txt" \
   && echo "ok   torchrec on DGX H100: scaled by the CPUs' host speeds" || { echo "FAIL torchrec CPU scaling"; cat "$tmp/trec_h100.txt"; fails=$((fails + 1)); }
+
+# Precisions a GPU lacks: tf32 on a V100 is fp32 with a warning (the same time), bf16 exits 2
+# naming the key, nothing written.
+"$perfcast" predict --system "$v100" --workload "$dlrm" --set workload.mlp_dtype=tf32 --json "$tmp/tf32.json" > "$tmp/tf32.txt" 2>&1
+"$perfcast" predict --system "$v100" --workload "$dlrm" --json "$tmp/fp32.json" > /dev/null 2>&1
+grep -q "has no TF32 tensor cores: mlp_dtype tf32 runs as fp32" "$tmp/tf32.txt" && same "$(time_of "$tmp/tf32.json")" "$(time_of "$tmp/fp32.json")" \
+  && echo "ok   tf32 on a V100: predicted as fp32, with a warning" || { echo "FAIL tf32 on V100"; cat "$tmp/tf32.txt"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$v100" --workload "$dlrm" --set workload.mlp_dtype=bf16 --json "$tmp/bf16.json" > /dev/null 2> "$tmp/err"
+code=$?
+[ "$code" = 2 ] && grep -q "/mlp_dtype: Tesla V100-SXM2-32GB has no bf16 tensor cores" "$tmp/err" && [ ! -e "$tmp/bf16.json" ] \
+  && echo "ok   bf16 on a V100 exits 2 naming /mlp_dtype, nothing written" || { echo "FAIL bf16 on V100: exit $code"; cat "$tmp/err"; fails=$((fails + 1)); }
 
 # megatron_core: the same host constants as pytorch_eager, pipeline transfers stream-ordered
 # instead of host-blocking: never slower with a pipeline, and the transfers no longer block.

@@ -7,16 +7,18 @@
 #include <nlohmann/json.hpp>
 
 #include "model/graph/dlrm_builder.hpp"
+#include "tests/model/dlrm_test_support.hpp"
 #include "model/graph/memory_estimate.hpp"
 #include "model/sharding/plan_shapes.hpp"
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
 using namespace perfcast;
+using perfcast::test::has_op;
+using perfcast::test::op_named;
+using perfcast::test::src;
 
 namespace {
-
-std::string src(const std::string& rel) { return std::string(PERFCAST_SOURCE_DIR) + "/" + rel; }
 
 /// dlrm_default (8 tables of D 64, pooling 100, global batch 2048) with table 0 a sequence table.
 DlrmSpec with_sequence_table() {
@@ -27,19 +29,6 @@ DlrmSpec with_sequence_table() {
   REQUIRE(w.batch_size == 2048);
   w.tables[0].sequence = true;
   return w;
-}
-
-const Op& op_named(const ExecutionGraph& g, int rank, const std::string& name) {
-  for (const auto& op : g.ranks[static_cast<std::size_t>(rank)].ops)
-    if (op.name == name) return op;
-  FAIL("no op " << name << " on rank " << rank);
-  throw std::logic_error("unreachable");
-}
-
-bool has_op(const ExecutionGraph& g, int rank, const std::string& name) {
-  for (const auto& op : g.ranks[static_cast<std::size_t>(rank)].ops)
-    if (op.name == name) return true;
-  return false;
 }
 
 const CollectiveDesc& collective(const ExecutionGraph& g, const Op& op) {

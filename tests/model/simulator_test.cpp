@@ -417,3 +417,46 @@ TEST_CASE("prev_deps: an input prepared one iteration ahead overlaps the compute
   CHECK(piped.iteration_end[0][0] == Approx(102 * us));  // copy 0: 2-102 (kernel 0: 4-54)
   CHECK(piped.iteration_end[0][1] == Approx(202 * us));  // copy 1: 102-202; kernel 1 after copy 0: 102-152
 }
+
+TEST_CASE("CUDA graphs: captured ops pay neither op nor launch costs, the graph launch pays once", "[simulator][stack]") {
+  // Host-bound on purpose: three 1 us kernels, op 100 us, launch 20 us, graph launch 30 us.
+  auto build = [](bool graphs) {
+    Scenario s(1);
+    if (graphs) {
+      auto& ops = s.g.ranks[0].ops;
+      ops.push_back(Op{"cuda_graph.launch", Phase::kForward, Stream::kCompute, {}, {}, {}, false});
+      ops.back().graph_launch = true;
+      s.durations[0].push_back({});
+    }
+    int prev = -1;
+    for (const char* n : {"A", "B", "C"}) {
+      prev = s.kernel(0, n, 1 * us, prev >= 0 ? std::vector<int>{prev} : std::vector<int>{});
+      s.g.ranks[0].ops.back().captured = graphs;
+    }
+    return s;
+  };
+  HostSpec h = host(100 * us, 20 * us);
+  h.graph_launch_overhead = 30 * us;
+  Scenario eager = build(false);
+  // Eager: each op 100 + 20 us of host time: 360 us a period.
+  CHECK(eager.run(h).iteration_time == Approx(360 * us));
+  Scenario graphs = build(true);
+  // Graph: the host pays 30 us per iteration; the GPU's 3 us of work follows each launch.
+  CHECK(graphs.run(h).iteration_time == Approx(30 * us));
+}
+
+TEST_CASE("host costs that scale with the job: per table and per sample, captured or not", "[simulator][stack]") {
+  Scenario s(1);
+  s.kernel(0, "lookup", 1 * us);
+  s.g.ranks[0].ops.back().host_tables = 26;
+  s.kernel(0, "batch", 1 * us, {0});
+  s.g.ranks[0].ops.back().host_samples = 1000;
+  HostSpec h = host(10 * us, 0);
+  h.table_overhead = 2 * us;
+  h.sample_overhead = 0.05 * us;
+  // 2 x 10 us per op + 26 x 2 us + 1000 x 0.05 us = 20 + 52 + 50 = 122 us a period.
+  CHECK(s.run(h).iteration_time == Approx(122 * us));
+  // Captured in a graph the per-op 10 us go, the framework's per-table and per-sample work stays.
+  for (auto& op : s.g.ranks[0].ops) op.captured = true;
+  CHECK(s.run(h).iteration_time == Approx(102 * us));
+}

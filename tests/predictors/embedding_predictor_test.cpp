@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "predictors/kernel_calibration.hpp"
+#include "predictors/embedding_predictor.hpp"
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
@@ -79,9 +80,16 @@ TEST_CASE("embedding predictor: Zipf is faster than uniform at equal size", "[em
   const GpuSpec g = h100();
   for (auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
     for (double alpha : {0.8, 1.05, 1.2}) {
-      const double u = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::uniform(), pass), g).time;
-      const double z = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::zipf(alpha), pass), g).time;
+      // D 256: the uniform lookup is HBM-bound (8.5 M unique 1 KiB rows), and skew makes it faster.
+      const double u = predict_embedding(lookup(8192, 26, 10'000'000, 256, 40, IndexDistribution::uniform(), pass), g).time;
+      const double z = predict_embedding(lookup(8192, 26, 10'000'000, 256, 40, IndexDistribution::zipf(alpha), pass), g).time;
       CHECK(z < u);
+      // D 64: the forward is bound by its dependent loads (36 waves of 40-index bags, 1.34 ms,
+      // against 0.73 ms of HBM time), which skew does not shorten: never slower.
+      const double u64 = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::uniform(), pass), g).time;
+      const double z64 = predict_embedding(lookup(8192, 26, 10'000'000, 64, 40, IndexDistribution::zipf(alpha), pass), g).time;
+      CHECK(z64 <= u64);
+      if (pass == EmbeddingPass::kBackward) CHECK(z64 < u64);
     }
   }
   // A multi-table op is one kernel: one minimum kernel time, not one per table.
@@ -97,7 +105,103 @@ TEST_CASE("embedding work terms: hand values of the waves and the sort", "[embed
   CHECK(w.bag_waves == 3);     // ceil(12000 / 5940)
   CHECK(w.row_rounds == 30);   // 3 waves x 10 rows
   CHECK(w.accesses == 120000);
-  CHECK(w.sort_bytes == Approx(120000 * 800.0));  // 800 B of per-index work (fitted on the HTA A100 trace)
+  // 12 M rows: 24 key bits, 3 radix passes of 8 bits. Per index: read the 8-byte index, write
+  // a 64-bit key and a 32-bit position (12 B), the histogram's read (8 B), 3 passes of a read
+  // and a write of both (3 x 24 B), the run-length encoding's read (8 B); 16 B per unique row.
+  CHECK(w.sort_passes == 3);
+  CHECK(w.sort_bytes == Approx(120000 * (8 + 12 + 8 + 72 + 8.0) + w.unique_rows * 16));
+  // linearize, run-length encoding (2), scan (2), find_long_segments, the two update kernels,
+  // and onesweep's histogram, exclusive sum and 3 passes.
+  CHECK(w.backward_kernels == 8 + 2 + 3);
+}
+
+TEST_CASE("embedding backward from what it does: gathered gradients and the unique rows' update, by hand", "[embedding]") {
+  // One table of 1,000 rows x 64 fp32 columns (256 B rows), 4,096 bags of one index, SGD.
+  // Unique rows: 1000 x (1 - (1 - 1/1000)^4096). The 4,096 x 64 x 4 B gradient (1 MiB) stays
+  // in L2: every bag's gradient row is read from HBM once (4,096 reads of 256 B); each unique
+  // row is read and written once (2 x 256 B).
+  const GpuSpec g = h100();
+  EmbeddingDesc d = lookup(4096, 1, 1000, 64, 1, IndexDistribution::uniform(), EmbeddingPass::kBackward);
+  d.optimizer = EmbeddingOptimizer::kSgd;
+  const EmbeddingWork w = embedding_work(d, g);
+  const double unique = 1000 * (1 - std::pow(1 - 1.0 / 1000, 4096));
+  CHECK(w.unique_rows == Approx(unique));
+  CHECK(w.random_rows == Approx(4096 + 2 * unique));
+  CHECK(w.random_bytes == Approx(4096 * 256.0 + 2 * unique * 256.0));
+  CHECK(w.stream_bytes == Approx(4096 * 8.0 + 4097 * 8.0));  // indices and offsets
+  // 4,096 indices: one single-tile sort kernel (10 bits, 2 passes are not launched).
+  CHECK(w.backward_kernels == 8 + 1);
+  // The time: 9 kernels at the sub-kernel time, the sort bytes at onesweep's share of HBM, and
+  // the larger of the random traffic (with its per-row cost) and one wave of dependent loads.
+  const TbeCoefficients k = kTbeFitted;
+  const double bw = g.memory_bandwidth * g.efficiency.memory;
+  const double random = (w.random_bytes + w.random_rows * k.backward_row_cost + w.stream_bytes) / bw;
+  const double loads = std::ceil(4096 / (g.sm_count * k.backward_warps_per_sm)) * k.wave_time;
+  // The fitted norm is the max of the two (p >= 1000).
+  REQUIRE(k.backward_norm >= 1000);
+  const double expected = 9 * k.subkernel_time + w.sort_bytes / (g.memory_bandwidth * kSortEfficiency) + std::max(random, loads);
+  CHECK(predict_embedding(d, g).time == Approx(expected).epsilon(1e-9));
+  // A separate optimizer writes each unique row's gradient (64 x 4 B + its 8-byte row) and
+  // reads it back, in two more kernels.
+  d.fused_optimizer = false;
+  const EmbeddingWork u = embedding_work(d, g);
+  CHECK(u.random_bytes - w.random_bytes == Approx(2 * unique * (256 + 8.0)));
+  CHECK(u.backward_kernels == w.backward_kernels + 2);
+  CHECK(predict_embedding(d, g).time > expected);
+}
+
+TEST_CASE("embedding backward: monotone in pooling, unique rows and dimension; never below the unique rows' HBM traffic",
+          "[embedding][rule]") {
+  const GpuSpec g = h100();
+  for (const auto opt : {EmbeddingOptimizer::kSgd, EmbeddingOptimizer::kRowwiseAdagrad, EmbeddingOptimizer::kAdam}) {
+    INFO(optimizer_name(opt));
+    auto bwd = [&](std::int64_t rows, std::int64_t dim, double pooling, IndexDistribution dist) {
+      EmbeddingDesc d = lookup(16384, 8, rows, dim, pooling, dist, EmbeddingPass::kBackward);
+      d.optimizer = opt;
+      const double t = predict_embedding(d, g).time;
+      CHECK(t >= unique_row_update_floor(d, g));
+      return t;
+    };
+    double prev = 0;
+    for (double l = 1; l <= 256; l *= 2) {  // pooling
+      const double t = bwd(2'000'000, 128, l, IndexDistribution::uniform());
+      CHECK(t >= prev * (1 - 1e-12));
+      prev = t;
+    }
+    prev = 0;
+    for (std::int64_t dim = 8; dim <= 1024; dim *= 2) {  // dimension
+      const double t = bwd(2'000'000, dim, 16, IndexDistribution::zipf(1.05));
+      CHECK(t >= prev * (1 - 1e-12));
+      prev = t;
+    }
+    prev = 0;
+    for (double alpha : {1.6, 1.3, 1.1, 0.9, 0.6}) {  // less skew: more unique rows at the same lookups
+      const double t = bwd(2'000'000, 128, 16, IndexDistribution::zipf(alpha));
+      CHECK(t >= prev * (1 - 1e-12));
+      prev = t;
+    }
+  }
+}
+
+TEST_CASE("unpooled gather (batch_index_select_dim0): one fp16 output row per index, by hand", "[embedding]") {
+  // 4 tables of 100 rows x 128 fp16 (256 B rows), 2,048 indices each, the output in fp16.
+  const GpuSpec g = h100();
+  EmbeddingDesc d = lookup(2048, 4, 100, 128, 1, IndexDistribution::uniform(), EmbeddingPass::kForward);
+  d.weight_dtype = DType::kFp16;
+  d.output_dtype = DType::kFp16;
+  d.optimizer = EmbeddingOptimizer::kNone;
+  for (auto& t : d.tables) t.sequence = true;
+  const EmbeddingWork f = embedding_work(d, g);
+  // Every table fits L2: each of the 100 rows is read once; indices, offsets and 2,048 output rows streamed.
+  CHECK(f.random_rows == Approx(4 * 100 * (1 - std::pow(1 - 1.0 / 100, 2048))));
+  CHECK(f.stream_bytes == Approx(4 * (2048 * 8.0 + 2049 * 8.0 + 2048 * 256.0)));
+  d.pass = EmbeddingPass::kBackward;
+  const EmbeddingWork b = embedding_work(d, g);
+  // Each index reads its own gradient row; the gradient table (100 x 128 x 2 B) is zeroed and
+  // its touched rows written; nothing else is updated.
+  CHECK(b.stream_bytes == Approx(4 * (2048 * 8.0 + 2049 * 8.0 + 100 * 256.0)));
+  CHECK(b.random_bytes == Approx(4 * (2048 * 256.0 + f.unique_rows / 4 * 256.0)));
+  CHECK(predict_embedding(d, g).time > 0);
 }
 
 TEST_CASE("embedding backward: optimizer state traffic per unique row, by hand", "[embedding]") {

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "predictors/embedding_predictor.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
@@ -46,14 +47,20 @@ TEST_CASE("fused_uvm forward: the unique rows cross PCIe at the fitted gather ef
 
 TEST_CASE("fused_uvm backward: unique rows read and written back over both directions", "[embedding][host_memory]") {
   const GpuSpec gpu = h100();
-  const Estimate e = predict_embedding(one_table(EmbeddingStorage::kHostUvm, EmbeddingPass::kBackward), gpu);
-  // SGD: no optimizer state. Each unique row is read and written: 999.5 x 512 B each way at
-  // 0.605 x 64 GB/s = 13.2 us, plus the 15 kernels of FBGEMM's backward (the update,
-  // linearize, sort, encode, scans, ...: counted in the PARAM trace) x 2 us.
-  const double link = unique_rows() * 512 / (0.605 * 64e9);
-  CHECK(e.time == Approx(link + 15 * 2e-6).epsilon(1e-9));
-  CHECK(e.launches == 15);
-  CHECK(e.host_link_bytes == Approx(2 * unique_rows() * 512).epsilon(1e-9));
+  EmbeddingDesc d = one_table(EmbeddingStorage::kHostUvm, EmbeddingPass::kBackward);
+  d.batch = 100'000;  // enough rows for the link to bind over the backward's HBM-side work
+  const Estimate e = predict_embedding(d, gpu);
+  // SGD: no optimizer state. 95,163 unique rows of 100,000 uniform draws, each read and
+  // written: 95,163 x 512 B each way at 0.605 x 64 GB/s = 1.258 ms, plus the floors of the 13
+  // kernels of FBGEMM's backward (8, and a 3-pass onesweep sort of 20-bit keys: histogram,
+  // exclusive sum, 3 passes) x 2 us.
+  const double unique = 1e6 * (1 - std::pow(1 - 1e-6, 100'000));
+  const double link = unique * 512 / (0.605 * 64e9);
+  CHECK(link == Approx(1.258e-3).epsilon(1e-3));
+  CHECK(e.bound == "host_link");
+  CHECK(e.time == Approx(link + 13 * 2e-6).epsilon(1e-9));
+  CHECK(e.launches == 13);
+  CHECK(e.host_link_bytes == Approx(2 * unique * 512).epsilon(1e-9));
 }
 
 TEST_CASE("fused_uvm_caching forward: the prefetch of the misses runs before an HBM lookup", "[embedding][host_memory]") {
@@ -63,10 +70,10 @@ TEST_CASE("fused_uvm_caching forward: the prefetch of the misses runs before an 
   // A 200,000-row cache over uniform lookups hits 20%: 800 misses (fewer than the unique
   // rows), each a 512-byte fill over PCIe and a 512-byte eviction back, at the update
   // efficiency: 800 x 512 / (0.605 x 64e9) = 10.58 us; the cache lookup sorts the 1000
-  // indices (800 B of per-index work each through HBM at the GPU's memory efficiency); two
-  // more kernels.
+  // indices (132 B each: linearize, 4 radix passes of 64-bit keys and 32-bit values, the
+  // encoding) at CUB onesweep's share of HBM; two more kernels.
   const double fill = 800 * 512 / (0.605 * 64e9);
-  const double sort = 1000 * 800 / (gpu.memory_bandwidth * gpu.efficiency.memory);
+  const double sort = 1000 * 132.0 / (gpu.memory_bandwidth * kSortEfficiency);
   CHECK(cached.time - hbm.time == Approx(fill + sort + 2 * gpu.efficiency.min_kernel_time).epsilon(1e-9));
   CHECK(cached.launches == hbm.launches + 2);
   CHECK(cached.host_link_bytes == Approx(2 * 800 * 512.0).epsilon(1e-12));

@@ -1,0 +1,203 @@
+// The software stack as an input (configs/runtimes/*.json "dlrm"): the shipped stacks load
+// with a source for every setting, and each setting changes the graph as described in
+// model/graph/workload_spec.hpp (DlrmStack); kernels and bytes by hand.
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "core/json_reader.hpp"
+#include "model/graph/dlrm_builder.hpp"
+#include "tests/model/dlrm_test_support.hpp"
+#include "model/predict/runtime_profile.hpp"
+
+using namespace perfcast;
+using perfcast::test::has_op;
+using perfcast::test::op_named;
+using perfcast::test::src;
+
+namespace {
+
+const std::string kDcn = "configs/workloads/dlrm_dcnv2_mlperf.json";
+
+/// DLRM-DCNv2 (26 tables of dim 128, bottom output 128, 3 cross layers of rank 512, global
+/// batch 65,536, fp32) on 8 ranks: 8,192 samples a rank, interaction width 27 x 128 = 3,456.
+DlrmSpec dcnv2() {
+  DlrmSpec w = load_workload(src(kDcn));
+  REQUIRE(w.tables.size() == 26);
+  REQUIRE(w.interaction_width() == 3456);
+  REQUIRE(w.batch_size == 65536);
+  REQUIRE(w.mlp_dtype == DType::kFp32);
+  return w;
+}
+
+/// Elementwise kernels of `op`: how many, and their bytes (elements x bytes per element).
+std::pair<int, double> elementwise_bytes(const Op& op) {
+  int n = 0;
+  double bytes = 0;
+  for (const auto& k : op.kernels)
+    if (const auto* e = std::get_if<ElementwiseDesc>(&k)) {
+      ++n;
+      bytes += double(e->elements) * e->bytes_per_element;
+    }
+  return {n, bytes};
+}
+
+int gemms(const Op& op, int* epilogue_inputs = nullptr) {
+  int n = 0;
+  for (const auto& k : op.kernels)
+    if (const auto* g = std::get_if<GemmDesc>(&k)) {
+      ++n;
+      if (epilogue_inputs) *epilogue_inputs += g->epilogue_inputs;
+    }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("shipped DLRM stacks: every setting sourced, each sets the stack it describes", "[dlrm][stack]") {
+  const std::string wl = src(kDcn);
+  {
+    const auto r = load_runtime_profile("mlperf_hugectr", wl, true);
+    REQUIRE(r);
+    DlrmSpec w = dcnv2();
+    const auto notes = apply_runtime_stack(w, *r);
+    CHECK(w.stack.dcn_cross == Fusion::kPointwise);  // HugeCTR's fused elementwise kernel after the GEMMs
+    CHECK(w.stack.mlp_backward == Fusion::kEpilogue);
+    CHECK(w.stack.cuda_graphs);
+    CHECK(w.stack.overlapped_reader);
+    CHECK(w.stack.fused_embedding_optimizer);
+    CHECK_FALSE(w.stack.compiled_dense);
+    CHECK(w.pipeline == TrainPipeline::kSparseDist);
+    CHECK(w.mlp_dtype == DType::kFp16);
+    REQUIRE(notes.size() == 2);  // the pipeline and the precision replace the workload's
+    CHECK(notes[1] == "mlp_dtype fp16 (the workload says fp32)");
+  }
+  {
+    const auto r = load_runtime_profile("torchrec_pipelined", wl, true);
+    REQUIRE(r);
+    DlrmSpec w = dcnv2();
+    (void)apply_runtime_stack(w, *r);
+    CHECK(w.stack.dcn_cross == Fusion::kNone);
+    CHECK(w.stack.mlp_backward == Fusion::kNone);
+    CHECK_FALSE(w.stack.cuda_graphs);
+    CHECK(w.stack.overlapped_reader);
+    CHECK_FALSE(w.stack.compiled_dense);
+    CHECK(w.pipeline == TrainPipeline::kSparseDist);
+    CHECK(w.mlp_dtype == DType::kFp32);  // not set: the workload's
+  }
+  {
+    const auto r = load_runtime_profile("torchrec_compiled", wl, true);
+    REQUIRE(r);
+    DlrmSpec w = dcnv2();
+    (void)apply_runtime_stack(w, *r);
+    CHECK(w.stack.dcn_cross == Fusion::kPointwise);
+    CHECK(w.stack.mlp_backward == Fusion::kPointwise);
+    CHECK(w.stack.compiled_dense);
+    CHECK(w.pipeline == TrainPipeline::kSparseDist);
+  }
+}
+
+TEST_CASE("a stack setting without a source is refused, naming it", "[dlrm][stack]") {
+  const std::string dir = "/tmp/perfcast_stack_test";
+  std::filesystem::create_directories(dir + "/runtimes");
+  std::filesystem::create_directories(dir + "/workloads");
+  std::ofstream(dir + "/runtimes/unsourced.json")
+      << R"({"schema": "perfcast.runtime", "schema_version": "1.1", "name": "x", "host": {},
+            "dlrm": {"launch": "cuda_graphs"}, "sources": {"host": "none"}})";
+  try {
+    (void)load_runtime_profile("unsourced", dir + "/workloads/w.json", true);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("the setting dlrm.launch needs a source"));
+  }
+}
+
+TEST_CASE("DCN cross fusion: the elementwise tail's kernels and bytes by hand", "[dlrm][stack]") {
+  // Per cross layer on a rank: 8,192 x 3,456 = 28,311,552 elements, fp32 (4 B).
+  const double elems = 8192.0 * 3456;
+  auto layer = [&](Fusion f, const char* name) {
+    DlrmSpec w = dcnv2();
+    w.stack.dcn_cross = f;
+    const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+    return op_named(g, 0, name);
+  };
+  SECTION("forward") {
+    // eager: x0 * y then + x_l, each reads two and writes one (12 B an element, 2 kernels);
+    // one generated kernel reads three and writes one (16 B); the epilogue: no kernel, W's GEMM
+    // reads x0 and x_l.
+    const Op none = layer(Fusion::kNone, "dcn.cross.0");
+    CHECK(elementwise_bytes(none) == std::pair<int, double>{2, 2 * 12 * elems});
+    const Op pw = layer(Fusion::kPointwise, "dcn.cross.0");
+    CHECK(elementwise_bytes(pw) == std::pair<int, double>{1, 16 * elems});
+    const Op ep = layer(Fusion::kEpilogue, "dcn.cross.0");
+    int inputs = 0;
+    CHECK(gemms(ep, &inputs) == 2);
+    CHECK(inputs == 2);
+    CHECK(elementwise_bytes(ep).first == 0);
+  }
+  SECTION("backward") {
+    // eager: three kernels of 12 B an element, and the bias gradient (4 B); one generated
+    // kernel (24 B) and the bias gradient; the epilogue: in the input-gradient GEMM (3 operands)
+    // with the bias gradient in W's weight-gradient GEMM: no elementwise kernel.
+    const Op none = layer(Fusion::kNone, "dcn.cross.0.backward");
+    CHECK(elementwise_bytes(none) == std::pair<int, double>{4, 3 * 12 * elems + 4 * elems});
+    const Op pw = layer(Fusion::kPointwise, "dcn.cross.0.backward");
+    CHECK(elementwise_bytes(pw) == std::pair<int, double>{2, 24 * elems + 4 * elems});
+    const Op ep = layer(Fusion::kEpilogue, "dcn.cross.0.backward");
+    int inputs = 0;
+    CHECK(gemms(ep, &inputs) == 4);
+    CHECK(inputs == 3);
+    CHECK(elementwise_bytes(ep).first == 0);
+  }
+}
+
+TEST_CASE("MLP backward fusion: ReLU backward and bias gradient kernels by hand", "[dlrm][stack]") {
+  // top_mlp.0 (3,456 -> 1,024, ReLU) on 8,192 samples: 8,388,608 output elements, fp32.
+  const double out = 8192.0 * 1024;
+  auto layer = [&](Fusion f) {
+    DlrmSpec w = dcnv2();
+    w.stack.mlp_backward = f;
+    const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+    return op_named(g, 0, "top_mlp.0.backward");
+  };
+  // eager: relu_backward (12 B an element) and bias_grad (4 B); generated: one kernel (12 B);
+  // epilogue: none, the ReLU backward read by the data-gradient GEMM.
+  CHECK(elementwise_bytes(layer(Fusion::kNone)) == std::pair<int, double>{2, 12 * out + 4 * out});
+  CHECK(elementwise_bytes(layer(Fusion::kPointwise)) == std::pair<int, double>{1, 12 * out});
+  const Op ep = layer(Fusion::kEpilogue);
+  int inputs = 0;
+  CHECK(gemms(ep, &inputs) == 2);
+  CHECK(inputs == 1);
+  CHECK(elementwise_bytes(ep).first == 0);
+}
+
+TEST_CASE("reader, CUDA graphs, compiled dense part and host work: what each marks", "[dlrm][stack]") {
+  DlrmSpec w = dcnv2();
+  {
+    const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+    // Blocking reader: the training thread assembles its 8,192 samples; the batch is this
+    // iteration's. TorchRec splits the input of all 26 sharded tables; rank 0 looks up 4
+    // (round-robin: tables 0, 8, 16, 24).
+    const Op& copy = op_named(g, 0, "batch_h2d");
+    CHECK(copy.host_samples == 8192);
+    CHECK(op_named(g, 0, "input_dist.lengths").host_tables == 26);
+    CHECK(op_named(g, 0, "embedding_lookup").host_tables == 4);
+    CHECK_FALSE(op_named(g, 0, "bottom_mlp.0").deps.empty());
+    CHECK_FALSE(has_op(g, 0, "cuda_graph.launch"));
+  }
+  w.stack.overlapped_reader = true;
+  w.stack.cuda_graphs = true;
+  w.stack.compiled_dense = true;
+  const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+  const Op& copy = op_named(g, 0, "batch_h2d");
+  CHECK(copy.host_samples == 0);  // the reader thread's
+  CHECK(copy.captured == false);  // the reader's copy stays outside the graph
+  // The first bottom layer reads the previous iteration's copy.
+  CHECK(op_named(g, 0, "bottom_mlp.0").prev_deps.size() == 1);
+  REQUIRE(has_op(g, 0, "cuda_graph.launch"));
+  CHECK(op_named(g, 0, "cuda_graph.launch").graph_launch);
+  CHECK(op_named(g, 0, "dcn.cross.1").captured);
+  // Compiled: in a run of dense ops only the first pays a framework op's host cost.
+  CHECK(op_named(g, 0, "dcn.cross.1").same_call);
+  CHECK(op_named(g, 0, "top_mlp.0").same_call);
+}
