@@ -24,6 +24,9 @@ struct ProvenanceEntry {
   /// Worst held-out geomean |error| of the fits behind it; < 0 when none was measured.
   double heldout_error = -1;
   bool set_by_user = false;  ///< values given on the command line (--set), neither fitted nor spec-derived
+  /// Calibrated at other node counts than the system's: modelled there with the fit's
+  /// per-hop and per-byte terms (the basis names the counts).
+  bool extrapolated = false;
 };
 
 /// Entries for a prediction on `system` with the kernel calibration `kernels` (read from
