@@ -648,6 +648,28 @@ std::string basis_of(const CollectiveFit& fit, double bytes, int ranks, int node
   return fmt::format("calibrated at {} node(s), extrapolated", fmt::join(counts, ", "));
 }
 
+/// NCCL's model picked a protocol the fit has no scales for (fewer than 8 of its samples ran
+/// it): `e` takes the fastest of the fitted protocols on the same algorithm, each timed with
+/// its fitted scales, so that a fit's calibrated times are never mixed with spec-derived ones
+/// (which are faster across networks: a node count whose choice the fit never saw would look
+/// faster than one it saw). False when no fitted protocol can run the algorithm.
+bool fastest_fitted_protocol(const CollectiveFit& fit, const AlphaBetaCollectiveModel& spec, const CollectiveDesc& d,
+                             const RankGroup& g, CollectiveEstimate& e) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& sc : fit.scales) {
+    const AlphaBetaCollectiveModel::Terms t = spec.terms(d, g, e.algorithm, sc.protocol);
+    if (t.protocol != sc.protocol || t.algorithm != e.algorithm) continue;  // the algorithm cannot run this protocol
+    const double time = fit.structured_time(t, d.bytes);
+    if (!(time > 0) || time >= best) continue;
+    best = time;
+    e.protocol = sc.protocol;
+    e.bottleneck = t.bottleneck;
+  }
+  if (!std::isfinite(best)) return false;
+  e.time = best;
+  return true;
+}
+
 }  // namespace
 
 CollectiveEstimate CalibratedCollectiveModel::calibrated(const CollectiveDesc& d, const RankGroup& g, int algo, int proto,
@@ -663,7 +685,11 @@ CollectiveEstimate CalibratedCollectiveModel::calibrated(const CollectiveDesc& d
   if (fit->structured()) {
     const AlphaBetaCollectiveModel::Terms t = fallback_.terms(d, g, e.algorithm, e.protocol);
     if (!t.multi_domain) return e;
-    e.time = fit->structured_time(t, d.bytes);
+    if (fit->scales_for(t.protocol)) {
+      e.time = fit->structured_time(t, d.bytes);
+    } else if (!fastest_fitted_protocol(*fit, fallback_, d, g, e)) {
+      return e;  // no fitted protocol can run the algorithm: spec-derived
+    }
   } else {
     e.time = fit->time(d.bytes, g.size());
   }

@@ -91,8 +91,10 @@ TEST_CASE("scale rules: monotone in size, never below the bottleneck's line rate
 /// NCCL's choice is its own model's fastest; perfcast's time of that choice can be a little
 /// slower than its time of the choice NCCL makes one node count up (at 4 H100 nodes NCCL runs a
 /// ring whose NVLink-bound rate perfcast counts, at 8 an NVLS tree; the floor that keeps the
-/// time monotone in size sits at switch sizes that move with the node count): within 1%.
-constexpr double kNodeRuleSlack = 0.01;
+/// time monotone in size sits at switch sizes that move with the node count). Largest seen:
+/// aws_p5 (calibrated at 2 nodes), 2.5 GB per GPU, ring on 4 nodes 13.93 ms, NVLS tree on 8
+/// nodes 13.66 ms (-2.0%); 7.75 GB per GPU, ring on 8 nodes, NVLS tree on 16 (-1.6%): within 2.5%.
+constexpr double kNodeRuleSlack = 0.025;
 
 TEST_CASE("scale rules: more nodes are never faster for the same bytes per GPU", "[collective][rule][scale]") {
   for (const char* name : {"dgx_h100_superpod.json", "aws_p5.json", "hgx_b200.json", "gcp_a3_mega.json"}) {
