@@ -3,7 +3,9 @@
 // evaluation; `--phases`: where a from-scratch evaluation's time goes; `--check`: exact
 // results, to compare before and after a change; `--memory-tiers`: the search may also put
 // tables in host memory, as `shard --memory-tiers on`). Case 4, dlrm_mlperf on one H100,
-// always searches with memory tiers (nothing fits in HBM).
+// always searches with memory tiers (nothing fits in HBM). Case 5: DLRM-DCNv2 on 16 DGX H100
+// (128 GPUs). `--stability`: a 10 s and a 60 s search at 64 and 128 GPUs, compared;
+// `--phases-128`: where a from-scratch evaluation's time goes at 128 GPUs.
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -158,6 +160,35 @@ DlrmSpec synthetic_500(const DlrmSpec& base) {
   return w;
 }
 
+/// `system` grown to `nodes` nodes.
+SystemSpec with_nodes(const std::string& file, int nodes) {
+  JsonDocument doc = load_json_file(file);
+  apply_override(doc, "nodes", std::to_string(nodes));
+  return parse_system(doc);
+}
+
+/// `--stability`: the same search (seed 1) with a 10 s and a 60 s budget, as `perfcast shard
+/// --budget 10s` and `--budget 60s` run it (baselines, then the local search), on 8 and 16
+/// DGX H100 nodes: how far the 10 s answer is from the 60 s one.
+void stability(const SystemSpec& s, const DlrmSpec& w, const char* label) {
+  double best[2] = {0, 0};
+  std::size_t plans[2] = {0, 0};
+  const double budgets[2] = {10, 60};
+  for (int k = 0; k < 2; ++k) {
+    const auto comm = make_collective_model(s);
+    PlanEvaluator ev(s, w, *comm);
+    FixedPlansProposer fixed(baseline_plans(w, s, 1));
+    LocalSearchProposer local(w, s, 1);
+    SearchOptions opt;
+    opt.budget_s = budgets[k];
+    const SearchResult r = run_search({&fixed, &local}, ev, opt);
+    best[k] = r.best_eval.iteration_time;
+    plans[k] = r.evaluations;
+  }
+  std::printf("%-44s --budget 10s: %.3f ms (%zu plans); --budget 60s: %.3f ms (%zu plans); 10 s is %+.2f%% from 60 s\n", label,
+              best[0] * 1e3, plans[0], best[1] * 1e3, plans[1], (best[0] / best[1] - 1) * 100);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,7 +199,18 @@ int main(int argc, char** argv) {
     phases("64-table DLRM on dgx_h100", dgx, t64, 2000);
     return 0;
   }
-  int only = 0;  // `--case N`: run only the N-th case (1-4), e.g. under a profiler
+  const DlrmSpec dcnv2 = load_workload(src + "/configs/workloads/dlrm_dcnv2_mlperf.json");
+  const std::string dgx_file = src + "/configs/systems/dgx_h100.json";
+  if (argc > 1 && std::string(argv[1]) == "--stability") {
+    stability(with_nodes(dgx_file, 8), dcnv2, "dlrm_dcnv2_mlperf on 8x dgx_h100 (64 GPUs)");
+    stability(with_nodes(dgx_file, 16), dcnv2, "dlrm_dcnv2_mlperf on 16x dgx_h100 (128 GPUs)");
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--phases-128") {
+    phases("dlrm_dcnv2_mlperf on 16x dgx_h100", with_nodes(dgx_file, 16), dcnv2, 300);
+    return 0;
+  }
+  int only = 0;  // `--case N`: run only the N-th case (1-5), e.g. under a profiler
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--scratch") g_incremental = false;
     if (std::string(argv[i]) == "--check") g_check = true;
@@ -179,6 +221,7 @@ int main(int argc, char** argv) {
   const DlrmSpec mlperf = load_workload(src + "/configs/workloads/dlrm_mlperf.json");
   if (only == 0 || only == 2) run("dlrm_mlperf on dgx_h100", dgx, mlperf, 5000);
   if (only == 0 || only == 4) run("dlrm_mlperf on one H100", load_system(src + "/configs/systems/h100_sxm.json"), mlperf, 5000, true);
+  if (only == 0 || only == 5) run("dlrm_dcnv2_mlperf on 16x dgx_h100", with_nodes(dgx_file, 16), dcnv2, 3000);
   if (only != 0 && only != 3) return 0;
   JsonDocument doc = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   apply_override(doc, "nodes", "8");

@@ -18,6 +18,7 @@
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
 #include "core/error_stats.hpp"
+#include "core/limits.hpp"
 #include "perfcast/build_info.hpp"
 #include "model/predict/runtime_fit.hpp"
 #include "model/predict/runtime_profile.hpp"
@@ -75,22 +76,15 @@ struct CommsSource {
 };
 
 /// The model a calibration replaces, on a sample: the spec-derived model over a system
-/// grown to the sample's node count (ranks spread evenly over its nodes), restricted to the
-/// algorithm the run forced where the model has it.
+/// grown to the sample's node count (ranks spread evenly over its nodes), with the
+/// algorithm the run forced where NCCL could run it there.
 double prior_time(const SystemSpec& s, const CollectiveSample& smp, const std::string& forced) {
-  SystemSpec grown = s;
-  grown.nodes = std::max(s.nodes, smp.nodes);
-  const int per_node = std::max(1, smp.ranks / std::max(1, smp.nodes));
-  RankGroup g;  // ranks spread evenly over the sample's nodes
-  for (int node = 0; node < smp.nodes; ++node)
-    for (int j = 0; j < per_node && j < s.gpus_per_node; ++j) g.ranks.push_back(node * s.gpus_per_node + j);
-  const AlphaBetaCollectiveModel model(grown);
-  const CollectiveDesc d{smp.kind, smp.bytes, {}};
-  if (!forced.empty()) {
-    for (const auto& c : model.candidates(d, g))
-      if (c.algorithm == forced) return c.time;
-  }
-  return model.estimate(d, g).time;
+  return spec_sample_time(s, smp, forced);
+}
+
+/// A fit's predicted time of one of its samples.
+double fit_time(const SystemSpec& s, const CollectiveFit& fit, const CollectiveSample& smp) {
+  return fit.structured() ? fit.structured_time(sample_terms(s, smp, fit.algorithm), smp.bytes) : fit.time(smp.bytes, smp.ranks);
 }
 
 bool keep_source(const SourcedLog& l, const std::vector<std::string>& only) {
@@ -134,13 +128,13 @@ std::vector<CommsSource> read_comms_sources(const CalibrateArgs& a, const LogHin
 }
 
 /// Per power-of-two size bin from 64 KiB: geomean |error| of the fit and of the prior.
-std::string per_size_table(const CollectiveFit& fit, const std::vector<CollectiveSample>& samples,
+std::string per_size_table(const SystemSpec& s, const CollectiveFit& fit, const std::vector<CollectiveSample>& samples,
                            const std::function<double(const CollectiveSample&)>& prior) {
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> bins;
   for (const auto& smp : samples) {
     if (smp.bytes < 64 * 1024.0) continue;
     auto& b = bins[static_cast<int>(std::floor(std::log2(smp.bytes)))];
-    b.first.push_back(fit.time(smp.bytes, smp.ranks) / smp.time_s - 1);
+    b.first.push_back(fit_time(s, fit, smp) / smp.time_s - 1);
     b.second.push_back(prior(smp) / smp.time_s - 1);
   }
   std::string text = fmt::format("  per size (geomean |error|, in-sample):\n  {:>10} {:>7} {:>8} {:>8}\n", "size", "samples", "fitted", "prior");
@@ -166,13 +160,31 @@ std::string fit_label(const FitKey& key) {
                      algorithm.empty() ? "" : ", NCCL_ALGO forced: " + algorithm);
 }
 
-/// Ranks of a sample's shape on `s` grown to its node count: ranks spread evenly over nodes.
-RankGroup sample_group(const SystemSpec& s, const CollectiveSample& smp) {
-  const int per_node = std::max(1, smp.ranks / std::max(1, smp.nodes));
-  RankGroup g;
-  for (int node = 0; node < smp.nodes; ++node)
-    for (int j = 0; j < per_node && j < s.gpus_per_node; ++j) g.ranks.push_back(node * s.gpus_per_node + j);
-  return g;
+/// One fit of the samples of a group: per-protocol terms inside one NVLink domain, the
+/// structured model across domains; node counts recorded in NVLink domains.
+CollectiveFit fit_group(const SystemSpec& s, const FitKey& key, const std::vector<CollectiveSample>& samples) {
+  const std::string& algorithm = std::get<2>(key);  // named: clang 14 lambdas cannot capture structured bindings
+  CollectiveFit fit = std::get<1>(key)
+                          ? fit_structured(samples, [&](const CollectiveSample& smp) { return sample_terms(s, smp, algorithm); })
+                          : fit_collective(samples, nccl_initial_protocols(s, 1));
+  std::set<int> domains;
+  for (const auto& smp : samples) domains.insert(sample_domains(s, smp));
+  fit.min_nodes = *domains.begin();
+  fit.max_nodes = *domains.rbegin();
+  fit.node_counts.assign(domains.begin(), domains.end());
+  fit.algorithm = algorithm;
+  return fit;
+}
+
+/// The held-out check of a group's fit against the prior.
+void check_group(const SystemSpec& s, const FitKey& key, const std::vector<CollectiveSample>& samples, CollectiveFit& fit,
+                 const std::function<double(const CollectiveSample&)>& prior) {
+  const std::string& algorithm = std::get<2>(key);
+  if (std::get<1>(key)) {
+    check_held_out_structured(fit.quality, samples, [&](const CollectiveSample& smp) { return sample_terms(s, smp, algorithm); }, prior);
+  } else {
+    check_held_out(fit.quality, samples, nccl_initial_protocols(s, 1), prior);
+  }
 }
 
 /// For each source: fits on all the other sources (per collective, node class and forced
@@ -195,26 +207,28 @@ nlohmann::json leave_one_source_out(const SystemSpec& s, const std::map<FitKey, 
       for (const auto& smp : samples) (group_of[smp.source] == name ? mine : others).push_back(smp);
       if (others.size() < 8) continue;
       // As calibrate would write it: only a fit that passes the held-out check.
-      const auto init = nccl_initial_protocols(s, std::get<1>(key) ? 2 : 1);
-      CollectiveFit fit = fit_collective(others, init);
+      CollectiveFit fit = fit_group(s, key, others);
       const std::string& algorithm = std::get<2>(key);  // a named reference: lambdas may not capture structured bindings before C++20 in clang 14
-      check_held_out(fit.quality, others, init, [&](const CollectiveSample& smp) { return prior_time(s, smp, algorithm); });
+      check_group(s, key, others, fit, [&](const CollectiveSample& smp) { return prior_time(s, smp, algorithm); });
       if (fit.quality.held_out == 0 || fit.quality.heldout_geomean_abs_error > fit.quality.heldout_prior_geomean_abs_error) continue;
-      fit.algorithm = std::get<2>(key);
       cal.fits.push_back(std::move(fit));
     }
     std::vector<double> fit_mib, prior_mib;
     double fit_max = 0, prior_max = 0;
     bool scored = false;
+    std::string basis = "spec-derived (no fit applies)";
+    int domains = 0;
     for (const auto& smp : mine) {
       if (smp.bytes < 64 * 1024.0) continue;
-      SystemSpec grown = s;
-      grown.nodes = std::max(s.nodes, smp.nodes);
+      const SystemSpec grown = system_for_sample(s, smp);
       const CalibratedCollectiveModel model(grown, cal);
-      const RankGroup g = sample_group(grown, smp);
+      const RankGroup g = group_for_sample(grown, smp);
       const CollectiveDesc d{smp.kind, smp.bytes, {}};
       const std::string& algo = forced[smp.source];
-      const double t = model.forced_estimate(d, g, algo).time;
+      const CollectiveEstimate e = model.forced_estimate(d, g, algo);
+      const double t = e.time;
+      domains = sample_domains(s, smp);
+      if (smp.bytes >= 1024.0 * 1024.0 && e.basis != "spec-derived") basis = e.basis;
       scored = true;
       const double ef = t / smp.time_s - 1, ep = prior_time(s, smp, algo) / smp.time_s - 1;
       fit_max = std::max(fit_max, std::fabs(ef));
@@ -228,10 +242,10 @@ nlohmann::json leave_one_source_out(const SystemSpec& s, const std::map<FitKey, 
       text += fmt::format("  {}: not scored (no sample of 64 KiB or more)\n", name);
       continue;
     }
-    text += fmt::format("  {}\n    {} samples >= 1 MiB: calibrated {:.2f}% (max {:.2f}% >= 64 KiB); prior {:.2f}% (max {:.2f}%)\n",
-                        name, fit_mib.size(), geomean_abs(fit_mib) * 100, fit_max * 100, geomean_abs(prior_mib) * 100,
+    text += fmt::format("  {}\n    {} node(s); {} samples >= 1 MiB: calibrated {:.2f}% (max {:.2f}% >= 64 KiB; {}); prior {:.2f}% (max {:.2f}%)\n",
+                        name, domains, fit_mib.size(), geomean_abs(fit_mib) * 100, fit_max * 100, basis, geomean_abs(prior_mib) * 100,
                         prior_max * 100);
-    nlohmann::json row = {{"source", name}, {"samples_from_1MiB", fit_mib.size()},
+    nlohmann::json row = {{"source", name}, {"nodes", domains}, {"basis", basis}, {"samples_from_1MiB", fit_mib.size()},
                           {"calibrated_geomean_abs_error_from_1MiB", geomean_abs(fit_mib)}, {"calibrated_max_abs_error_from_64KiB", fit_max},
                           {"prior_geomean_abs_error_from_1MiB", geomean_abs(prior_mib)}, {"prior_max_abs_error_from_64KiB", prior_max},
                           {"spread", nullptr}};
@@ -281,10 +295,9 @@ int run_comms_calibration(const CalibrateArgs& a) {
     // ran: the run is taken as NCCL's own choice, and the output says so.
     if (!src.forced_algorithm.empty() && !src.samples.empty()) {
       const CollectiveSample& first = src.samples.front();
-      SystemSpec grown = s;
-      grown.nodes = std::max(s.nodes, first.nodes);
+      const SystemSpec grown = system_for_sample(s, first);
       bool available = false;
-      for (const auto& c : AlphaBetaCollectiveModel(grown).candidates({first.kind, first.bytes, {}}, sample_group(grown, first)))
+      for (const auto& c : AlphaBetaCollectiveModel(grown).candidates({first.kind, first.bytes, {}}, group_for_sample(grown, first)))
         available = available || c.algorithm == src.forced_algorithm;
       if (!available) {
         text += fmt::format("note: {} forces NCCL_ALGO={}, which {} cannot run: taken as NCCL's own choice\n", src.name,
@@ -300,7 +313,11 @@ int run_comms_calibration(const CalibrateArgs& a) {
         throw ConfigError(src.name, "", fmt::format("{} ranks on {} node(s) do not fit nodes of {} ({} GPUs each)", smp.ranks,
                                                     smp.nodes, s.name, s.gpus_per_node));
       }
-      groups[{smp.kind, smp.nodes > 1, src.forced_algorithm}].push_back(smp);
+      if (static_cast<long long>(smp.ranks) > limits::kMaxGpus) {
+        throw ConfigError(src.name, "", fmt::format("{} ranks: perfcast models at most {} GPUs", smp.ranks, limits::kMaxGpus));
+      }
+      // One node class per NVLink domain count: a GB200 NVL72 rack is one "node" for NCCL.
+      groups[{smp.kind, sample_domains(s, smp) > 1, src.forced_algorithm}].push_back(smp);
     }
   }
   auto prior = [&](const CollectiveSample& smp) { return prior_time(s, smp, forced[smp.source]); };
@@ -310,24 +327,39 @@ int run_comms_calibration(const CalibrateArgs& a) {
   for (auto& [key, samples] : groups) {
     const auto& [kind, multi, algorithm] = key;
     const std::string label = fit_label(key);
-    const int nodes = multi ? 2 : 1;
-    const auto init = nccl_initial_protocols(s, nodes);
+    if (samples.size() < kMinFitSamples && a.leave_one_source_out) {
+      // Scored in the leave-one-source-out check; too few sizes to fit (and write) on their own.
+      text += fmt::format("{}: {} sample(s), too few to fit (at least {}); scored below only\n", label, samples.size(), kMinFitSamples);
+      continue;
+    }
     if (samples.size() < kMinFitSamples) {
       throw ConfigError(samples.front().source, "",
                         fmt::format("{}: {} sample(s); fitting needs at least {} message sizes per collective: run "
                                     "nccl-tests over a range of sizes (e.g. -b 8 -e 8G -f 2 gives 31)",
                                     label, samples.size(), kMinFitSamples));
     }
-    CollectiveFit fit = fit_collective(samples, init);
+    CollectiveFit fit = fit_group(s, key, samples);
     for (const auto& p : fit.protocols) {
       if (!std::isfinite(p.a) || !std::isfinite(p.b) || !std::isfinite(p.c) || !std::isfinite(p.d))
         throw ConfigError(samples.front().source, "",
                           fmt::format("{}: the fit of protocol {} is not finite; the measurements cannot be fitted", label, p.name));
     }
-    fit.algorithm = algorithm;
-    check_held_out(fit.quality, samples, init, prior);
-    text += fmt::format("{}: {} samples, ranks {}-{}, nodes {}-{}, {} to {}\n", label, samples.size(), fit.min_ranks,
-                        fit.max_ranks, fit.min_nodes, fit.max_nodes, format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
+    for (const auto& sc : fit.scales)
+      if (!std::isfinite(sc.fixed) || !std::isfinite(sc.latency) || !std::isfinite(sc.transfer))
+        throw ConfigError(samples.front().source, "", fmt::format("{}: the fit is not finite; the measurements cannot be fitted", label));
+    check_group(s, key, samples, fit, prior);
+    std::vector<std::string> counts;
+    for (int c : fit.node_counts) counts.push_back(std::to_string(c));
+    text += fmt::format("{}: {} samples, ranks {}-{}, nodes {}, {} to {}\n", label, samples.size(), fit.min_ranks, fit.max_ranks,
+                        fmt::join(counts, ", "), format_bytes(fit.min_bytes), format_bytes(fit.max_bytes));
+    for (const auto& sc : fit.scales) {
+      std::string ramp;
+      for (std::size_t k = 0; k < sc.ramp.size(); ++k)
+        if (sc.ramp[k] > 0) ramp += fmt::format(" <{}:x{:.3f}", format_bytes(kRampKnots[k]), sc.ramp[k]);
+      text += fmt::format("  NCCL-structured, {} sizes: fixed {:.2f} us, latency x{:.3f}, transfer x{:.3f}{}\n",
+                          sc.protocol == "*" ? "all" : sc.protocol, sc.fixed * 1e6, sc.latency, sc.transfer,
+                          ramp.empty() ? "" : ", ramp" + ramp);
+    }
     for (const auto& p : fit.protocols) {
       std::string ramp;
       for (std::size_t k = 0; k < p.ramp.size(); ++k)
@@ -337,7 +369,7 @@ int run_comms_calibration(const CalibrateArgs& a) {
                           p.d > 0 ? fmt::format("  small-group {:.1f} GB/s", 1e-9 / p.d) : "",
                           ramp.empty() ? "" : "  ramp" + ramp);
     }
-    text += per_size_table(fit, samples, prior);
+    text += per_size_table(s, fit, samples, prior);
     nlohmann::json entry = {{"collective", collective_name(kind)}, {"multi_node", multi},
                             {"algorithm", algorithm.empty() ? "nccl-choice" : algorithm}, {"samples", samples.size()},
                             {"geomean_abs_error_fitted_from_1MiB", fit.quality.geomean_abs_error}};
@@ -359,7 +391,7 @@ int run_comms_calibration(const CalibrateArgs& a) {
       refused.push_back(fmt::format("{}: no held-out check is possible ({} distinct sizes; a fit that cannot be checked "
                                     "against the prior is not written)", label, distinct_sizes(samples)));
     }
-    if (a.leave_one_out) {
+    if (a.leave_one_out && !fit.structured()) {
       std::set<int> counts;
       for (const auto& smp : samples) counts.insert(smp.ranks);
       nlohmann::json rows = nlohmann::json::array();
@@ -368,7 +400,7 @@ int run_comms_calibration(const CalibrateArgs& a) {
         std::vector<CollectiveSample> mine, others;
         for (const auto& smp : samples) (smp.ranks == n ? mine : others).push_back(smp);
         if (others.size() < 8) continue;
-        const auto loo = fit_errors(fit_collective(others, init), mine, 1024.0 * 1024.0);
+        const auto loo = fit_errors(fit_collective(others, nccl_initial_protocols(s, 1)), mine, 1024.0 * 1024.0);
         if (loo.empty()) continue;
         text += fmt::format("  {:>6} ranks {:>8.2f}%\n", n, geomean_abs(loo) * 100);
         rows.push_back({{"ranks", n}, {"geomean_abs_error", geomean_abs(loo)}});

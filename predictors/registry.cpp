@@ -58,15 +58,16 @@ const std::vector<RegistryEntry>& builtin_registry() {
       {"attention_backward.spec_flash", "attention_backward",
        "fused attention backward: 2.5x the forward FLOPs (scores recomputed), Q/K/V/O/dO read, dQ/dK/dV written",
        "tensor-core share 0.45 assumed from FlashAttention-2 (Dao 2023) A100 backward 40-63%"},
-      {"nccl-alpha-beta-v3", "collective",
-       "NCCL-structured: ring, tree, NVLS, NVLS-tree, hierarchical (x LL/LL128/Simple), pairwise all-to-all(v); per-pair paths; "
-       "NCCL's channel scale-down by size on NVSwitch; min over eligible",
-       "NCCL tuning constants (docs/collectives.md s.1.3-1.4, channel thresholds s.1.6); ring efficiency 0.82 NVLink, 0.76 PCIe, "
-       "0.92 network"},
-      {"calibrated+nccl-alpha-beta-v3", "collective",
-       "fitted per collective and node class from nccl-tests tables (latency, per-step latency, bus bandwidth, size ramp); "
+      {"nccl-alpha-beta-v4", "collective",
+       "NCCL's tuning model (ring, tree, NVLS, NVLS tree, CollNet Direct/Chain, PAT x LL/LL128/Simple by node count, size and "
+       "topology; NCCL's channel scale-down by size); across NVLink domains NCCL's latency and bandwidth plus fabric tiers, "
+       "oversubscription and SHARP; all-to-all with PXN and a per-message NIC cost",
+       "NCCL's tuning constants (NVIDIA/nccl src/graph/tuning.cc; docs/collectives-and-runtimes.md); the system file's fabric (its sources: `perfcast list`)"},
+      {"calibrated+nccl-alpha-beta-v4", "collective",
+       "fitted per collective and node class from nccl-tests tables (one node: latency, per-step latency, bus bandwidth, size "
+       "ramp; across nodes: per-protocol scales of NCCL's latency and bandwidth, carried to other node counts as extrapolated); "
        "the spec-derived model elsewhere",
-       "the system's collective_calibration file (its measurements, date and held-out error)"},
+       "the system's collective_calibration file (its measurements, node counts, date and held-out error)"},
   };
   return entries;
 }

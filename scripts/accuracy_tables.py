@@ -109,9 +109,24 @@ def comms_two_nodes(r):
     held = lambda j: next(c['held_out']['fitted'] for c in j['collectives'] if c['multi_node'])
     sources = p5_loso['leave_one_source_out']
     return {'p5_held_out': held(p5), 'p4de_held_out': held(p4de),
-            'p5_loso': [s['calibrated_geomean_abs_error_from_1MiB'] for s in sources],
-            'p5_copy': [s['spread']['copy_geomean_abs_error_from_1MiB'] for s in sources],
+            'p5_loso': [s['calibrated_geomean_abs_error_from_1MiB'] for s in sources if s['basis'] != 'spec-derived (no fit applies)'],
+            'p5_copy': [s['spread']['copy_geomean_abs_error_from_1MiB'] for s in sources if s.get('spread')],
             'spec': [s['prior_geomean_abs_error_from_1MiB'] for s in sources + p4de_loso['leave_one_source_out']]}
+
+
+@functools.lru_cache(maxsize=None)
+def comms_infiniband(r):
+    """H100 InfiniBand all-reduce tables at 2-128 nodes, each left out in turn: by node count,
+    the errors of those a fit of the others applies to, and the spec-derived model's."""
+    j = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/cluster_4x_dgx_h100.json',
+               '--nccl-tests', 'data/public-measurements/nccl_h100_infiniband.csv', '--leave-one-source-out',
+               '--force', '--out', str(r.tmp / 'ib.comms.json'))
+    calibrated, spec = {}, {}
+    for x in j['leave_one_source_out']:
+        spec.setdefault(x['nodes'], []).append(x['prior_geomean_abs_error_from_1MiB'])
+        if not x['basis'].startswith('spec-derived'):
+            calibrated.setdefault(x['nodes'], []).append(x['calibrated_geomean_abs_error_from_1MiB'])
+    return {'tables': len(j['leave_one_source_out']), 'calibrated': calibrated, 'spec': spec}
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,6 +243,7 @@ def h100_step_table(r):
 def rows(r):
     """(prediction, checked against, error) of every row, README order."""
     c1, c2, vt, rp, em, pd = comms_one_node(r), comms_two_nodes(r), vtrain(r), replay(r), embedding(r), param_dlrm(r)
+    ib = comms_infiniband(r)
     mg, moe = megatron(r, 'gpt'), megatron(r, 'moe')
     moe_pp = {}
     for row in moe['rows']:
@@ -247,8 +263,16 @@ def rows(r):
         ('all-reduce on two nodes (EFA): shipped `aws_p5` / `aws_p4de` calibrations; spec-derived elsewhere',
          'nccl-tests tables of 2x AWS p5.48xlarge (two runs) and 2x p4de.24xlarge',
          f'calibrated: {pct(c2["p5_held_out"])} / {pct(c2["p4de_held_out"])} on held-out sizes, '
-         f'{span(c2["p5_loso"], 0)} across the two p5 runs (which differ by {span(c2["p5_copy"], 0)}); '
+         f'{span(c2["p5_loso"], 0)} on the p5 run left out where a fit of the other applies (the two runs differ by '
+         f'{span(c2["p5_copy"], 0)}); '
          f'**spec-derived: {span(c2["spec"], 0)}**'),
+        ('all-reduce across 2 to 128 H100 nodes on InfiniBand, each table left out in turn',
+         f'nccl-tests tables of NCCL issues 309 / 322 and CoreWeave\'s SHARP example ({ib["tables"]} tables at '
+         f'{", ".join(str(n) for n in sorted(ib["spec"]))} nodes)',
+         'calibrated on the other tables: ' + ', '.join(f'{span(v)} at {n} nodes' for n, v in sorted(ib['calibrated'].items())) +
+         '; spec-derived: ' + ', '.join(f'{span(v)} at {n}' for n, v in sorted(ib['spec'].items())) +
+         ' (sizes >= 1 MiB; [by node count](docs/collectives-and-runtimes.md'
+         '#across-node-counts-leave-one-source-out-on-every-multi-node-source-model-nccl-alpha-beta-v4))'),
         ('GPT training iteration, 2/4/8 A100 (Megatron-DeepSpeed)', f'vTrain, {vt["rows"]:,} measured runs',
          f'{pct(vt["held_out"], 2)} geomean on the held-out 4+8-GPU rows with the shipped runtime profile (host costs '
          f'fitted on 2-GPU rows); {pct(vt["nothing_fitted"])} with nothing fitted'),

@@ -3,38 +3,43 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "topology/link_paths.hpp"
+#include "topology/nccl_tests_parser.hpp"
+#include "topology/nccl_tuning.hpp"
 
 namespace perfcast {
 namespace {
 
-// NCCL tuning constants (src/graph/tuning.cc via docs/collectives.md section 1.3),
-// microseconds, per protocol. bw_fraction: share of the Simple bandwidth the protocol
-// reaches (LL: 8-byte lines with 4 bytes of flag, 50%; LL128: NCCL's 0.92 for the ring,
-// the 120/128 payload share for the tree; section 1.4, 1.6).
-// channel_bytes: bytes a channel needs before NCCL gives the collective another channel,
-// threads per channel x bytes per thread (docs/collectives.md section 1.6: Simple 512 x 64,
-// LL 512 x 8 x n for the ring, LL128 640 x 8; tree 640 threads).
+// Inside one NVLink domain: perfcast's link model (v3). NCCL tuning constants
+// (src/graph/tuning.cc via docs/collectives.md section 1.3), microseconds, per protocol.
+// bw_fraction: share of the Simple bandwidth the protocol reaches (LL: 8-byte lines with 4
+// bytes of flag, 50%; LL128: NCCL's 0.92 for the ring, the 120/128 payload share for the
+// tree; section 1.4, 1.6). channel_bytes: bytes a channel needs before NCCL gives the
+// collective another channel, threads per channel x bytes per thread (docs/collectives.md
+// section 1.6: Simple 512 x 64, LL 512 x 8 x n for the ring, LL128 640 x 8; tree 640 threads).
 struct ProtocolConstants {
   const char* name;
   double base_us;
   double nvlink_hop_us;
   double pcie_hop_us;
-  double net_hop_us;
   double bw_fraction;
   double channel_bytes;  ///< per channel; the ring LL value is multiplied by n
 };
 constexpr ProtocolConstants kRingProtocols[] = {
-    {"LL", 6.6, 0.6, 1.0, 2.7, 0.5, 512.0 * 8},
-    {"LL128", 14.0, 1.9, 2.5, 4.0, 0.92, 640.0 * 8},
-    {"Simple", 8.4, 3.4, 5.7, 14.0, 1.0, 512.0 * 64},
+    {"LL", 6.6, 0.6, 1.0, 0.5, 512.0 * 8},
+    {"LL128", 14.0, 1.9, 2.5, 0.92, 640.0 * 8},
+    {"Simple", 8.4, 3.4, 5.7, 1.0, 512.0 * 64},
 };
 constexpr ProtocolConstants kTreeProtocols[] = {
-    {"LL", 6.8, 0.6, 1.0, 5.0, 0.5, 640.0 * 8},
-    {"LL128", 14.0, 1.25, 1.9, 8.5, 120.0 / 128.0, 640.0 * 8},
-    {"Simple", 8.4, 4.0, 4.0, 14.0, 1.0, 640.0 * 64},
+    {"LL", 6.8, 0.6, 1.0, 0.5, 640.0 * 8},
+    {"LL128", 14.0, 1.25, 1.9, 120.0 / 128.0, 640.0 * 8},
+    {"Simple", 8.4, 4.0, 4.0, 1.0, 640.0 * 64},
 };
 /// Channels NCCL runs a collective on at full size: 12 ring channels on DGX H100 and DGX
 /// A100 NVSwitch (6 found x 2 duplicated, docs/collectives.md section 1.2 worked
@@ -43,30 +48,47 @@ constexpr double kNvswitchRingChannels = 12;
 constexpr double kNvlsChannels = 16;
 /// NCCL caps tree all-reduce bandwidth at 0.92 of the graph's busBw (section 1.4).
 constexpr double kTreeEfficiency = 0.92;
-/// NVLS and NVLSTree: no base latency, 25 us intra-node hardware latency; NVLSTree's
-/// network latency 20.9 us (section 1.3).
+/// NVLS: 25 us intra-node hardware latency (section 1.3).
 constexpr double kNvlsLatencyUs = 25.0;
-constexpr double kNvlsTreeNetUs = 20.9;
 /// NVLS all-reduce algBw is about 0.6 x the per-direction NVLink line rate and roughly flat
-/// in n (sections 0 and 4: "about 0.6x line rate as algBw for NVLS all-reduce"). Each GPU
-/// sends its whole vector into the switch once and receives the reduced vector once, so
-/// its link carries S per direction instead of the ring's 2(n-1)/n S.
+/// in n (sections 0 and 4). Each GPU sends its whole vector into the switch once and
+/// receives the reduced vector once.
 constexpr double kNvlsAllReduceEfficiency = 0.6;
 /// NVLS all-gather / reduce-scatter: NCCL's Hopper NVLS efficiency 0.85 on the ring rate
 /// (section 1.4, nvlsEfficiency); no in-switch saving on the bytes per link.
 constexpr double kNvlsEfficiency = 0.85;
+/// NCCL's NVLS efficiency on Blackwell, 0.74 (tuning.cc nvlsEfficiency): the Hopper-measured
+/// NVLS factors above are scaled by 0.74 / 0.85 there.
+constexpr double kNvlsEfficiencyBlackwell = 0.74;
+
+/// The NVLS factors' scale for the system's GPU generation (1 on Hopper).
+double nvls_generation_scale(const SystemSpec& s) {
+  return nccl_arch(s.gpu) >= NcclArch::kBlackwell ? kNvlsEfficiencyBlackwell / kNvlsEfficiency : 1.0;
+}
+
+/// NVLS algorithm bandwidth inside one NVLink domain, bytes/s: all-reduce at 0.6 x the
+/// per-direction NVLink rate, all-gather / reduce-scatter at the ring rate x 0.85.
+BytesPerSecond nvls_domain_bandwidth(const SystemSpec& s, CollectiveKind kind) {
+  const double base = kind == CollectiveKind::kAllReduce ? s.fabric_bandwidth * kNvlsAllReduceEfficiency
+                                                         : s.fabric_bandwidth * kNvlinkEfficiency * kNvlsEfficiency;
+  return base * nvls_generation_scale(s);
+}
 /// All-to-all latency grows with the peer count: 11.75 us at 8 GPUs and 28.2 us at 32
 /// (section 4), a line a + b*n through both points.
 constexpr double kA2aBaseUs = 6.27;
 constexpr double kA2aPerRankUs = 0.685;
+/// NCCL's point-to-point chunk over the network, bytes (section 1.7): one network message
+/// per chunk and peer.
+constexpr double kNetP2pChunkBytes = 128.0 * 1024;
 
 struct GroupShape {
   int n = 0;
-  int nodes = 0;                 ///< distinct nodes spanned
-  int max_per_node = 0;          ///< most ranks of the group on one node
-  int min_per_node = 0;          ///< fewest ranks of the group on a node it spans
+  int nodes = 0;                 ///< NVLink domains spanned (NCCL nodes)
+  int max_per_node = 0;          ///< most ranks of the group in one domain
+  int min_per_node = 0;          ///< fewest ranks of the group in a domain it spans
   bool crosses_sockets = false;  ///< PCIe: some node has group ranks under two CPUs
   int min_mesh_links = 0;        ///< NVLink mesh: fewest links a rank has to other group ranks
+  int first_host = 0, last_host = 0;  ///< lowest and highest host (node) index of the group
 };
 
 /// NVLink mesh: NVLinks from rank r to the other group ranks of its node.
@@ -79,15 +101,18 @@ int mesh_links_in_group(const SystemSpec& s, const RankGroup& g, int r) {
 GroupShape shape_of(const SystemSpec& s, const RankGroup& g) {
   GroupShape sh;
   sh.n = g.size();
-  std::vector<int> per_node(static_cast<std::size_t>(s.nodes), 0);
+  const int domains = std::max(1, s.world_size() / s.domain_size());
+  std::vector<int> per_domain(static_cast<std::size_t>(domains), 0);
   std::set<std::pair<int, int>> sockets;
+  sh.first_host = std::numeric_limits<int>::max();
   for (int r : g.ranks) {
-    const int node = s.node_of(r);
-    per_node[static_cast<std::size_t>(node)]++;
-    sockets.insert({node, s.socket_of(r)});
+    per_domain[static_cast<std::size_t>(s.domain_of(r))]++;
+    sockets.insert({s.node_of(r), s.socket_of(r)});
+    sh.first_host = std::min(sh.first_host, s.node_of(r));
+    sh.last_host = std::max(sh.last_host, s.node_of(r));
   }
   sh.min_per_node = std::numeric_limits<int>::max();
-  for (int c : per_node) {
+  for (int c : per_domain) {
     if (c > 0) {
       sh.nodes++;
       sh.min_per_node = std::min(sh.min_per_node, c);
@@ -130,42 +155,32 @@ RingSteps ring_steps(CollectiveKind kind, int n, int nodes) {
 /// NCCL's channel scale-down (enqueue.cc, docs/collectives.md section 1.6): a collective
 /// of S bytes runs on nc(S) = clamp(S / channel_bytes, 1, channels) channels, each moving
 /// 1 / channels of the full bandwidth. Returns the bytes the full-bandwidth formula must
-/// charge so that time = bytes_charged x F / busBw: S x channels / nc(S), which is
-/// S x channels below one channel's threshold, then flat at channel_bytes x channels (a
-/// new channel for every channel_bytes more), then S. Continuous and never decreasing.
+/// charge so that time = bytes_charged x F / busBw: S x channels / nc(S). Continuous and
+/// never decreasing.
 double channel_limited_bytes(double bytes, double channel_bytes, double channels) {
   if (channels <= 1) return bytes;
   return std::min(bytes * channels, std::max(bytes, channel_bytes * channels));
 }
 
+bool reduce_scatter_kind(CollectiveKind k) { return k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter; }
+
 /// Ring channels at full size on the system's fabric (1: no scale-down modelled).
 double ring_channels(const SystemSpec& s) { return s.fabric == IntraFabric::kNvSwitch ? kNvswitchRingChannels : 1.0; }
 
-struct Choice {
-  Seconds time = std::numeric_limits<double>::infinity();  ///< without the launch overhead
-  const char* protocol = "";
-};
-
-/// Ring of n ranks over `nodes` nodes at busBw `bus`: min over protocols of
-/// base + (steps - inter) x intra hop + inter x network hop + bytes x factor / (bus x share).
-/// Hop latencies: NCCL's protocol constant, or the system's own if that is slower.
-Choice ring_choice(const SystemSpec& s, CollectiveKind kind, double bytes, int n, int nodes, BytesPerSecond bus) {
-  const RingSteps st = ring_steps(kind, n, nodes);
+/// Ring of n ranks inside one NVLink domain at busBw `bus`, protocol `p`:
+/// base + steps x hop + bytes charged x factor / (bus x share). Hop latencies: NCCL's
+/// protocol constant, or the system's own if that is slower.
+Seconds ring_time(const SystemSpec& s, CollectiveKind kind, double bytes, int n, BytesPerSecond bus, const ProtocolConstants& p) {
+  const RingSteps st = ring_steps(kind, n, 1);
   const bool pcie = s.fabric == IntraFabric::kPcie;
-  Choice best;
-  for (const auto& p : kRingProtocols) {
-    const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
-    const double net = std::max(p.net_hop_us, s.network.latency * 1e6);
-    const double alpha_us = p.base_us + (st.steps - st.inter_steps) * hop + st.inter_steps * net;
-    const double per_channel = p.channel_bytes * (std::string_view(p.name) == "LL" ? n : 1);
-    const double charged = channel_limited_bytes(bytes, per_channel, ring_channels(s));
-    const double t = alpha_us * 1e-6 + charged * st.factor / (bus * p.bw_fraction);
-    if (t < best.time) best = {t, p.name};
-  }
-  return best;
+  const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
+  const double alpha_us = p.base_us + st.steps * hop;
+  const double per_channel = p.channel_bytes * (std::string_view(p.name) == "LL" ? n : 1);
+  const double charged = channel_limited_bytes(bytes, per_channel, ring_channels(s));
+  return alpha_us * 1e-6 + charged * st.factor / (bus * p.bw_fraction);
 }
 
-/// Intra-node ring busBw of a group shape, bytes/s (+inf with one rank per node).
+/// Intra-domain ring busBw of a group shape, bytes/s (+inf with one rank per domain).
 BytesPerSecond intra_ring_bandwidth(const SystemSpec& s, const GroupShape& sh, std::string* where) {
   if (sh.max_per_node <= 1) return std::numeric_limits<double>::infinity();
   if (s.fabric == IntraFabric::kNvSwitch) {
@@ -189,10 +204,9 @@ BytesPerSecond intra_ring_bandwidth(const SystemSpec& s, const GroupShape& sh, s
   return bw;
 }
 
-/// NICs a node drives for the group (one per rank at most) and their total rate, bytes/s.
-int nics_used(const SystemSpec& s, const GroupShape& sh) { return std::max(1, std::min(s.network.nics_per_node, sh.max_per_node)); }
-BytesPerSecond node_network_bandwidth(const SystemSpec& s, const GroupShape& sh) {
-  return nics_used(s, sh) * network_bandwidth_per_nic(s);
+/// NICs a domain drives for the group (one per rank at most).
+int nics_used(const SystemSpec& s, const GroupShape& sh) {
+  return std::max(1, std::min(s.network.nics_per_node * s.nodes_per_domain(), sh.max_per_node));
 }
 
 int ceil_log2(int x) {
@@ -201,10 +215,48 @@ int ceil_log2(int x) {
   return k;
 }
 
+/// Network hops on the critical path of an algorithm across `nodes` NCCL nodes.
+int network_hops(NcclAlgo a, CollectiveKind kind, int nodes) {
+  switch (a) {
+    case NcclAlgo::kRing: return kind == CollectiveKind::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+    case NcclAlgo::kTree:
+    case NcclAlgo::kNvlsTree: return 2 * ceil_log2(nodes);
+    case NcclAlgo::kPat: return ceil_log2(nodes);
+    default: return 2;  // CollNet, NVLS: up to the switch and back
+  }
+}
+
+/// Bytes one NIC of the group moves in one direction, for the contention model.
+double bytes_per_nic(NcclAlgo a, CollectiveKind kind, double bytes, int n, int nodes, int nics) {
+  double per_node = 0;
+  switch (a) {
+    case NcclAlgo::kRing: per_node = bytes * ring_steps(kind, n, nodes).factor; break;
+    case NcclAlgo::kTree:
+    case NcclAlgo::kNvlsTree: per_node = (nodes == 2 ? 1.0 : 2.0) * bytes; break;
+    case NcclAlgo::kPat: per_node = bytes * (nodes - 1) / nodes; break;
+    default: per_node = bytes; break;
+  }
+  return per_node / nics;
+}
+
 CollectiveEstimate finish(const SystemSpec& s, CollectiveEstimate e, double bytes, double factor) {
   e.bus_bandwidth = e.time > 0 ? bytes * factor / e.time : 0;
   e.time += s.host.collective_launch_overhead;
   return e;
+}
+
+/// The fastest protocol of `algo` at `bytes` in NCCL's table (-1 when it cannot run).
+int best_protocol(const NcclTopo& t, const NcclTable& table, CollectiveKind kind, double bytes, NcclAlgo algo) {
+  int best = -1;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (int p = 0; p < kNcclProtos; ++p) {
+    NcclCost c;
+    if (nccl_cost(t, table, kind, bytes, algo, static_cast<NcclProto>(p), &c) && c.time_us < best_time) {
+      best_time = c.time_us;
+      best = p;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -222,7 +274,36 @@ std::string_view collective_name(CollectiveKind k) {
   return "?";
 }
 
-AlphaBetaCollectiveModel::AlphaBetaCollectiveModel(const SystemSpec& system) : system_(&system) {}
+/// Switch points per communicator shape (NCCL's tuning inputs), collective and forced
+/// algorithm.
+struct AlphaBetaCollectiveModel::SwitchCache {
+  std::mutex mu;
+  std::map<std::tuple<int, int, int, double, int, std::string>, std::vector<std::pair<double, std::pair<int, int>>>> points;
+};
+
+AlphaBetaCollectiveModel::AlphaBetaCollectiveModel(const SystemSpec& system)
+    : system_(&system), switch_cache_(std::make_shared<SwitchCache>()) {}
+
+std::vector<std::pair<double, std::pair<int, int>>> AlphaBetaCollectiveModel::switches(const RankGroup& g, CollectiveKind kind,
+                                                                                        const std::string& algorithm) const {
+  const NcclTopo t = nccl_topo(*system_, g);
+  // NCCL's choice depends on the communicator's shape only (the system is fixed).
+  const auto key = std::make_tuple(static_cast<int>(kind), t.ranks, t.nodes, t.ppn, static_cast<int>(t.collnet), algorithm);
+  {
+    std::lock_guard<std::mutex> lock(switch_cache_->mu);
+    auto it = switch_cache_->points.find(key);
+    if (it != switch_cache_->points.end()) return it->second;
+  }
+  const NcclTable table = nccl_table(t, kind);
+  NcclAlgo a{};
+  const bool named = !algorithm.empty() && nccl_algo_from_name(algorithm, &a);
+  std::vector<std::pair<double, std::pair<int, int>>> out;
+  for (const auto& sw : nccl_switches(t, table, kind, 1099511627776.0, named ? &a : nullptr))
+    out.push_back({sw.bytes, {static_cast<int>(sw.algo_before), static_cast<int>(sw.proto_before)}});
+  std::lock_guard<std::mutex> lock(switch_cache_->mu);
+  switch_cache_->points.emplace(key, out);
+  return out;
+}
 
 BytesPerSecond AlphaBetaCollectiveModel::a2a_intra_bandwidth(const RankGroup& group) const {
   const SystemSpec& s = *system_;
@@ -274,12 +355,12 @@ BytesPerSecond AlphaBetaCollectiveModel::ring_bus_bandwidth(const RankGroup& gro
   std::string where = "none";
   BytesPerSecond bw = intra_ring_bandwidth(s, sh, &where);
   if (sh.nodes > 1) {
-    // Ring busBw ~ min(intra ring busBw, sum of the node's NIC bandwidth x eta)
-    // (collectives.md section 0); with one rank per node, that rank's NIC share.
-    const BytesPerSecond net = node_network_bandwidth(s, sh);
+    // Ring busBw ~ min(intra ring busBw, sum of the domain's NIC bandwidth x eta)
+    // (collectives.md section 0); with one rank per domain, that rank's NIC share.
+    const BytesPerSecond net = nics_used(s, sh) * network_bandwidth_per_nic(s);
     if (net < bw) {
       bw = net;
-      where = "network";
+      where = "nic";
     }
   }
   if (!std::isfinite(bw)) bw = s.gpu.memory_bandwidth;  // one rank: a local copy
@@ -287,167 +368,237 @@ BytesPerSecond AlphaBetaCollectiveModel::ring_bus_bandwidth(const RankGroup& gro
   return bw;
 }
 
-CollectiveEstimate AlphaBetaCollectiveModel::ring(const CollectiveDesc& d, const RankGroup& g) const {
+CollectiveEstimate AlphaBetaCollectiveModel::one_domain(const CollectiveDesc& d, const RankGroup& g, int algo, int proto) const {
   const SystemSpec& s = *system_;
   const GroupShape sh = shape_of(s, g);
+  const auto a = static_cast<NcclAlgo>(algo);
   CollectiveEstimate e;
+  e.algorithm = std::string(nccl_algo_name(a));
+  e.protocol = std::string(nccl_proto_name(static_cast<NcclProto>(proto)));
+  if (a == NcclAlgo::kNvls) {
+    // In-switch reduction (NVLink SHARP), Simple protocol only.
+    e.bottleneck = "nvlink";
+    const BytesPerSecond alg = nvls_domain_bandwidth(s, d.kind);
+    e.time = kNvlsLatencyUs * 1e-6 + channel_limited_bytes(d.bytes, kRingProtocols[2].channel_bytes, kNvlsChannels) / alg;
+    return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, 1).factor);
+  }
+  if (a == NcclAlgo::kTree) {
+    // A chain through the domain's GPUs (NCCL's tree inside one node): 2S per direction
+    // over each link (two trees, reduce up and broadcast down).
+    e.bottleneck = s.fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
+    const BytesPerSecond intra = intra_ring_bandwidth(s, sh, &e.bottleneck);
+    const ProtocolConstants& p = kTreeProtocols[proto];
+    const double hop = std::max(s.fabric == IntraFabric::kPcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
+    const double alpha_us = p.base_us + 2.0 * (sh.max_per_node - 1) * hop;
+    const double charged = channel_limited_bytes(d.bytes, p.channel_bytes, ring_channels(s));
+    e.time = alpha_us * 1e-6 + charged * 2.0 / intra / (p.bw_fraction * kTreeEfficiency);
+    return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, 1).factor);
+  }
   e.algorithm = "ring";
   const BytesPerSecond bus = ring_bus_bandwidth(g, &e.bottleneck);
-  const Choice c = ring_choice(s, d.kind, d.bytes, sh.n, sh.nodes, bus);
-  e.time = c.time;
-  e.protocol = c.protocol;
-  const double factor = ring_steps(d.kind, sh.n, sh.nodes).factor;
-  if (sh.nodes > 1) {
-    // Each of the node's NICs carries bytes x factor / NICs used per direction.
-    const double per_nic = d.bytes * factor / nics_used(s, sh);
-    e.nic_busy = per_nic / network_bandwidth_per_nic(s);
-    e.pcie_busy = per_nic / pcie_bandwidth_per_gpu(s);
-  }
-  return finish(s, e, d.bytes, factor);
+  e.time = ring_time(s, d.kind, d.bytes, sh.n, bus, kRingProtocols[proto]);
+  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, 1).factor);
 }
 
-CollectiveEstimate AlphaBetaCollectiveModel::tree(const CollectiveDesc& d, const RankGroup& g) const {
-  // Double binary tree across nodes, a chain inside each node (NCCL's TREE, all-reduce).
-  // Per direction, a GPU of the chain moves 2S over its intra-node link (two trees, each
-  // half the vector, reduce up and broadcast down). A node's NICs move S per direction
-  // with 2 nodes (each node is the root of one tree and the leaf of the other) and 2S with
-  // more (interior in one tree: 2 children and a parent; a leaf in the other).
+AlphaBetaCollectiveModel::Terms AlphaBetaCollectiveModel::terms(const CollectiveDesc& d, const RankGroup& g,
+                                                                const std::string& algorithm, const std::string& protocol) const {
   const SystemSpec& s = *system_;
+  Terms out;
+  if (g.size() < 2 || d.kind == CollectiveKind::kAllToAll || d.kind == CollectiveKind::kAllToAllV) return out;
   const GroupShape sh = shape_of(s, g);
-  std::string intra_where = s.fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
-  const BytesPerSecond intra = intra_ring_bandwidth(s, sh, &intra_where);
-  const BytesPerSecond net = node_network_bandwidth(s, sh);
-  const double k = sh.nodes == 2 ? 1.0 : 2.0;
-  const double intra_per_byte = std::isfinite(intra) ? 2.0 / intra : 0.0;
-  const double net_per_byte = k / net;
-  const bool pcie = s.fabric == IntraFabric::kPcie;
-  CollectiveEstimate e;
-  e.algorithm = "tree";
-  e.bottleneck = net_per_byte >= intra_per_byte ? "network" : intra_where;
-  e.time = std::numeric_limits<double>::infinity();
-  for (const auto& p : kTreeProtocols) {
-    const double hop = std::max(pcie ? p.pcie_hop_us : p.nvlink_hop_us, s.fabric_hop_latency * 1e6);
-    const double nethop = std::max(p.net_hop_us, s.network.latency * 1e6);
-    const double alpha_us = p.base_us + 2.0 * ((sh.max_per_node - 1) * hop + ceil_log2(sh.nodes) * nethop);
-    const double charged = channel_limited_bytes(d.bytes, p.channel_bytes, ring_channels(s));
-    const double t = alpha_us * 1e-6 +
-                     charged * std::max(intra_per_byte, net_per_byte) / (p.bw_fraction * kTreeEfficiency);
-    if (t < e.time) {
-      e.time = t;
-      e.protocol = p.name;
+  out.domains = sh.nodes;
+  if (sh.nodes < 2) return out;
+  out.multi_domain = true;
+  const NcclTopo raw = nccl_topo(s, g);
+  const NcclTable raw_table = nccl_table(raw, d.kind);
+  NcclAlgo forced_algo{};
+  const bool forced = !algorithm.empty() && nccl_algo_from_name(algorithm, &forced_algo);
+  NcclProto forced_proto{};
+  bool proto_forced = false;
+  for (int p = 0; p < kNcclProtos; ++p)
+    if (!protocol.empty() && nccl_proto_name(static_cast<NcclProto>(p)) == protocol) {
+      forced_proto = static_cast<NcclProto>(p);
+      proto_forced = true;
+    }
+  const NcclCost choice =
+      nccl_choice(raw, raw_table, d.kind, d.bytes, forced ? &forced_algo : nullptr, proto_forced ? &forced_proto : nullptr);
+  // The same choice on the fabric as the group meets it: the NICs' rate divided by the
+  // oversubscription of the tiers between its nodes.
+  const double oversub = s.network.oversubscription_between(sh.first_host, sh.last_host);
+  NcclTopo eff = raw;
+  eff.nic_gbps = raw.nic_gbps / oversub;
+  const NcclTable eff_table = oversub > 1 ? nccl_table(eff, d.kind) : raw_table;
+  const int ai = static_cast<int>(choice.algo), pi = static_cast<int>(choice.proto);
+  double bw = eff_table.bandwidth_gbps[ai][pi];
+  if (bw <= 0) bw = choice.bandwidth_gbps;
+  double latency_us = nccl_latency_us(eff, eff_table, d.kind, d.bytes, choice.algo, choice.proto);
+  if (d.kind == CollectiveKind::kBroadcast || d.kind == CollectiveKind::kReduce) {
+    // NCCL charges a pipelined broadcast / reduce one hop; its first chunk still crosses
+    // every hop of the ring: n - N NVLink hops and N - 1 network hops (as inside one domain).
+    latency_us += (sh.n - sh.nodes) * nccl_hop_latency_us(eff, choice.algo, choice.proto, false) +
+                  (sh.nodes - 2) * nccl_hop_latency_us(eff, choice.algo, choice.proto, true);
+  }
+  // NCCL corrects its tree's mid-size bandwidth (and NVLS Tree's on Blackwell x86) by size:
+  // the same correction here, interpolated between NCCL's power-of-two bins so that the time
+  // stays continuous in size. Only where NCCL applies it, so that the time follows the
+  // choice NCCL makes with it (a correction NCCL's choice does not see would make a switch
+  // to another algorithm at more nodes look faster).
+  const bool corrected = choice.algo == NcclAlgo::kTree ||
+                         (choice.algo == NcclAlgo::kNvlsTree && raw.arch >= NcclArch::kBlackwell && !raw.arm_cpu);
+  if (corrected && d.kind == CollectiveKind::kAllReduce) bw *= nccl_tree_correction_smooth(choice.proto, d.bytes);
+  bool intra_capped = false;
+  // A ring across domains also passes every byte through each GPU's NVLink inside a
+  // domain: never faster than the intra-domain ring (NCCL's multi-node model counts the
+  // NIC speed only).
+  if (choice.algo == NcclAlgo::kRing && sh.max_per_node > 1) {
+    std::string where;
+    const double intra_bus = intra_ring_bandwidth(s, sh, &where) / 1e9;
+    const int n = sh.n;
+    const double steps = d.kind == CollectiveKind::kAllReduce ? 2.0 * (n - 1) : (reduce_scatter_kind(d.kind) ? n - 1.0 : n);
+    const double cap = intra_bus * n / steps;
+    if (std::isfinite(cap) && cap < bw) {
+      bw = cap;
+      intra_capped = true;
     }
   }
-  const double per_nic = k * d.bytes / nics_used(s, sh);
-  e.nic_busy = per_nic / network_bandwidth_per_nic(s);
-  e.pcie_busy = per_nic / pcie_bandwidth_per_gpu(s);
-  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, sh.nodes).factor);
-}
-
-CollectiveEstimate AlphaBetaCollectiveModel::nvls(const CollectiveDesc& d, const RankGroup& g) const {
-  // In-switch reduction (NVLink SHARP) inside one node, Simple protocol only.
-  const SystemSpec& s = *system_;
-  const GroupShape sh = shape_of(s, g);
-  CollectiveEstimate e;
-  e.algorithm = "nvls";
-  e.protocol = "Simple";
-  e.bottleneck = "nvswitch";
-  const BytesPerSecond alg = d.kind == CollectiveKind::kAllReduce
-                                 ? s.fabric_bandwidth * kNvlsAllReduceEfficiency
-                                 : s.fabric_bandwidth * kNvlinkEfficiency * kNvlsEfficiency;
-  e.time = kNvlsLatencyUs * 1e-6 + channel_limited_bytes(d.bytes, kRingProtocols[2].channel_bytes, kNvlsChannels) / alg;
-  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, sh.nodes).factor);
-}
-
-CollectiveEstimate AlphaBetaCollectiveModel::nvls_tree(const CollectiveDesc& d, const RankGroup& g) const {
-  // NVLS inside each node (S per link direction), the tree of `tree()` across nodes.
-  const SystemSpec& s = *system_;
-  const GroupShape sh = shape_of(s, g);
-  const double k = sh.nodes == 2 ? 1.0 : 2.0;
-  const double intra_per_byte = 1.0 / (s.fabric_bandwidth * kNvlsAllReduceEfficiency);
-  const double net_per_byte = k / node_network_bandwidth(s, sh);
-  CollectiveEstimate e;
-  e.algorithm = "nvls_tree";
-  e.protocol = "Simple";
-  e.bottleneck = net_per_byte >= intra_per_byte ? "network" : "nvswitch";
-  const double alpha_us =
-      kNvlsLatencyUs + 2.0 * ceil_log2(sh.nodes) * std::max(kNvlsTreeNetUs, s.network.latency * 1e6);
-  e.time = alpha_us * 1e-6 + channel_limited_bytes(d.bytes, kRingProtocols[2].channel_bytes, kNvlsChannels) *
-                                 std::max(intra_per_byte, net_per_byte);
-  const double per_nic = k * d.bytes / nics_used(s, sh);
-  e.nic_busy = per_nic / network_bandwidth_per_nic(s);
-  e.pcie_busy = per_nic / pcie_bandwidth_per_gpu(s);
-  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, sh.nodes).factor);
-}
-
-CollectiveEstimate AlphaBetaCollectiveModel::hierarchical(const CollectiveDesc& d, const RankGroup& g) const {
-  // Intra-node ring reduce-scatter, inter-node ring over each rail (the ranks with the same
-  // local index, one per node, all rails at once on their own NIC share), intra-node ring
-  // all-gather (ASTRA-sim's multi-dimensional all-reduce, docs/collectives.md section 5.1).
-  const SystemSpec& s = *system_;
-  const GroupShape sh = shape_of(s, g);
-  const int ppn = sh.max_per_node;
-  const int nodes = sh.nodes;
-  std::string intra_where = "nvlink";
-  const BytesPerSecond intra = intra_ring_bandwidth(s, sh, &intra_where);
-  const BytesPerSecond rail = network_bandwidth_per_gpu(s);
-  const double shard = d.bytes / ppn;  // bytes each rail carries across nodes
-  Seconds t_intra = 0;
-  Choice inter;
-  switch (d.kind) {
-    case CollectiveKind::kAllReduce:
-      t_intra = ring_choice(s, CollectiveKind::kReduceScatter, d.bytes, ppn, 1, intra).time +
-                ring_choice(s, CollectiveKind::kAllGather, d.bytes, ppn, 1, intra).time;
-      break;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-      t_intra = ring_choice(s, d.kind, d.bytes, ppn, 1, intra).time;
-      break;
-    default: break;
+  // Every byte of NVLS crosses each GPU's NVLink into the switch and back: across domains
+  // NVLS is never faster than inside one (NCCL's per-channel model is not bounded by the
+  // NVLink rate, which matters for domains of many GPUs: GB200 NVL72 has 32 channels).
+  const bool nvls_like = choice.algo == NcclAlgo::kNvls || choice.algo == NcclAlgo::kNvlsTree;
+  bool nvlink_capped = intra_capped;
+  if (nvls_like && s.fabric == IntraFabric::kNvSwitch) {
+    const double cap = nvls_domain_bandwidth(s, d.kind) / 1e9;
+    if (cap < bw) {
+      bw = cap;
+      nvlink_capped = true;
+    }
   }
-  inter = ring_choice(s, d.kind, shard, nodes, nodes, rail);
-  const RingSteps inter_steps = ring_steps(d.kind, nodes, nodes);
+  out.algorithm = std::string(nccl_algo_name(choice.algo));
+  out.protocol = std::string(nccl_proto_name(choice.proto));
+  out.launch = s.host.collective_launch_overhead;
+  out.latency = latency_us * 1e-6 +
+                network_hops(choice.algo, d.kind, sh.nodes) * s.network.tier_latency_between(sh.first_host, sh.last_host);
+  out.transfer = bw > 0 ? d.bytes / (bw * 1e9) : 0;
+  // What bounds it: NVLink when NVLS's intra-node rate is below its network rate, else
+  // the NIC path (PCIe where it is slower than the NIC), the spine where the tiers between
+  // the nodes are oversubscribed.
+  out.bottleneck = s.gpu.pcie_bandwidth < s.network.nic_bandwidth ? "pcie" : "nic";
+  if (choice.algo == NcclAlgo::kNvlsTree || choice.algo == NcclAlgo::kNvls) {
+    const NcclGraph gr = nccl_graph(eff, NcclPattern::kNvls);
+    const double intra = gr.bw_intra * (raw.arch >= NcclArch::kBlackwell ? 0.74 : 0.85) * (gr.channels - 1) /
+                         std::max(1, gr.channels) * 2.0;
+    const double inter = gr.bw_inter * ((sh.nodes <= 2 && choice.algo == NcclAlgo::kNvlsTree) ? 2.0 : 1.0);
+    if (intra < inter || nvlink_capped) out.bottleneck = "nvlink";
+  }
+  if (nvlink_capped) out.bottleneck = "nvlink";
+  if (oversub > 1 && out.bottleneck != "nvlink") out.bottleneck = "spine";
+  return out;
+}
+
+CollectiveEstimate AlphaBetaCollectiveModel::across_domains(const CollectiveDesc& d, const RankGroup& g, int algo, int proto) const {
+  const SystemSpec& s = *system_;
+  const GroupShape sh = shape_of(s, g);
+  const Terms t = terms(d, g, std::string(nccl_algo_name(static_cast<NcclAlgo>(algo))),
+                        std::string(nccl_proto_name(static_cast<NcclProto>(proto))));
   CollectiveEstimate e;
-  e.algorithm = "hierarchical";
-  e.protocol = inter.protocol;
-  e.time = t_intra + inter.time;
-  const double net_wire = shard * inter_steps.factor / rail;
-  e.bottleneck = net_wire >= t_intra ? "network" : intra_where;
-  e.nic_busy = net_wire;
-  e.pcie_busy = shard * inter_steps.factor / pcie_bandwidth_per_gpu(s);
-  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, nodes).factor);
+  e.algorithm = t.algorithm;
+  e.protocol = t.protocol;
+  e.bottleneck = t.bottleneck;
+  e.time = t.latency + t.transfer;
+  NcclAlgo a = NcclAlgo::kRing;
+  if (!nccl_algo_from_name(t.algorithm, &a)) a = NcclAlgo::kRing;
+  const double per_nic = bytes_per_nic(a, d.kind, d.bytes, sh.n, sh.nodes, nics_used(s, sh));
+  e.nic_busy = per_nic / network_bandwidth_per_nic(s);
+  e.pcie_busy = per_nic / pcie_bandwidth_per_gpu(s);
+  return finish(s, e, d.bytes, ring_steps(d.kind, sh.n, sh.nodes).factor);
+}
+
+CollectiveEstimate AlphaBetaCollectiveModel::timed(const CollectiveDesc& d, const RankGroup& g, int algo, int proto) const {
+  return shape_of(*system_, g).nodes > 1 ? across_domains(d, g, algo, proto) : one_domain(d, g, algo, proto);
 }
 
 CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d, const RankGroup& g) const {
   const SystemSpec& s = *system_;
   const int n = g.size();
-  // A rank's link carries its sends in one direction and its receives in the other:
-  // the load of the busier direction bounds it.
   const auto un = static_cast<std::size_t>(n);
+  // A rank's link carries its sends in one direction and its receives in the other: the
+  // load of the busier direction bounds it. Bytes to another NVLink domain leave through a
+  // NIC; on a rail-optimized fabric (PXN) through the NIC of the sender's local GPU on the
+  // receiver's rail, reached over NVLink first. Bytes between nodes of different groups of
+  // an oversubscribed tier count that many times (they share the uplinks).
   std::vector<double> intra_send(un, 0.0), inter_send(un, 0.0), intra_recv(un, 0.0), inter_recv(un, 0.0);
-  double total = 0;
+  std::vector<double> messages(un, 0.0);
+  const int nics = std::max(1, s.network.nics_per_node);
+  const bool pxn = s.network.rail_optimized && nics > 1;
+  const bool tiers = !s.network.levels.empty() || s.network.oversubscription > 1;
+  std::vector<int> domain(un), host(un), local(un), rail(un);
+  for (std::size_t i = 0; i < un; ++i) {
+    const int r = g.ranks[i];
+    domain[i] = s.domain_of(r);
+    host[i] = s.node_of(r);
+    local[i] = r % s.gpus_per_node;
+    rail[i] = local[i] * nics / s.gpus_per_node;
+  }
+  // Group index of the GPU on (host, local index), for PXN proxies (-1: not in the group;
+  // the proxy still carries the bytes, charged to the sender then).
+  auto proxy_of = [&](std::size_t i, int target_rail) -> std::size_t {
+    const int want = host[i] * s.gpus_per_node + target_rail * s.gpus_per_node / nics;
+    for (std::size_t k = 0; k < un; ++k)
+      if (g.ranks[k] == want) return k;
+    return i;
+  };
+  double total = 0, max_oversub = 1;
   for (std::size_t i = 0; i < un; ++i) {
     for (std::size_t j = 0; j < un; ++j) {
       if (i == j) continue;
       const double b = d.kind == CollectiveKind::kAllToAllV ? d.pair_bytes[i * un + j] : d.bytes / n;
+      if (b <= 0) continue;
       total += b;
-      const bool same_node = s.node_of(g.ranks[i]) == s.node_of(g.ranks[j]);
-      (same_node ? intra_send : inter_send)[i] += b;
-      (same_node ? intra_recv : inter_recv)[j] += b;
+      if (domain[i] == domain[j]) {
+        intra_send[i] += b;
+        intra_recv[j] += b;
+        continue;
+      }
+      const double o = tiers ? s.network.oversubscription_between(host[i], host[j]) : 1.0;
+      max_oversub = std::max(max_oversub, o);
+      std::size_t nic = i;
+      if (pxn && rail[i] != rail[j]) {
+        nic = proxy_of(i, rail[j]);
+        if (nic != i) {
+          intra_send[i] += b;
+          intra_recv[nic] += b;
+        }
+      }
+      inter_send[nic] += b * o;
+      inter_recv[j] += b * o;
+      messages[nic] += std::ceil(b / kNetP2pChunkBytes);
     }
   }
-  double max_intra = 0, max_inter = 0;
+  double max_intra = 0, max_inter = 0, max_messages = 0;
   for (std::size_t i = 0; i < un; ++i) {
     max_intra = std::max({max_intra, intra_send[i], intra_recv[i]});
     max_inter = std::max({max_inter, inter_send[i], inter_recv[i]});
+    max_messages = std::max(max_messages, messages[i]);
   }
+  // The NIC share of one GPU without the legacy fabric-wide oversubscription (the tiers'
+  // oversubscription is in the bytes above).
+  const double nic_rate = network_bandwidth_per_gpu(s) * (tiers ? s.network.oversubscription : 1.0);
   const double t_intra = max_intra > 0 ? max_intra / a2a_intra_bandwidth(g) : 0.0;
-  const double t_inter = max_inter > 0 ? max_inter / a2a_network_bandwidth_per_gpu() : 0.0;
+  const double t_inter = max_inter > 0 ? max_inter / nic_rate : 0.0;
+  // Per-message cost: the NIC's message rate where the system gives one, else NCCL's own
+  // network post overhead per message (1 us on Intel and other hosts, 2 us on AMD:
+  // getNetOverhead in NCCL's src/graph/tuning.cc), on the GPU's share of a NIC.
+  const double nic_share = std::min(1.0, static_cast<double>(nics) / s.gpus_per_node);
+  const bool amd = s.cpu.model.find("AMD") != std::string::npos || s.cpu.model.find("EPYC") != std::string::npos;
+  const double per_message = s.network.message_rate > 0 ? 1.0 / s.network.message_rate : (amd ? 2e-6 : 1e-6);
+  const double t_messages = max_messages * per_message / nic_share;
   CollectiveEstimate e;
-  e.algorithm = "pairwise";
+  e.algorithm = pxn && max_inter > 0 ? "pxn" : "pairwise";
   e.protocol = "Simple";
-  e.bottleneck = t_inter > t_intra ? "network" : (s.fabric == IntraFabric::kPcie ? "pcie" : "nvlink");
+  e.bottleneck = s.fabric == IntraFabric::kPcie ? "pcie" : "nvlink";
+  if (std::max(t_inter, t_messages) > t_intra) e.bottleneck = max_oversub > 1 ? "spine" : "nic";
   const double alpha = (kA2aBaseUs + kA2aPerRankUs * n) * 1e-6;
-  const double wire = std::max(t_intra, t_inter);
+  const double wire = std::max({t_intra, t_inter, t_messages});
   e.time = alpha + wire + s.host.collective_launch_overhead;
   e.nic_busy = t_inter;
   e.pcie_busy = max_inter / pcie_bandwidth_per_gpu(s);
@@ -464,26 +615,64 @@ std::vector<CollectiveEstimate> AlphaBetaCollectiveModel::candidates(const Colle
     out.push_back(all_to_all(d, g));
     return out;
   }
-  const SystemSpec& s = *system_;
-  const GroupShape sh = shape_of(s, g);
-  const bool reducing_or_gather = d.kind == CollectiveKind::kAllReduce || d.kind == CollectiveKind::kAllGather ||
-                                  d.kind == CollectiveKind::kReduceScatter;
-  const bool nvswitch_nvls = s.nvls && s.fabric == IntraFabric::kNvSwitch;
-  out.push_back(ring(d, g));  // broadcast and reduce: ring only (NCCL, section 1.1)
-  // Tree: all-reduce only; NCCL enables it inside one node too, but a chain never beats the
-  // ring there (same bandwidth, more latency), so it is offered across nodes only.
-  if (d.kind == CollectiveKind::kAllReduce && sh.nodes >= 2) out.push_back(tree(d, g));
-  // NVLS: NVSwitch with in-switch reduction, one node, at least 2 ranks (section 1.1).
-  if (reducing_or_gather && nvswitch_nvls && sh.nodes == 1 && sh.n >= 2) out.push_back(nvls(d, g));
-  // NVLSTree: all-reduce, >= 2 nodes, more than one GPU per node (disabled on 1 node).
-  if (d.kind == CollectiveKind::kAllReduce && nvswitch_nvls && sh.nodes >= 2 && sh.max_per_node >= 2) {
-    out.push_back(nvls_tree(d, g));
-  }
-  // Hierarchical: >= 2 nodes with the same number (>= 2) of group ranks on each.
-  if (reducing_or_gather && sh.nodes >= 2 && sh.max_per_node >= 2 && sh.min_per_node == sh.max_per_node) {
-    out.push_back(hierarchical(d, g));
+  const NcclTopo t = nccl_topo(*system_, g);
+  const NcclTable table = nccl_table(t, d.kind);
+  const int order[] = {static_cast<int>(NcclAlgo::kRing), static_cast<int>(NcclAlgo::kTree),
+                       static_cast<int>(NcclAlgo::kNvls), static_cast<int>(NcclAlgo::kNvlsTree),
+                       static_cast<int>(NcclAlgo::kCollNetDirect), static_cast<int>(NcclAlgo::kCollNetChain),
+                       static_cast<int>(NcclAlgo::kPat)};
+  for (int a : order) {
+    const int p = best_protocol(t, table, d.kind, d.bytes, static_cast<NcclAlgo>(a));
+    if (p >= 0) out.push_back(timed(d, g, a, p));
   }
   return out;
+}
+
+CollectiveEstimate AlphaBetaCollectiveModel::forced(const CollectiveDesc& d, const RankGroup& g, const std::string& algorithm) const {
+  if (g.size() <= 1 || d.kind == CollectiveKind::kAllToAll || d.kind == CollectiveKind::kAllToAllV) return estimate(d, g);
+  const NcclTopo t = nccl_topo(*system_, g);
+  const NcclTable table = nccl_table(t, d.kind);
+  NcclAlgo a{};
+  const bool named = !algorithm.empty() && nccl_algo_from_name(algorithm, &a);
+  const NcclCost c = nccl_choice(t, table, d.kind, d.bytes, named ? &a : nullptr);
+  CollectiveEstimate e = timed(d, g, static_cast<int>(c.algo), static_cast<int>(c.proto));
+  // Never faster than a smaller size: where NCCL's choice changed below these bytes, the
+  // previous choice's time at the switch is a floor.
+  bool raised = false;
+  for (const auto& [bytes, before] : switches(g, d.kind, named ? algorithm : std::string())) {
+    if (bytes > d.bytes) break;
+    const double floor = timed({d.kind, bytes, {}}, g, before.first, before.second).time;
+    if (floor > e.time) {
+      e.time = floor;
+      raised = true;
+    }
+  }
+  // Spread over several NVLink domains, never faster than the same ranks inside one.
+  if (const auto inside = one_domain_group(*system_, g)) {
+    const double floor = forced(d, *inside, algorithm).time;
+    if (floor > e.time) {
+      e.time = floor;
+      raised = true;
+    }
+  }
+  if (raised) {
+    const double run = e.time - system_->host.collective_launch_overhead;
+    e.bus_bandwidth = run > 0 ? d.bytes * bus_factor(d.kind, g.size()) / run : 0;
+  }
+  return e;
+}
+
+std::optional<RankGroup> one_domain_group(const SystemSpec& s, const RankGroup& g) {
+  if (g.size() < 2) return std::nullopt;
+  const int first = s.domain_of(g.ranks.front());
+  bool spread = false;
+  for (int r : g.ranks) spread = spread || s.domain_of(r) != first;
+  if (!spread) return std::nullopt;
+  // As many ranks as fit in one domain, from the start of the first one.
+  RankGroup inside;
+  const int n = std::min(g.size(), s.domain_size());
+  for (int i = 0; i < n; ++i) inside.ranks.push_back(first * s.domain_size() + i);
+  return inside.size() >= 2 ? std::optional<RankGroup>(inside) : std::nullopt;
 }
 
 CollectiveEstimate AlphaBetaCollectiveModel::estimate(const CollectiveDesc& d, const RankGroup& g) const {
@@ -494,11 +683,8 @@ CollectiveEstimate AlphaBetaCollectiveModel::estimate(const CollectiveDesc& d, c
     e.bottleneck = "none";
     return e;
   }
-  std::vector<CollectiveEstimate> all = candidates(d, g);
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < all.size(); ++i)
-    if (all[i].time < all[best].time) best = i;
-  return std::move(all[best]);
+  if (d.kind == CollectiveKind::kAllToAll || d.kind == CollectiveKind::kAllToAllV) return all_to_all(d, g);
+  return forced(d, g, "");
 }
 
 }  // namespace perfcast

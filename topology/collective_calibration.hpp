@@ -62,8 +62,37 @@ struct FitQuality {
   double heldout_prior_geomean_abs_error = 0;
 };
 
+/// A multi-node fit in NCCL's structure (model "nccl-structured"): the spec-derived time
+/// across NVLink domains is launch + NCCL's latency + bytes / NCCL's bandwidth
+/// (AlphaBetaCollectiveModel::terms); the fit scales each part,
+///
+///   T = fixed + latency x L(N) + transfer x X(S, N) + sum_k ramp_k x X(S, N) x min(S, K_k) / S
+///
+/// with L and X recomputed for the group at hand (N: its NVLink domains, its algorithm as
+/// NCCL chooses it), so the fit's per-hop latency and per-byte terms carry to node counts it
+/// never saw (a ring's 2(N-1) network steps, a tree's 2 log2 N hops, NCCL's per-node-count
+/// bandwidths), instead of reusing the fitted times. The ramp terms are the extra cost of
+/// mid sizes up to the knots K (kRampKnots). All scales >= 0 (NNLS on relative error); the
+/// spec-derived model is fixed = launch, latency = transfer = 1, no ramp.
+struct StructuredScales {
+  /// The protocol of NCCL's choice these scales apply to ("LL", "LL128", "Simple"); "*":
+  /// every protocol (a fit whose protocols had too few samples each). Sizes whose protocol
+  /// has no scales stay spec-derived.
+  std::string protocol = "*";
+  double fixed = 0;     ///< s
+  double latency = 1;   ///< x NCCL's latency (+ tier latency)
+  double transfer = 1;  ///< x bytes / NCCL's bandwidth
+  std::vector<double> ramp = std::vector<double>(kRampTerms, 0.0);  ///< x transfer below knot k
+};
+
 struct CollectiveFit {
   CollectiveKind kind = CollectiveKind::kAllReduce;
+  /// "" : per-protocol terms (`protocols`, one node, and multi-node files of schema 1.1);
+  /// "nccl-structured": `scales` (multi-node fits from schema 1.2 on).
+  std::string model;
+  std::vector<StructuredScales> scales;  ///< per protocol of NCCL's choice (structured fits)
+  /// Node counts (NVLink domains) the fit's samples spanned, increasing.
+  std::vector<int> node_counts;
   std::vector<ProtocolTerms> protocols;
   int min_ranks = 0, max_ranks = 0;  ///< calibrated range
   int min_nodes = 1, max_nodes = 1;  ///< node counts measured; one node and several are separate fits
@@ -73,9 +102,41 @@ struct CollectiveFit {
   double min_bytes = 0, max_bytes = 0;
   FitQuality quality;
 
-  /// Predicted time and the winning protocol's index.
+  /// Predicted time and the winning protocol's index (per-protocol fits).
   [[nodiscard]] double time(double bytes, int n, std::size_t* protocol = nullptr) const;
+  /// Predicted time of a structured fit from the spec-derived terms of the group at hand.
+  [[nodiscard]] double structured_time(const AlphaBetaCollectiveModel::Terms& terms, double bytes) const;
+  [[nodiscard]] bool structured() const { return model == "nccl-structured"; }
+  /// The scales for a protocol (or the "*" scales), nullptr when it was not fitted.
+  [[nodiscard]] const StructuredScales* scales_for(const std::string& protocol) const;
+  /// True when `nodes` is one of the node counts the fit saw (files without the list: its
+  /// [min_nodes, max_nodes] range).
+  [[nodiscard]] bool fitted_at(int nodes) const;
 };
+
+/// The spec-derived terms of a sample (its group on the system grown to its node count).
+using TermsOf = std::function<AlphaBetaCollectiveModel::Terms(const CollectiveSample&)>;
+
+/// A measured sample on a system: the system grown to the sample's node count (its hosts),
+/// and the group of the sample's ranks spread evenly over those hosts.
+[[nodiscard]] SystemSpec system_for_sample(const SystemSpec& s, const CollectiveSample& smp);
+[[nodiscard]] RankGroup group_for_sample(const SystemSpec& grown, const CollectiveSample& smp);
+/// NVLink domains (NCCL nodes) the sample's ranks span on `s` (a GB200 NVL72 rack of 18
+/// hosts is one).
+[[nodiscard]] int sample_domains(const SystemSpec& s, const CollectiveSample& smp);
+/// The spec-derived terms of a sample on `s` (AlphaBetaCollectiveModel::terms), with the
+/// algorithm the run forced ("" : NCCL's choice).
+[[nodiscard]] AlphaBetaCollectiveModel::Terms sample_terms(const SystemSpec& s, const CollectiveSample& smp,
+                                                           const std::string& forced);
+/// The spec-derived time of a sample on `s` (the prior a calibration replaces).
+[[nodiscard]] double spec_sample_time(const SystemSpec& s, const CollectiveSample& smp, const std::string& forced);
+
+/// Fits a structured multi-node fit (samples of one collective, all across nodes).
+/// Throws std::invalid_argument with fewer than 8 samples.
+[[nodiscard]] CollectiveFit fit_structured(const std::vector<CollectiveSample>& samples, const TermsOf& terms_of);
+/// The held-out check of a structured fit (as check_held_out: every third size left out).
+void check_held_out_structured(FitQuality& quality, const std::vector<CollectiveSample>& samples, const TermsOf& terms_of,
+                               const std::function<double(const CollectiveSample&)>& prior);
 
 /// Ring steps of a collective over n ranks.
 [[nodiscard]] int ring_steps(CollectiveKind kind, int n);
@@ -121,34 +182,40 @@ struct CommsCalibration {
 };
 
 /// Writes / reads a calibration file (schema "perfcast.comms_calibration" 1.x; 1.1 adds
-/// "nodes", the protocols' "ramp" and the held-out check; 1.0 files read as one-node fits).
+/// "nodes", the protocols' "ramp" and the held-out check; 1.2 the structured multi-node
+/// fits ("model": "nccl-structured", "scales", "nodes_fitted"); 1.0 files read as one-node
+/// fits).
 [[nodiscard]] std::string calibration_to_json(const CommsCalibration& c);
 [[nodiscard]] CommsCalibration parse_calibration(const JsonDocument& doc);
 
-/// The spec-derived model with calibrated fits where they apply: a collective of a
-/// calibrated kind and node class uses the fit of runs that left the algorithm to NCCL
-/// (its own launch cost included); without one, each spec-derived candidate whose
-/// algorithm was fitted from forced runs (NCCL_ALGO=NVLS, ...) takes the fitted time and
-/// the fastest candidate wins, as NCCL picks. An all-to-allv uses the all-to-all fit at
-/// the most loaded rank's bytes (send or receive, scaled by n / (n - 1) to the all-to-all
-/// convention that counts the rank's own share). Everything else: the spec-derived model.
+/// The spec-derived model with calibrated fits where they apply. NCCL's choice picks the
+/// algorithm and protocol (as in the spec-derived model); its time comes from the fit of
+/// runs that forced that algorithm (NCCL_ALGO=NVLS, ...), else from the fit of runs that
+/// left the choice to NCCL, for the collective and node class (one node, or several), else
+/// from the spec-derived model. A structured multi-node fit is evaluated at the group's
+/// own node count; a fit used at a node count it did not see, or outside its sizes or
+/// ranks, says so in the estimate's `basis` ("calibrated at 2 nodes, extrapolated"). An
+/// all-to-allv uses the all-to-all fit at the most loaded rank's bytes (send or receive,
+/// scaled by n / (n - 1) to the all-to-all convention that counts the rank's own share).
 class CalibratedCollectiveModel final : public CollectiveModel {
  public:
   CalibratedCollectiveModel(const SystemSpec& system, CommsCalibration calibration);
   [[nodiscard]] CollectiveEstimate estimate(const CollectiveDesc& desc, const RankGroup& group) const override;
-  /// Every candidate, fitted ones replacing their spec-derived algorithm (names end in
-  /// "(calibrated)" or "(calibrated, extrapolated)"); empty for one rank.
+  /// Every algorithm NCCL could run, each timed as estimate() times NCCL's choice; empty
+  /// for one rank.
   [[nodiscard]] std::vector<CollectiveEstimate> candidates(const CollectiveDesc& desc, const RankGroup& group) const;
-  /// The estimate when the run forces `algorithm` (NCCL_ALGO): the fit of runs that forced
-  /// it, else the spec-derived candidate of that name, else estimate().
+  /// The estimate when the run forces `algorithm` (NCCL_ALGO, perfcast's name); NCCL's own
+  /// choice where it cannot run here.
   [[nodiscard]] CollectiveEstimate forced_estimate(const CollectiveDesc& desc, const RankGroup& group,
                                                    const std::string& algorithm) const;
-  [[nodiscard]] std::string_view name() const override { return "calibrated+nccl-alpha-beta-v3"; }
+  [[nodiscard]] std::string_view name() const override { return "calibrated+nccl-alpha-beta-v4"; }
 
  private:
-  /// forced_only: skip the fit of NCCL's own choice (the per-algorithm candidates only).
-  [[nodiscard]] std::vector<CollectiveEstimate> candidates_of(const CollectiveDesc& desc, const RankGroup& group,
-                                                              bool forced_only) const;
+  /// NCCL's (algo, proto) for the group, timed by the fit that applies (or spec-derived).
+  /// `forced`: the algorithm the run forced ("" : NCCL's choice), to pick forced fits.
+  [[nodiscard]] CollectiveEstimate calibrated(const CollectiveDesc& desc, const RankGroup& group, int algo, int proto,
+                                              const std::string& forced) const;
+  [[nodiscard]] CollectiveEstimate choose(const CollectiveDesc& desc, const RankGroup& group, const std::string& forced) const;
   const SystemSpec* system_;
   AlphaBetaCollectiveModel fallback_;
   CommsCalibration calibration_;

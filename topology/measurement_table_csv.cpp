@@ -45,7 +45,9 @@ std::string algorithm_from_nccl_algo(const std::string& env) {
   for (std::size_t i = pos + 10; i < env.size() && (std::isalnum(static_cast<unsigned char>(env[i])) != 0); ++i)
     v += static_cast<char>(std::tolower(static_cast<unsigned char>(env[i])));
   if (v == "nvlstree") return "nvls_tree";
-  if (v == "nvls" || v == "ring" || v == "tree") return v;
+  if (v == "collnetchain") return "collnet_chain";
+  if (v == "collnetdirect") return "collnet_direct";
+  if (v == "nvls" || v == "ring" || v == "tree" || v == "pat") return v;
   return "";
 }
 

@@ -21,7 +21,9 @@ struct SourcedLog {
   CollectiveLog log;            ///< log.file: "<csv path>#<row of the source's first line>"
   std::string source_url;       ///< the rows' source_url
   std::string env;              ///< the rows' env (command line, NCCL_ALGO forcing, ...)
-  std::string forced_algorithm; ///< "nvls", "nvls_tree", "ring", "tree" when env sets NCCL_ALGO; else ""
+  /// "nvls", "nvls_tree", "ring", "tree", "collnet_chain", "collnet_direct", "pat" when env
+  /// sets NCCL_ALGO; else ""
+  std::string forced_algorithm;
   std::string time_basis;       ///< "out-of-place time", "in-place time" or "in-place busBw (derived)"
   bool nodes_assumed = false;   ///< the nodes column was blank (taken as 1)
   bool suspect = false;         ///< some row's notes say "suspect"

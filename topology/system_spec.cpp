@@ -70,7 +70,52 @@ GpuSpec parse_gpu(const JsonValue& v, const std::filesystem::path& base_dir) {
   return parse_gpu_object(v.as_object());
 }
 
+/// "levels": [{"name": "leaf", "nodes": 32, "oversubscription": 1, "latency": "0.6us"}, ...],
+/// lowest tier first; each tier's groups hold more nodes than the one below (0: all nodes).
+std::vector<FabricLevel> parse_fabric_levels(const JsonArray& a) {
+  a.require_size(1, 8);
+  std::vector<FabricLevel> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const JsonObject o = a[i].as_object();
+    FabricLevel l;
+    l.name = o.string("name");
+    l.nodes = static_cast<int>(o.integer_or("nodes", 0, kMaxCount, 0));
+    l.oversubscription = o.number_or("oversubscription", 1.0, 64.0, 1.0);
+    l.latency = o.quantity_or("latency", Dimension::kTime, 0.0);
+    if (l.latency < 0) o.fail("latency", "must not be negative");
+    if (!out.empty() && (out.back().nodes == 0 || (l.nodes != 0 && l.nodes <= out.back().nodes)))
+      o.fail("nodes", fmt::format("expected more nodes per group than the tier below ({}), or 0 for all", out.back().nodes));
+    o.finish();
+    out.push_back(l);
+  }
+  return out;
+}
+
 }  // namespace
+
+double NetworkSpec::oversubscription_between(int a, int b) const {
+  if (a == b) return 1.0;
+  if (levels.empty()) return oversubscription;
+  double o = 1.0;
+  for (const auto& l : levels) {
+    if (l.nodes > 0 && a / l.nodes == b / l.nodes) break;  // same group of this tier: no uplink
+    o *= l.oversubscription;
+    if (l.nodes == 0) break;
+  }
+  return o;
+}
+
+Seconds NetworkSpec::tier_latency_between(int a, int b) const {
+  Seconds t = 0;
+  if (a == b) return t;
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    const auto& l = levels[i];
+    if (l.nodes > 0 && a / l.nodes == b / l.nodes) break;
+    if (i + 1 < levels.size()) t += 2 * levels[i + 1].latency;  // up to and down from the next tier
+    if (l.nodes == 0) break;
+  }
+  return t;
+}
 
 int SystemSpec::socket_of(int rank) const {
   const int local = rank % gpus_per_node;
@@ -124,6 +169,12 @@ SystemSpec parse_system(const JsonDocument& doc) {
     }
     s.fabric_hop_latency = o.quantity("hop_latency", Dimension::kTime);
     s.nvls = o.bool_or("nvls", false);
+    if (o.find("domain_gpus")) {
+      if (s.fabric != IntraFabric::kNvSwitch) o.fail("domain_gpus", "an NVLink domain larger than a node needs an \"nvswitch\" fabric");
+      s.domain_gpus = static_cast<int>(o.integer("domain_gpus", s.gpus_per_node, limits::kMaxGpus));
+      if (s.domain_gpus % s.gpus_per_node != 0)
+        o.fail("domain_gpus", fmt::format("expected a multiple of gpus_per_node ({}), got {}", s.gpus_per_node, s.domain_gpus));
+    }
     if (auto links = o.find("links")) {
       if (s.fabric != IntraFabric::kNvlinkMesh) links->fail("\"links\" belongs to an \"nvlink_mesh\" fabric");
       const JsonArray rows = links->as_array();
@@ -177,9 +228,22 @@ SystemSpec parse_system(const JsonDocument& doc) {
     s.network.rail_optimized = o.bool_or("rail_optimized", true);
     s.network.switch_latency = o.quantity_or("switch_latency", Dimension::kTime, 0.0);
     if (s.network.switch_latency < 0) o.fail("switch_latency", "must not be negative");
+    s.network.message_rate = o.number_or("message_rate", 1e3, 1e12, 0.0);
+    s.network.sharp = o.bool_or("sharp", false);
+    if (auto levels = o.find("levels")) s.network.levels = parse_fabric_levels(levels->as_array());
     o.finish();
-  } else if (s.nodes > 1) {
+  } else if (s.nodes > s.nodes_per_domain()) {
     root.fail("network", fmt::format("missing required key (needed when nodes is {})", s.nodes));
+  }
+  if (s.nodes % s.nodes_per_domain() != 0)
+    root.fail("nodes", fmt::format("{} nodes do not fill whole NVLink domains of {} nodes ({} GPUs)", s.nodes,
+                                   s.nodes_per_domain(), s.domain_size()));
+  if (auto src = root.find("sources"); src && src->is_object()) {
+    const JsonObject so = src->as_object();
+    for (const auto& key : so.keys()) {
+      const JsonValue v = so.at(key);
+      s.sources.emplace_back(key, v.is_string() ? v.as_string() : v.raw().dump());
+    }
   }
 
   if (auto host = root.find("host")) s.host = parse_host_spec(host->as_object(), s.host);

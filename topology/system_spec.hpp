@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "topology/gpu_spec.hpp"
@@ -32,6 +33,21 @@ struct PcieTopology {
   BytesPerSecond cpu_interconnect_bandwidth = 0;
 };
 
+/// One tier of switches above the NICs (leaf, spine, core), lowest first. Traffic between
+/// nodes of different groups of a tier crosses that tier's uplinks.
+struct FabricLevel {
+  std::string name;               ///< "leaf", "spine", ...
+  /// Nodes in one group below this tier (consecutive node indices; 0: every node of the
+  /// system). Leaf: the nodes whose NICs of one rail share a leaf switch (a DGX SuperPOD
+  /// scalable unit holds 32 nodes).
+  int nodes = 0;
+  /// Downlink : uplink bandwidth of this tier's switches (1 = non-blocking). Traffic that
+  /// leaves a group shares the uplinks, so its bandwidth is divided by the product of the
+  /// oversubscriptions of every tier it crosses.
+  double oversubscription = 1.0;
+  Seconds latency = 0;            ///< one switch traversal of this tier (crossed up and down)
+};
+
 struct NetworkSpec {
   int nics_per_node = 0;           ///< NICs used for GPU traffic (one rail each)
   BytesPerSecond nic_bandwidth = 0;  ///< one NIC, one direction
@@ -45,6 +61,22 @@ struct NetworkSpec {
   /// One leaf/spine switch traversal, s; a non-rail-aligned or non-rail fabric pays 2 more
   /// (leaf-spine-leaf). 0: included in `latency`.
   Seconds switch_latency = 0;
+  /// Switch tiers above the NICs, leaf first. Empty: one tier whose `oversubscription`
+  /// applies between every two nodes (the fabric of files without "levels").
+  std::vector<FabricLevel> levels;
+  /// Messages one NIC sends per second (0: not modelled); bounds transfers of many small
+  /// messages (all-to-all at scale: one message per peer and chunk).
+  double message_rate = 0;
+  /// In-network reduction (NVIDIA SHARP) available to NCCL as CollNet: NCCL then also
+  /// weighs CollNet Direct / Chain (and NVLS across nodes) for all-reduce.
+  bool sharp = false;
+
+  /// Oversubscription that traffic between node `a` and node `b` meets: the product over
+  /// the tiers whose groups separate them (1 inside a group of the lowest tier).
+  [[nodiscard]] double oversubscription_between(int a, int b) const;
+  /// Switch latency added between nodes `a` and `b` beyond the leaf: 2 traversals per
+  /// higher tier crossed, s.
+  [[nodiscard]] Seconds tier_latency_between(int a, int b) const;
 };
 
 /// CPU costs of the training loop's host thread. Defaults and sources:
@@ -136,6 +168,10 @@ struct SystemSpec {
   /// kNvlinkMesh only: gpus_per_node x gpus_per_node row-major NVLink counts between the
   /// GPUs of a node (symmetric, zero diagonal).
   std::vector<int> nvlink_mesh;
+  /// GPUs that share one NVLink domain (NVSwitch fabric): gpus_per_node for a DGX/HGX node,
+  /// 72 for a GB200 NVL72 rack of 18 compute trays of 4 GPUs. A multiple of gpus_per_node.
+  /// Collectives treat a domain as NCCL treats a multi-node NVLink clique: one "node".
+  int domain_gpus = 0;
   NetworkSpec network;
   HostSpec host;
   HostMemorySpec host_memory;
@@ -147,8 +183,17 @@ struct SystemSpec {
   /// or absolute); empty: configs/calibration/<gpu>.json next to the system's folder.
   std::filesystem::path kernel_calibration;
 
+  /// The file's "sources": what each group of constants was taken from (key, text).
+  std::vector<std::pair<std::string, std::string>> sources;
+
   [[nodiscard]] int world_size() const { return gpus_per_node * nodes; }
   [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node; }
+  /// GPUs per NVLink domain (domain_gpus, or gpus_per_node when unset).
+  [[nodiscard]] int domain_size() const { return domain_gpus > 0 ? domain_gpus : gpus_per_node; }
+  /// NVLink domain of a rank (ranks of one domain reach each other over NVLink).
+  [[nodiscard]] int domain_of(int rank) const { return rank / domain_size(); }
+  /// Nodes (hosts) per NVLink domain.
+  [[nodiscard]] int nodes_per_domain() const { return domain_size() / gpus_per_node; }
   /// CPU socket of a rank inside its node (PCIe systems), 0-based.
   [[nodiscard]] int socket_of(int rank) const;
   /// NVLinks between two ranks of one node on a mesh fabric (0 elsewhere).

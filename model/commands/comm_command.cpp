@@ -84,7 +84,7 @@ CommOutcome run_comm(CommRequest req) {
   const CollectiveKind kind = parse_kind(req.collective);
   const std::vector<double> sizes = parse_sizes(req.sizes);
   CommOutcome out;
-  out.csv = "nodes,ranks,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol,bottleneck\n";
+  out.csv = "nodes,ranks,bytes,time_s,algbw_GBps,busbw_GBps,algorithm,protocol,bottleneck,basis\n";
   nlohmann::json tables = nlohmann::json::array();
   std::string system_name, model_name;
   // An all-to-all's cost is summed over rank pairs, once per size: its work is bounded as
@@ -128,19 +128,21 @@ CommOutcome run_comm(CommRequest req) {
     model_name = std::string(model->name());
     nlohmann::json rows = nlohmann::json::array();
     if (!out.text.empty()) out.text += "\n";
-    out.text += fmt::format("# {} on {}: {} ranks on {} node(s), model {}\n#{:>14} {:>12} {:>11} {:>11} {:>18} {:>7} {:>8}\n",
-                            collective_name(kind), s.name, n, nodes_used, model->name(), "size (B)", "time (us)",
-                            "algbw GB/s", "busbw GB/s", "algorithm", "proto", "bound");
+    const int domains = (g.ranks.back() / s.domain_size()) - (g.ranks.front() / s.domain_size()) + 1;
+    out.text += fmt::format("# {} on {}: {} ranks on {} node(s){}, model {}\n#{:>14} {:>12} {:>11} {:>11} {:>14} {:>7} {:>7}  {}\n",
+                            collective_name(kind), s.name, n, nodes_used,
+                            s.domain_size() > s.gpus_per_node ? fmt::format(" in {} NVLink domain(s)", domains) : "", model->name(),
+                            "size (B)", "time (us)", "algbw GB/s", "busbw GB/s", "algorithm", "proto", "bound", "time basis");
     for (double bytes : sizes) {
       const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
       const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
       const double busbw = algbw * bus_factor(kind, n);
-      out.text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>18} {:>7} {:>8}\n", bytes, e.time * 1e6, algbw, busbw,
-                              e.algorithm, e.protocol, e.bottleneck);
+      out.text += fmt::format(" {:>14.0f} {:>12.2f} {:>11.2f} {:>11.2f} {:>14} {:>7} {:>7}  {}\n", bytes, e.time * 1e6, algbw, busbw,
+                              e.algorithm, e.protocol, e.bottleneck, e.basis);
       rows.push_back({{"bytes", bytes}, {"time_s", e.time}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                      {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}});
-      out.csv += fmt::format("{},{},{:.0f},{:.9g},{:.9g},{:.9g},{},{},{}\n", nodes_used, n, bytes, e.time, algbw, busbw,
-                             csv_field(e.algorithm), csv_field(e.protocol), csv_field(e.bottleneck));
+                      {"algorithm", e.algorithm}, {"protocol", e.protocol}, {"bottleneck", e.bottleneck}, {"basis", e.basis}});
+      out.csv += fmt::format("{},{},{:.0f},{:.9g},{:.9g},{:.9g},{},{},{},{}\n", nodes_used, n, bytes, e.time, algbw, busbw,
+                             csv_field(e.algorithm), csv_field(e.protocol), csv_field(e.bottleneck), csv_field(e.basis));
     }
     tables.push_back({{"nodes", nodes_used}, {"ranks", n}, {"results", rows}});
   }

@@ -24,15 +24,28 @@ ProvenanceEntry collectives_entry(const SystemSpec& s, const CommsCalibration* c
   e.what = multi ? "multi-node collectives" : "one-node collectives";
   e.basis = "NCCL tuning constants and the system's link rates";
   if (!cal) return e;
+  // NVLink domains of the system: what NCCL counts as nodes.
+  const int domains = std::max(1, s.world_size() / s.domain_size());
+  std::vector<int> elsewhere;  // node counts of fits that did not see this one
   for (const auto& f : cal->fits) {
     if ((f.min_nodes > 1) != multi) continue;
     e.calibrated = true;
     if (f.quality.held_out > 0) e.heldout_error = std::max(e.heldout_error, f.quality.heldout_geomean_abs_error);
+    if (multi && !f.fitted_at(domains)) {
+      if (f.node_counts.empty()) elsewhere.push_back(f.min_nodes);
+      for (int c : f.node_counts) elsewhere.push_back(c);
+    }
   }
   if (e.calibrated) {
     e.source = s.comms_calibration.string();
     e.measured_on = cal->gpu + (cal->sources.empty() ? "" : fmt::format(" ({} source(s))", cal->sources.size()));
     e.basis = "nccl-tests";
+    if (!elsewhere.empty()) {
+      std::sort(elsewhere.begin(), elsewhere.end());
+      elsewhere.erase(std::unique(elsewhere.begin(), elsewhere.end()), elsewhere.end());
+      // The fit's per-hop and per-byte terms carry it to the system's node count.
+      e.extrapolated = fmt::format("fitted at {} node(s), used at {}", fmt::join(elsewhere, ", "), domains);
+    }
   }
   return e;
 }
@@ -45,7 +58,7 @@ std::vector<ProvenanceEntry> prediction_provenance(const SystemSpec& system, con
   std::optional<CommsCalibration> comms;
   if (!system.comms_calibration.empty()) comms = parse_calibration(load_json_file(system.comms_calibration));
   out.push_back(collectives_entry(system, comms ? &*comms : nullptr, false));
-  if (system.nodes > 1) out.push_back(collectives_entry(system, comms ? &*comms : nullptr, true));
+  if (system.world_size() > system.domain_size()) out.push_back(collectives_entry(system, comms ? &*comms : nullptr, true));
   for (const auto& fam : kKernelFamilies) {
     ProvenanceEntry e;
     e.what = fam.label;

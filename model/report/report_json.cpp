@@ -166,7 +166,8 @@ std::string render_json(const Prediction& p) {
       const auto& c = p.graph.collectives[static_cast<std::size_t>(*op.collective)];
       const auto& e = p.timed.collectives[static_cast<std::size_t>(*op.collective)];
       o["collective"] = {{"kind", collective_name(c.desc.kind)}, {"time_s", e.time}, {"algorithm", e.algorithm},
-                         {"protocol", e.protocol}, {"bus_bandwidth_GBps", e.bus_bandwidth / 1e9}, {"bottleneck", e.bottleneck}};
+                         {"protocol", e.protocol}, {"bus_bandwidth_GBps", e.bus_bandwidth / 1e9}, {"bottleneck", e.bottleneck},
+                         {"basis", e.basis}};
       if (c.desc.kind != CollectiveKind::kAllToAllV) o["collective"]["bytes"] = c.desc.bytes;
     } else {
       nlohmann::json ks = nlohmann::json::array();

@@ -178,6 +178,65 @@ std::string iteration_split(const Prediction& p, const WorkloadMetrics& m) {
   return out;
 }
 
+/// The collectives of the graph grouped by kind, group shape and how they are timed: the
+/// algorithm and protocol NCCL would choose, the link that bounds them and the basis of
+/// the time (calibrated, calibrated at other node counts, spec-derived); the groups with
+/// the most time first.
+std::string collectives_table(const Prediction& p) {
+  struct Row {
+    std::string kind, algorithm, protocol, bound, basis;
+    int ranks = 0, nodes = 0, count = 0;
+    double min_bytes = 0, max_bytes = 0, time = 0;
+  };
+  std::vector<Row> rows;
+  const auto& g = p.graph;
+  for (std::size_t c = 0; c < g.collectives.size() && c < p.timed.collectives.size(); ++c) {
+    const auto& col = g.collectives[c];
+    const auto& e = p.timed.collectives[c];
+    const auto& group = g.groups[static_cast<std::size_t>(col.group)];
+    if (group.size() < 2) continue;
+    std::vector<int> domains;
+    for (int r : group.ranks) domains.push_back(p.system.domain_of(r));
+    std::sort(domains.begin(), domains.end());
+    const int nodes = static_cast<int>(std::unique(domains.begin(), domains.end()) - domains.begin());
+    double bytes = col.desc.bytes;
+    if (col.desc.kind == CollectiveKind::kAllToAllV) {
+      bytes = 0;
+      for (double b : col.desc.pair_bytes) bytes += b;
+      bytes /= group.size();
+    }
+    Row key{std::string(collective_name(col.desc.kind)), e.algorithm, e.protocol, e.bottleneck, e.basis, group.size(), nodes};
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+      return r.kind == key.kind && r.algorithm == key.algorithm && r.protocol == key.protocol && r.bound == key.bound &&
+             r.basis == key.basis && r.ranks == key.ranks && r.nodes == key.nodes;
+    });
+    if (it == rows.end()) {
+      key.min_bytes = key.max_bytes = bytes;
+      rows.push_back(key);
+      it = rows.end() - 1;
+    }
+    it->count++;
+    it->min_bytes = std::min(it->min_bytes, bytes);
+    it->max_bytes = std::max(it->max_bytes, bytes);
+    it->time += e.time;
+  }
+  if (rows.empty()) return "";
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.time > b.time; });
+  std::string out = "\ncollectives (grouped; bytes per rank; --json lists each):\n";
+  out += fmt::format("  {:<14} {:>6} {:>5} {:>6} {:>21} {:>11}  {:<14} {:<6} {:<6} {}\n", "kind", "ranks", "nodes", "count", "bytes",
+                     "time each", "algorithm", "proto", "bound", "time basis");
+  const std::size_t shown = std::min<std::size_t>(rows.size(), 12);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const Row& r = rows[i];
+    const std::string bytes = r.min_bytes == r.max_bytes ? format_bytes(r.min_bytes)
+                                                         : fmt::format("{}-{}", format_bytes(r.min_bytes), format_bytes(r.max_bytes));
+    out += fmt::format("  {:<14} {:>6} {:>5} {:>6} {:>21} {:>11}  {:<14} {:<6} {:<6} {}\n", r.kind, r.ranks, r.nodes, r.count, bytes,
+                       format_time(r.time / r.count), r.algorithm, r.protocol, r.bound, r.basis);
+  }
+  if (rows.size() > shown) out += fmt::format("  ({} more groups)\n", rows.size() - shown);
+  return out;
+}
+
 }  // namespace
 
 std::string render_text(const Prediction& p, int top_ops) {
@@ -186,6 +245,7 @@ std::string render_text(const Prediction& p, int top_ops) {
   out += throughput(p, m);
   out += rank_table(p);
   out += iteration_split(p, m);
+  out += collectives_table(p);
   out += "\ncritical path by op type (indices in op names shown as #):\n";
   const auto& cp = p.analysis.critical_path;
   const Seconds t = p.timeline.iteration_time;

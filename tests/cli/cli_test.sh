@@ -63,6 +63,16 @@ expect "what-if batch" 0 "what-if: workload.batch_size=4096" -- "$perfcast" pred
 expect "comm" 0 "busbw GB/s" -- "$perfcast" comm --system "$sys" --collective all_reduce --sizes 1MB,1GB
 expect "comm bad collective" 2 'did you mean "all_reduce"' -- "$perfcast" comm --system "$sys" --collective all_reduse
 expect "list" 0 "gemm.spec_roofline" -- "$perfcast" list
+# The systems with their sources: every new scale-out system is listed, with its fabric and sources.
+for sysname in gb200_nvl72.json hgx_b200.json b200_sxm.json dgx_h100_superpod.json gcp_a3_mega.json aws_p5.json; do
+  expect "list shows $sysname" 0 "$sysname" -- "$perfcast" list --systems "$src/configs/systems"
+done
+expect "list: GB200 NVL72 is one NVLink domain of 72 GPUs" 0 "NVLink domain of 72 GPUs" -- "$perfcast" list --systems "$src/configs/systems"
+expect "list: a system's sources" 0 "source (topology): NVIDIA GB200 NVL72" -- "$perfcast" list --systems "$src/configs/systems"
+expect "list: SuperPOD has SHARP" 0 "SHARP" -- "$perfcast" list --systems "$src/configs/systems"
+expect "list: missing systems folder" 2 "expected a folder of system files" -- "$perfcast" list --systems "$tmp/no-such-folder"
+# GB200 NVL72: a 72-GPU all-reduce stays in the rack's NVLink domain (no NIC is the bound).
+expect "GB200 NVL72 72-GPU all-reduce in one NVLink domain" 0 "72 ranks on 18 node(s) in 1 NVLink domain(s)" -- "$perfcast" comm --system "$src/configs/systems/gb200_nvl72.json" --ranks 72 --sizes 1GiB
 
 # calibrate kernels: 30 streaming-kernel measurements with a known 90% of HBM and 3 us.
 awk 'BEGIN { for (i = 1; i <= 30; i++) { n = i * 100000; t = 3 + n * 12 / (3.35e12 * 0.9) * 1e6;

@@ -96,7 +96,7 @@ TEST_CASE("multi-node all-to-all goes through the NICs", "[collective]") {
   const AlphaBetaCollectiveModel m(s);
   const double bytes = 32 * 8e6;  // 8 MB to each of 32 ranks
   const auto e = m.estimate({CollectiveKind::kAllToAll, bytes, {}}, first(32));
-  CHECK(e.bottleneck == "network");
+  CHECK(e.bottleneck == "nic");
   // 24 remote peers x 8 MB over one 400 Gb/s NIC at 0.92.
   const double alpha = (6.27 + 0.685 * 32) * 1e-6;
   CHECK(e.time == Approx(20e-6 + alpha + 24 * 8e6 / (50e9 * 0.92)).epsilon(1e-9));
