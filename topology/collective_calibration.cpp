@@ -86,6 +86,15 @@ std::vector<ProtocolTerms> nccl_initial_protocols(const SystemSpec& s, int nodes
   };
 }
 
+/// Index in kRampKnots of a ramp entry's "below" size; fails on any other size.
+std::size_t ramp_knot_index(const JsonObject& ro) {
+  const double below = ro.quantity("below", Dimension::kBytes);
+  std::size_t k = 0;
+  while (k < kRampTerms && std::fabs(kRampKnots[k] - below) > 0.5) ++k;
+  if (k == kRampTerms) ro.fail("below", "a ramp knot is one of 1, 4, 16, 64, 256 MiB");
+  return k;
+}
+
 double geomean_abs(const std::vector<double>& errors) { return errors.empty() ? 0.0 : geomean_abs_error(errors); }
 
 /// The held-out check of both fits: every third size is left out (every fourth, fifth or sixth
@@ -539,10 +548,7 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
         ramp.require_size(0, kRampTerms);
         for (std::size_t r = 0; r < ramp.size(); ++r) {
           const JsonObject ro = ramp[r].as_object();
-          const double below = ro.quantity("below", Dimension::kBytes);
-          std::size_t k = 0;
-          while (k < kRampTerms && std::fabs(kRampKnots[k] - below) > 0.5) ++k;
-          if (k == kRampTerms) ro.fail("below", "a ramp knot is one of 1, 4, 16, 64, 256 MiB");
+          const std::size_t k = ramp_knot_index(ro);
           sc.ramp[k] = ro.at("scale").as_number_in(0, 1e6);
           ro.finish();
         }
@@ -575,10 +581,7 @@ CommsCalibration parse_calibration(const JsonDocument& doc) {
         ramp.require_size(0, kRampTerms);
         for (std::size_t r = 0; r < ramp.size(); ++r) {
           const JsonObject ro = ramp[r].as_object();
-          const double below = ro.quantity("below", Dimension::kBytes);
-          std::size_t k = 0;
-          while (k < kRampTerms && std::fabs(kRampKnots[k] - below) > 0.5) ++k;
-          if (k == kRampTerms) ro.fail("below", "a ramp knot is one of 1, 4, 16, 64, 256 MiB");
+          const std::size_t k = ramp_knot_index(ro);
           t.ramp[k] = 1.0 / ro.quantity("bus_bandwidth", Dimension::kBandwidth);
           ro.finish();
         }
