@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error_stats.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::bench {
 
@@ -33,7 +34,7 @@ inline void write_accuracy_json(const std::string& path, const std::string& chec
   if (path.empty()) return;
   nlohmann::json j = {{"check", check}, {"subsets", nlohmann::json::object()}, {"values", values}};
   for (const auto& [label, errors] : subsets) j["subsets"][label] = error_summary_json(errors);
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = json_text(j, 2) + "\n";
   if (path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return;

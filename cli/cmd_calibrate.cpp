@@ -28,6 +28,7 @@
 #include "topology/measurement_table_csv.hpp"
 #include "topology/source_spread.hpp"
 #include "topology/system_spec.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -429,7 +430,7 @@ int run_comms_calibration(const CalibrateArgs& a) {
                                      {"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}}},
                         {"collectives", report}};
     if (a.leave_one_source_out) j["leave_one_source_out"] = loso;
-    files.emplace_back(a.json, j.dump(2) + "\n");
+    files.emplace_back(a.json, json_text(j, 2) + "\n");
   }
   write_outputs(files);
   if (a.json != "-") {
@@ -466,7 +467,7 @@ std::string runtime_fit_json(const RuntimeFit& f, const RuntimeArgs& a, bool wri
       {"base_heldout_geomean_abs_error", or_null(f.base_heldout_geomean_abs_error)},
       {"written", written ? nlohmann::json(a.out) : nlohmann::json()},
       {"runs", runs}};
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 /// `calibrate runtime`: fit, print every run, refuse a fit that is worse than the base on
@@ -615,7 +616,7 @@ Action add_calibrate(CLI::App& app) {
                                        {"system", s.name}, {"gpu", s.gpu.name}, {"measured_gpu", cal.gpu},
                                        {"calibration_file", out}}},
                           {"families", rows}};
-      files.emplace_back(k->json, j.dump(2) + "\n");
+      files.emplace_back(k->json, json_text(j, 2) + "\n");
     }
     write_outputs(files);
     if (k->json != "-") std::cout << text << "wrote " << out << "\n";

@@ -14,6 +14,7 @@
 #include "predictors/index_stats_file.hpp"
 #include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -112,7 +113,7 @@ Action add_index_stats(CLI::App& app) {
           if (!f->empty()) inputs.push_back(*f);
         j["context"] = command_context("index-stats", inputs);
       }
-      outputs.emplace_back(a->json, j.dump(2) + "\n");
+      outputs.emplace_back(a->json, json_text(j, 2) + "\n");
     }
     const std::string text = render_index_stats_text(tables, opt.l2_cache);
     write_outputs(outputs);

@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
+#include "core/deadline.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/commands/plan_command.hpp"
 
@@ -71,14 +72,17 @@ Action add_plan(CLI::App& app) {
     if (!o->budget.empty()) o->req.timeout_s = parse_duration_option("--budget", o->budget);
     if (o->overlaps == "off") o->req.space.overlap_grad_reduce = o->req.space.tp_comm_overlap = {false};
     const PlanSearchResult r = search_parallel_plans(o->req, draw_progress);
-    if (!r.not_run.empty())
-      log().warn("stopped by --budget {}: {} candidates not predicted", o->budget, r.not_run.size());
+    // The limit that stopped it: --budget, or the --timeout every command takes (cli/main.cpp).
+    const std::string limit = !o->budget.empty() ? "--budget " + o->budget : current_deadline_label();
+    if (!r.not_run.empty()) log().warn("stopped by {}: {} candidates not predicted", limit, r.not_run.size());
     std::vector<std::pair<std::string, std::string>> files;
     if (!o->json_out.empty()) files.emplace_back(o->json_out, render_plan_json(r, o->req));
     if (!o->csv_out.empty()) files.emplace_back(o->csv_out, render_plan_csv(r));
     write_outputs(files);
     if (o->json_out != "-" && o->csv_out != "-") std::cout << render_plan_text(r, o->top);
-    return r.ranked.empty() ? 1 : 0;
+    // None predicted: 3 when the limit came first (as a command stopped by --timeout), else 1.
+    if (r.ranked.empty()) return r.not_run.empty() ? 1 : 3;
+    return 0;
   };
 }
 

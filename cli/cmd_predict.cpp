@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
 #include "cli/output_file.hpp"
+#include "core/deadline.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/predict/predict.hpp"
 #include "model/predict/predict_grid.hpp"
@@ -81,8 +82,8 @@ Action add_predict(CLI::App& app) {
                   "PATH=V1,V2,... a what-if override path (as --set) and its values: one prediction per value "
                   "(repeatable: a grid, the last sweep varying fastest)");
   cmd->add_option("--timeout", o->timeout,
-                  "with --compare / --sweep: start no new point after this wall-clock time (e.g. 30s); points not run are "
-                  "reported as such");
+                  "wall-clock limit (e.g. 30s). With --compare / --sweep: points not finished by then are reported as "
+                  "not run; a single prediction not finished by then exits 3, nothing written");
   cmd->add_option("--threads", o->threads, "threads for --compare / --sweep (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", o->csv_out,
@@ -110,7 +111,8 @@ Action add_predict(CLI::App& app) {
       if (!o->trace_out.empty()) throw ConfigError("--trace", o->trace_out, "a trace is written for a single prediction, not with --compare / --sweep");
       return run_grid_command(*o);
     }
-    if (!o->timeout.empty()) throw ConfigError("--timeout", o->timeout, "a timeout applies to --compare / --sweep, not to a single prediction");
+    // A single prediction is cut between two simulation steps at the limit (exit 3, cli/main.cpp).
+    const ScopedDeadline limit(o->timeout.empty() ? 0.0 : parse_duration_option("--timeout", o->timeout), "--timeout " + o->timeout);
     const auto p = predict(o->req);
     std::vector<std::pair<std::string, std::string>> files;
     if (!o->json_out.empty()) files.emplace_back(o->json_out, render_json(*p));

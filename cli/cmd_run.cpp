@@ -24,6 +24,7 @@
 #include "topology/system_spec.hpp"
 #include "validation/executor.hpp"
 #include "core/utc_time.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -111,7 +112,7 @@ int run(const RunArgs& a) {
       {"samples_per_s", r.median_s > 0 ? static_cast<double>(workload.batch_size) / r.median_s : 0.0},
       {"loss", {{"first", r.first_loss}, {"last", r.last_loss}}},
   };
-  if (!a.json_out.empty()) write_outputs({{a.json_out, j.dump(2) + "\n"}});
+  if (!a.json_out.empty()) write_outputs({{a.json_out, json_text(j, 2) + "\n"}});
   if (a.json_out != "-") {
     std::cout << fmt::format("perfcast run: {} on {} ({} GPU{})\n", workload.name, system.name, r.world,
                              r.world == 1 ? "" : "s");

@@ -35,11 +35,12 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--system", a->system, "system file")->required();
   cmd->add_option("--workload", a->workload, "workload file")->required();
   cmd->add_option("--set", a->overrides, "what-if override PATH=VALUE (as for predict)");
-  cmd->add_option("--budget", a->budget, "wall-clock search budget, e.g. 10s, 500ms (default 10s)");
+  cmd->add_option("--budget", a->budget,
+                  "wall-clock budget of the whole command (search, baselines, report), e.g. 10s, 500ms (default 10s)");
   cmd->add_option("--evaluations", a->evaluations, "stop after N simulated plans instead (deterministic for a seed)");
   cmd->add_option("--timeout", a->timeout,
-                  "stop the search after this wall-clock time (e.g. 30s), also with --evaluations, and report the best "
-                  "plan found so far");
+                  "hard wall-clock limit of the whole command (e.g. 30s), also with --evaluations: the search stops "
+                  "in time to report the best plan found so far");
   cmd->add_option("--seed", a->seed, "random seed of the search and the random baseline");
   cmd->add_option("--out", a->out, "write the best plan to FILE (see --plan-format)");
   cmd->add_option("--plan-format", a->plan_format,

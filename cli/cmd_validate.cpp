@@ -28,6 +28,7 @@
 #include "validation/executor.hpp"
 #include "validation/validate_harness.hpp"
 #include "core/utc_time.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -69,7 +70,7 @@ int run_summarize(const ValidateArgs& a) {
       all.insert(all.end(), f.errors.begin(), f.errors.end());
     }
     j["summary"] = summary_json(summarize_errors(all));
-    if (!a.json.empty()) outputs.emplace_back(a.json, j.dump(2) + "\n");
+    if (!a.json.empty()) outputs.emplace_back(a.json, json_text(j, 2) + "\n");
     if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(rows));
   }
   write_outputs(outputs);
@@ -103,7 +104,7 @@ int run_compare(const ValidateArgs& a) {
     inputs.insert(inputs.end(), a.compare.begin(), a.compare.end());
     const nlohmann::json j = {{"context", command_context("validate --compare", inputs)}, {"system", a.system},
                               {"results", results}, {"summary", summary_json(s)}};
-    outputs.emplace_back(a.json, j.dump(2) + "\n");
+    outputs.emplace_back(a.json, json_text(j, 2) + "\n");
   }
   if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(results, {"source", "model", "workload", "measured_s", "predicted_s", "error"}));
   write_outputs(outputs);
@@ -220,7 +221,7 @@ int run_validate(const ValidateArgs& a) {
                         {"failed", result.failed}};
     for (const auto& r : result.results) j["results"].push_back(validation::result_line(r, system, options, prov));
     std::vector<std::pair<std::string, std::string>> outputs;
-    if (!a.json.empty()) outputs.emplace_back(a.json, j.dump(2) + "\n");
+    if (!a.json.empty()) outputs.emplace_back(a.json, json_text(j, 2) + "\n");
     if (!a.csv.empty()) outputs.emplace_back(a.csv, json_rows_to_csv(j["results"]));
     write_outputs(outputs);
   }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,7 +54,38 @@ std::vector<char> staging_template(const fs::path& target) {
   throw OutputError(fmt::format("cannot write {}: {}", path.string(), std::strerror(error)));
 }
 
+/// The staging files and folders of this process not yet committed or removed, so that a
+/// process ended by its time limit can remove them (remove_uncommitted_staging).
+struct StagingRegistry {
+  std::mutex mutex;
+  std::set<std::string> files, folders;
+};
+
+StagingRegistry& staging_registry() {
+  static StagingRegistry r;
+  return r;
+}
+
+void track(std::set<std::string> StagingRegistry::*which, const fs::path& p, bool live) {
+  StagingRegistry& r = staging_registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  if (live) (r.*which).insert(p.string());
+  else (r.*which).erase(p.string());
+}
+
 }  // namespace
+
+void remove_uncommitted_staging() noexcept {
+  StagingRegistry& r = staging_registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& f : r.files) ::unlink(f.c_str());
+  for (const auto& d : r.folders) {
+    std::error_code ec;
+    fs::remove_all(d, ec);
+  }
+  r.files.clear();
+  r.folders.clear();
+}
 
 // ---- StagedFile ------------------------------------------------------------------------
 
@@ -62,6 +95,7 @@ StagedFile::StagedFile(const fs::path& target) : target_(target) {
   fd_ = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd_ < 0) fail(target, errno);
   staging_ = fs::path(name.data());
+  track(&StagingRegistry::files, staging_, true);
   if (::fchmod(fd_, 0666 & ~current_umask()) != 0) {
     const int e = errno;
     ::close(fd_);
@@ -73,7 +107,10 @@ StagedFile::StagedFile(const fs::path& target) : target_(target) {
 
 StagedFile::~StagedFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !staging_.empty()) ::unlink(staging_.c_str());
+  if (!committed_ && !staging_.empty()) {
+    ::unlink(staging_.c_str());
+    track(&StagingRegistry::files, staging_, false);
+  }
 }
 
 void StagedFile::write(std::string_view text) {
@@ -97,6 +134,7 @@ void StagedFile::commit() {
   }
   if (std::rename(staging_.c_str(), target_.c_str()) != 0) fail(target_, errno);
   committed_ = true;
+  track(&StagingRegistry::files, staging_, false);
 }
 
 // ---- StagedFolder ----------------------------------------------------------------------
@@ -126,6 +164,7 @@ StagedFolder::StagedFolder(const fs::path& target, const std::string& option,
   std::vector<char> name = staging_template(target);
   if (::mkdtemp(name.data()) == nullptr) fail(target, errno);
   staging_ = fs::path(name.data());
+  track(&StagingRegistry::folders, staging_, true);
   ::chmod(staging_.c_str(), 0777 & ~current_umask());
 }
 
@@ -133,11 +172,15 @@ StagedFolder::~StagedFolder() {
   if (committed_ || staging_.empty()) return;
   std::error_code ec;
   fs::remove_all(staging_, ec);
+  track(&StagingRegistry::folders, staging_, false);
 }
 
 void StagedFolder::commit() {
   if (committed_) return;
   std::error_code ec;
+  // From here the staging name is the target's or the earlier folder's; never removed by
+  // remove_uncommitted_staging (a failure below puts things back and throws).
+  track(&StagingRegistry::folders, staging_, false);
   if (!fs::exists(fs::symlink_status(target_, ec))) {
     if (std::rename(staging_.c_str(), target_.c_str()) != 0) fail(target_, errno);
     committed_ = true;

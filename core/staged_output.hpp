@@ -79,6 +79,10 @@ class StagedFolder {
   bool committed_ = false;
 };
 
+/// Removes every staging file and folder of this process not yet committed. For a process
+/// about to end without unwinding (the time limit of cli/main.cpp); safe from any thread.
+void remove_uncommitted_staging() noexcept;
+
 /// Writes `text` to standard output and flushes it; throws OutputError when that fails.
 void write_stdout(std::string_view text);
 

@@ -15,6 +15,7 @@
 
 #include "predictors/registry.hpp"
 #include "predictors/spec_predictors.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -382,7 +383,7 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
     j["kernel_model"] = c.kernel_model;
   }
   if (!c.basis.empty()) j["basis"] = c.basis;
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {

@@ -1,4 +1,5 @@
 #include "predictors/measurement.hpp"
+#include "core/json_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -218,7 +219,7 @@ std::string measurement_to_jsonl(const Measurement& m) {
   };
   if (!m.kernel_name.empty()) j["kernel_name"] = m.kernel_name;
   if (!m.source.empty()) j["source"] = m.source;
-  return j.dump() + "\n";
+  return json_text(j) + "\n";
 }
 
 std::vector<Measurement> read_measurements(const std::filesystem::path& path) {

@@ -10,7 +10,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/deadline.hpp"
 #include "model/commands/comm_command.hpp"
+#include "model/commands/command_context.hpp"
 #include "model/commands/plan_command.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
@@ -37,11 +39,17 @@ JsonDocument load_document(const std::string& label, const std::optional<std::st
   return doc;
 }
 
+/// The `timeout=` argument ("" none, else a duration such as "30s") as seconds (0: none).
+double timeout_seconds(const std::string& timeout) {
+  return timeout.empty() ? 0.0 : parse_duration_option("timeout", timeout);
+}
+
 std::string predict_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& workload,
                          const std::optional<std::string>& workload_text, const std::optional<std::string>& plan,
                          const std::optional<std::string>& plan_text, const std::vector<std::string>& overrides, int iterations,
-                         bool all_micro_batches, bool text) {
+                         bool all_micro_batches, bool text, const std::string& timeout) {
   py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   if (iterations < 2 || iterations > 100) throw ConfigError("iterations", std::to_string(iterations), "expected 2 to 100");
   std::optional<JsonDocument> plan_doc;
   if (plan) plan_doc = load_document(*plan, plan_text);
@@ -56,8 +64,9 @@ std::pair<std::string, std::string> plan_json(const std::string& system, const s
                                               const std::vector<std::string>& overrides, int gpus,
                                               const std::vector<std::int64_t>& micro_batches, const std::vector<int>& cp,
                                               const std::vector<int>& vp, const std::vector<int>& ep, int max_tp,
-                                              const std::string& overlaps, double budget_s, unsigned threads) {
+                                              const std::string& overlaps, double budget_s, unsigned threads, const std::string& timeout) {
   py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   PlanSearchRequest req;
   req.base.system = system;
   req.base.workload = workload;
@@ -77,8 +86,9 @@ std::pair<std::string, std::string> plan_json(const std::string& system, const s
 }
 
 std::string comm_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& collective,
-                      const std::string& sizes, int ranks, const std::string& nodes, bool text) {
+                      const std::string& sizes, int ranks, const std::string& nodes, bool text, const std::string& timeout) {
   py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   CommRequest req;
   req.system = load_document(system, system_text);
   req.collective = collective;
@@ -93,8 +103,9 @@ std::pair<std::string, std::string> shard_json(const std::string& system, const 
                                                const std::string& workload, const std::optional<std::string>& workload_text,
                                                const std::vector<std::string>& overrides, const std::string& budget,
                                                std::size_t evaluations, std::uint64_t seed, const std::string& plan_format,
-                                               const std::string& memory_tiers, const std::string& dense_layout) {
+                                               const std::string& memory_tiers, const std::string& dense_layout, const std::string& timeout) {
   py::gil_scoped_release release;
+  (void)timeout_seconds(timeout);  // checked here; the search stops in time for its report (shard --timeout)
   ShardRequest req;
   req.plan_format = plan_format_from_name(plan_format);
   req.memory_tiers = memory_tiers;
@@ -105,13 +116,15 @@ std::pair<std::string, std::string> shard_json(const std::string& system, const 
   req.budget = budget;
   req.evaluations = evaluations;
   req.seed = seed;
+  req.timeout = timeout;
   ShardOutcome r = run_shard(std::move(req));
   return {std::move(r.json), std::move(r.text)};
 }
 
 std::pair<std::string, std::string> import_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
-                                                const std::string& name, std::int64_t batch) {
+                                                const std::string& name, std::int64_t batch, const std::string& timeout) {
   py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   if (batch < 0) throw ConfigError("batch", std::to_string(batch), "expected 0 (unknown) or more samples");
   ImportRequest req{kineto, et, name, batch};
   ImportOutcome r = run_import(req);
@@ -121,8 +134,9 @@ std::pair<std::string, std::string> import_json(const std::vector<std::string>& 
 std::pair<std::string, std::string> replay_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
                                                 const std::string& host, const std::string& kernels, bool infer_waits,
                                                 const std::string& system, const std::string& calibration,
-                                                const std::string& ranks, const std::string& steps) {
+                                                const std::string& ranks, const std::string& steps, const std::string& timeout) {
   py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   ReplayRequest req;
   req.kineto = kineto;
   req.et = et;
@@ -163,20 +177,22 @@ PYBIND11_MODULE(_perfcast, m) {
     } catch (const SimulationError& e) {
       py::object cls = py::module_::import("perfcast").attr("SimulationError");
       PyErr_SetObject(cls.ptr(), cls(std::string(e.what())).ptr());
+    } catch (const DeadlineExceeded& e) {
+      PyErr_SetString(PyExc_TimeoutError, e.what());  // timeout= passed before a result
     }
   });
   m.def("predict", &predict_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
         py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("iterations"), py::arg("all_micro_batches"),
-        py::arg("text"));
+        py::arg("text"), py::arg("timeout"));
   m.def("comm", &comm_json, py::arg("system"), py::arg("system_text"), py::arg("collective"), py::arg("sizes"), py::arg("ranks"),
-        py::arg("nodes"), py::arg("text"));
+        py::arg("nodes"), py::arg("text"), py::arg("timeout"));
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
         py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"),
-        py::arg("memory_tiers"), py::arg("dense_layout"));
+        py::arg("memory_tiers"), py::arg("dense_layout"), py::arg("timeout"));
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
-        py::arg("budget_s"), py::arg("threads"));
-  m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"));
+        py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));
+  m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"), py::arg("timeout"));
   m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
-        py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"));
+        py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"), py::arg("timeout"));
 }

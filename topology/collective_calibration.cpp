@@ -14,6 +14,7 @@
 #include "core/error_stats.hpp"
 #include "core/nnls.hpp"
 #include "topology/nccl_tuning.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -479,7 +480,7 @@ std::string calibration_to_json(const CommsCalibration& c) {
                       {"perfcast_commit", c.commit},
                       {"measurements", c.sources},
                       {"collectives", fits}};
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 CommsCalibration parse_calibration(const JsonDocument& doc) {

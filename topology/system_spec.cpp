@@ -1,6 +1,7 @@
 #include "topology/system_spec.hpp"
 
 #include "core/limits.hpp"
+#include "core/json_text.hpp"
 
 #include <fmt/format.h>
 
@@ -242,7 +243,7 @@ SystemSpec parse_system(const JsonDocument& doc) {
     const JsonObject so = src->as_object();
     for (const auto& key : so.keys()) {
       const JsonValue v = so.at(key);
-      s.sources.emplace_back(key, v.is_string() ? v.as_string() : v.raw().dump());
+      s.sources.emplace_back(key, v.is_string() ? v.as_string() : json_text(v.raw()));
     }
   }
 

@@ -30,6 +30,7 @@
 #if PERFCAST_HAVE_NCCL
 #include "validation/nccl_comm.hpp"
 #include "validation/rank_failure.hpp"
+#include "core/json_text.hpp"
 #endif
 
 namespace perfcast::validation {
@@ -69,7 +70,7 @@ void write_trace(profiler::CuptiTracer& tracer, const RunResult& result, const E
     }
     write_text(*options.measurements_out, text);
   }
-  if (options.chrome_trace_out) write_text(*options.chrome_trace_out, gpu_ops_chrome_trace(corr).dump(1) + "\n");
+  if (options.chrome_trace_out) write_text(*options.chrome_trace_out, json_text(gpu_ops_chrome_trace(corr), 1) + "\n");
 }
 
 std::unique_ptr<profiler::CuptiTracer> start_tracer(const ExecutorOptions& options) {

@@ -13,6 +13,7 @@
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/transformer_spec.hpp"
 #include "core/json_reader.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast::validation {
 namespace {
@@ -56,7 +57,7 @@ HarnessResult run_validation(const SystemSpec& system, const HarnessOptions& opt
         ++out.failed;
       }
       if (jsonl) {
-        *jsonl << result_line(r, system, options, provenance).dump() << '\n';
+        *jsonl << json_text(result_line(r, system, options, provenance)) << '\n';
         jsonl->flush();
         if (!*jsonl) throw std::runtime_error("cannot write the result line of config #" + std::to_string(i));
       }

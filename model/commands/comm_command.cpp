@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/deadline.hpp"
 #include "core/limits.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/report/grid_report.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
 #include "topology/system_spec.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -134,6 +136,7 @@ CommOutcome run_comm(CommRequest req) {
                             s.domain_size() > s.gpus_per_node ? fmt::format(" in {} NVLink domain(s)", domains) : "", model->name(),
                             "size (B)", "time (us)", "algbw GB/s", "busbw GB/s", "algorithm", "proto", "bound", "time basis");
     for (double bytes : sizes) {
+      check_deadline();  // --timeout / timeout=: between two sizes
       const auto e = model->estimate(CollectiveDesc{kind, bytes, {}}, g);
       const double algbw = e.time > 0 ? bytes / e.time / 1e9 : 0;
       const double busbw = algbw * bus_factor(kind, n);
@@ -160,7 +163,7 @@ CommOutcome run_comm(CommRequest req) {
   } else {
     j["tables"] = tables;
   }
-  out.json = j.dump(2) + "\n";
+  out.json = json_text(j, 2) + "\n";
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "core/json_reader.hpp"
 #include "core/units.hpp"
 #include "model/report/grid_report.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 
@@ -33,7 +34,7 @@ std::string json_rows_to_csv(const nlohmann::json& rows, std::vector<std::string
       const auto& v = r[cols[c]];
       if (v.is_string()) out += csv_field(v.get<std::string>());
       else if (v.is_number_float()) out += fmt::format("{:.9g}", v.get<double>());
-      else out += v.dump();
+      else out += json_text(v);
     }
     out += "\n";
   }

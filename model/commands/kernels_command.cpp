@@ -20,6 +20,7 @@
 #include "predictors/kernel_rows.hpp"
 #include "predictors/public_kernel_fit.hpp"
 #include "topology/system_spec.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -108,7 +109,7 @@ KernelsOutcome run_single_kernels(const KernelsRequest& req, const std::vector<S
                       {"gpu", sys.system.gpu.name},
                       {"calibration", sys.calibration_file},
                       {"kernels", rows}};
-  out.json = j.dump(2) + "\n";
+  out.json = json_text(j, 2) + "\n";
   out.csv = json_rows_to_csv(rows, {"option", "spec", "kernel", "time_us", "flops", "dram_bytes", "bound", "predictor", "calibrated"});
   return out;
 }
@@ -402,7 +403,7 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
                       {"summary", {{"by_family", families}, {"by_source", sources}}},
                       {"not_expressible", unexpressed}};
   if (!req.fit_systems.empty()) j["fit"] = fit_report;
-  out.json = j.dump(2) + "\n";
+  out.json = json_text(j, 2) + "\n";
   out.csv = json_rows_to_csv(rows_json, {"file", "row", "row_id", "source", "family", "gpu", "gpu_class", "implementation", "op", "kernel",
                                          "measured_us", "predicted_us", "error", "heldout_predicted_us", "heldout_error", "predictor",
                                          "calibrated", "weight", "not_expressible"});

@@ -9,6 +9,7 @@
 #include "model/commands/command_context.hpp"
 #include "model/report/grid_report.hpp"
 #include "model/report/workload_metrics.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 
@@ -157,7 +158,7 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
     doc["asked"] = choice_json(r.asked);
     doc["asked"]["rank"] = r.asked_rank >= 0 ? nlohmann::json(r.asked_rank + 1) : nlohmann::json(nullptr);
   }
-  return doc.dump(2) + "\n";
+  return json_text(doc, 2) + "\n";
 }
 
 std::string render_plan_csv(const PlanSearchResult& r) {

@@ -1,6 +1,7 @@
 #include "model/commands/shard_command.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "model/sharding/plan_shapes.hpp"
 #include "model/sharding/shard_search.hpp"
 #include "topology/collective_calibration.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 
@@ -65,6 +67,19 @@ std::vector<int> dense_layouts(const std::string& mode, const DlrmSpec& w) {
   throw ConfigError("--dense-layout", mode, "expected workload, data_parallel, hybrid or search");
 }
 
+/// Wall-clock seconds one plan of `w` takes to simulate here (the first baseline, timed once).
+/// The work after the search (the baselines side by side and the reported prediction) is
+/// charged in this unit, so that --budget and --timeout bound the whole command.
+double seconds_per_evaluation(const DlrmSpec& w, const SystemSpec& s, const CollectiveModel& comm, const KernelCalibration* cal,
+                              bool tiers, std::uint64_t seed) {
+  const auto plans = baseline_plans(w, s, seed, tiers);
+  if (plans.empty()) return 0;
+  PlanEvaluator evaluator(s, w, comm, 3, true, cal);
+  const auto t0 = std::chrono::steady_clock::now();
+  (void)evaluator.evaluate(plans.front().plan);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string dense_layout_name(int bottom_mlp_rank) {
   return bottom_mlp_rank < 0 ? "data_parallel" : fmt::format("hybrid (bottom MLP on rank {})", bottom_mlp_rank);
 }
@@ -72,6 +87,8 @@ std::string dense_layout_name(int bottom_mlp_rank) {
 }  // namespace
 
 ShardOutcome run_shard(ShardRequest req) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   JsonDocument host_overrides{nlohmann::json::object(), "--set"};
   for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr, &host_overrides);
   SystemSpec s = parse_system(req.system);
@@ -107,17 +124,25 @@ ShardOutcome run_shard(ShardRequest req) {
   const KernelCalibration* cal = calibration ? &*calibration : nullptr;
   const bool tiers = use_memory_tiers(req.memory_tiers, w, s, req.seed);
   const std::vector<int> layouts = dense_layouts(req.dense_layout, w);
-  const double share = 1.0 / double(layouts.size());  // of the budget or evaluations, per layout
   SearchOptions opt;
-  opt.budget_s = budget * share;
-  opt.max_evaluations = req.evaluations > 0 ? std::max<std::size_t>(1, std::size_t(double(req.evaluations) * share)) : 0;
-  opt.timeout_s = timeout * share;
+  opt.max_evaluations = req.evaluations > 0 ? std::max<std::size_t>(1, std::size_t(double(req.evaluations) / double(layouts.size()))) : 0;
   opt.progress = req.progress;
+  // --budget and --timeout bound the whole command: the searches get what is left after
+  // what has run and the estimated work after them (the baselines and the reported prediction,
+  // about one evaluation each), shared equally by the dense layouts still to search.
+  const double after_search =
+      seconds_per_evaluation(w, s, *comm, cal, tiers, req.seed) * double(baseline_plans(w, s, req.seed, tiers).size() + 2);
   // One search per dense layout; the faster feasible result wins (a feasible one over any other).
   std::optional<SearchResult> found;
   std::string layout_text;
   nlohmann::json layout_json = nlohmann::json::array();
-  for (const int bottom : layouts) {
+  for (std::size_t k = 0; k < layouts.size(); ++k) {
+    const int bottom = layouts[k];
+    const double share = 1.0 / double(layouts.size() - k);
+    const auto search_time = [&](double limit) { return std::max(0.0, limit - since_start() - after_search) * share; };
+    opt.budget_s = search_time(budget);
+    // 0 would mean no limit: a timeout already spent leaves the search its first plan only.
+    opt.timeout_s = timeout > 0 ? std::max(search_time(timeout), 1e-9) : 0;
     DlrmSpec candidate = w;
     candidate.bottom_mlp_rank = bottom;
     SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.plan_format != PlanFormat::kTorchrec, req.seed, opt);
@@ -208,7 +233,7 @@ ShardOutcome run_shard(ShardRequest req) {
                   {"timed_out", r.timed_out}, {"memory_tiers", tiers}, {"dense_layout", dense_layout_name(w.bottom_mlp_rank)},
                   {"dense_layouts", layout_json}}},
   };
-  out.json = j.dump(2) + "\n";
+  out.json = json_text(j, 2) + "\n";
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "model/graph/torchrec_plan.hpp"
+#include "core/json_text.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -191,7 +192,7 @@ std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int 
     tables[w.tables[i].name] = entry;
   }
   const nlohmann::json j = {{module_path, tables}};
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace perfcast

@@ -130,6 +130,9 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
     points.push_back(GridPoint{{}, std::move(q)});
     candidates.push_back(&sc);
   }
+  // The budget covers the whole search: reading and screening above come out of it.
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double grid_timeout = req.timeout_s > 0 ? std::max(req.timeout_s - spent, 1e-9) : 0.0;
   // Each prediction is reduced to its summary on the thread that made it.
   std::vector<RankedPlan> plans(points.size());
   const std::vector<bool> ran = run_grid_each(
@@ -140,7 +143,7 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
         plans[i].iteration_time = p->timeline.iteration_time;
         plans[i].metrics = workload_metrics(*p);
       },
-      progress, req.timeout_s);
+      progress, grid_timeout);
 
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < plans.size(); ++i) {

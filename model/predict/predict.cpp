@@ -10,6 +10,7 @@
 #include "model/predict/trace_predict.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "topology/collective_calibration.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 
@@ -182,9 +183,9 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
       p->runtime = runtime;
       p->provenance = prediction_provenance(p->system, load_system_kernel_calibration(p->system), p->kernel_calibration, &*runtime);
     }
-    if (host_overrides.root.contains("host")) mark_host_set_by_override(p->provenance, host_overrides.root.at("host").dump());
+    if (host_overrides.root.contains("host")) mark_host_set_by_override(p->provenance, json_text(host_overrides.root.at("host")));
     if (runtime_overridden)
-      mark_host_set_by_override(p->provenance, "runtime " + host_overrides.root.at("runtime_host").dump());
+      mark_host_set_by_override(p->provenance, "runtime " + json_text(host_overrides.root.at("runtime_host")));
     return require_finite_time(std::move(p), system_file, workload_file);
   };
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {

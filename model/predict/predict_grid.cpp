@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/deadline.hpp"
+
 namespace perfcast {
 
 GridAxis parse_grid_axis(const std::string& text, const std::string& option) {
@@ -82,8 +84,17 @@ std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned t
                                 const std::function<void(std::size_t, std::size_t)>& progress, double timeout_s) {
   const std::size_t n = points.size();
   const auto start = std::chrono::steady_clock::now();
+  // The grid's own limit and the caller's (a command's --timeout), set in every worker so
+  // that a point running when either passes is cut (core/deadline.hpp) and counted as not run.
+  const std::optional<SteadyTime> grid_until =
+      timeout_s > 0 ? std::optional<SteadyTime>(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double>(timeout_s)))
+                    : std::nullopt;
+  const std::optional<SteadyTime> caller_until = current_deadline();
+  const std::string caller_label = current_deadline_label();
   auto out_of_time = [&] {
-    return timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s;
+    const auto now = std::chrono::steady_clock::now();
+    return (grid_until && now >= *grid_until) || (caller_until && now >= *caller_until);
   };
   std::vector<char> ran(n, 0);
   std::vector<std::exception_ptr> errors(n);
@@ -95,6 +106,8 @@ std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned t
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<bool> failed{false}, stopped{false};
   auto worker = [&] {
+    const ScopedDeadline caller_limit(caller_until, caller_label);
+    const ScopedDeadline grid_limit(grid_until, "--timeout");
     for (std::size_t i = next++; i < n && !failed; i = next++) {
       if (stopped || out_of_time()) {
         stopped = true;
@@ -104,6 +117,8 @@ std::vector<bool> run_grid_each(const std::vector<GridPoint>& points, unsigned t
       try {
         consume(i, predict(points[i].request));
         ran[i] = 1;
+      } catch (const DeadlineExceeded&) {
+        stopped = true;  // cut while running: not run, as the points after it
       } catch (...) {
         errors[i] = std::current_exception();
         failed = true;

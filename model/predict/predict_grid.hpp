@@ -38,8 +38,9 @@ inline constexpr std::size_t kMaxGridPoints = 100'000;
 /// Runs every point on up to `threads` threads (0, or more than the machine has cores: one per core), results in point
 /// order. `progress(done, total)` is called from the calling thread only. The first
 /// failing point's exception (in point order) is rethrown after all threads stop.
-/// With `timeout_s` > 0 (wall-clock seconds), no point starts after that time: points
-/// already running finish, the others stay null ("not run").
+/// With `timeout_s` > 0 (wall-clock seconds), or a limit set on the calling thread
+/// (core/deadline.hpp), no point starts after that time and a point running when it passes
+/// is cut between two simulation steps: both stay null ("not run").
 /// As run_grid, but hands each prediction to `consume(point index, prediction)` on the
 /// worker thread that made it, instead of keeping it (for searches that keep a summary
 /// per point: memory stays that of one prediction per thread). `consume` must be safe to

@@ -25,6 +25,7 @@
 #include "core/error_stats.hpp"
 #include "core/json_reader.hpp"
 #include "model/predict/predict.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -283,7 +284,7 @@ std::string fitted_runtime_json(const RuntimeFit& fit, const std::string& system
   if (!j.contains("sources") || !j["sources"].is_object()) j["sources"] = nlohmann::ordered_json::object();
   j["sources"]["host"] = fmt::format("op_overhead fitted by perfcast calibrate runtime from {}; the other values are {}'s", file,
                                      fit.base_runtime);
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace perfcast

@@ -7,6 +7,7 @@
 
 #include "model/report/report.hpp"
 #include "model/report/workload_metrics.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 
@@ -116,7 +117,7 @@ std::string render_grid_json(const std::vector<GridPoint>& points, const std::ve
   const auto not_run = static_cast<std::size_t>(std::count(results.begin(), results.end(), nullptr));
   nlohmann::json doc{{"points", arr}};
   if (not_run > 0) doc["timed_out"] = true;
-  return doc.dump(2) + "\n";
+  return json_text(doc, 2) + "\n";
 }
 
 std::string render_ranks_csv(const Prediction& p) {

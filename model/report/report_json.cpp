@@ -9,6 +9,7 @@
 #include "perfcast/build_info.hpp"
 #include "core/file_hash.hpp"
 #include "core/utc_time.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -100,7 +101,7 @@ nlohmann::json exposed_by_group(const RankBreakdown& b) {
 
 }  // namespace
 
-std::string context_json(const Prediction& p) { return context(p).dump(); }
+std::string context_json(const Prediction& p) { return json_text(context(p)); }
 
 std::string render_json(const Prediction& p) {
   nlohmann::json j;
@@ -182,7 +183,7 @@ std::string render_json(const Prediction& p) {
   }
   j["rank0_ops"] = ops;
   j["warnings"] = p.warnings;
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace perfcast

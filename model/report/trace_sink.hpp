@@ -15,10 +15,41 @@
 
 namespace perfcast {
 
-/// Appends `s` as a JSON string literal.
+/// Length of the well-formed UTF-8 sequence starting at s[i] (1 to 4 bytes), or 0 where the
+/// bytes there are not one (RFC 3629 table 3-7: no overlong forms, surrogates, or code
+/// points beyond U+10FFFF).
+inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  const auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const unsigned c = at(0);
+  const auto cont = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+/// Appends `s` as a JSON string literal. A byte that does not start a well-formed UTF-8
+/// sequence (a name from a log or a file name with other bytes) is written as U+FFFD, as
+/// json_text (core/json_text.hpp) does, so that a trace is always valid JSON.
 inline void append_json_string(fmt::memory_buffer& b, std::string_view s) {
   b.push_back('"');
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const std::size_t n = utf8_sequence_length(s, i);
+      if (n == 0) {
+        b.append(std::string_view("\ufffd"));
+      } else {
+        b.append(s.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': b.append(std::string_view("\\\"")); break;
       case '\\': b.append(std::string_view("\\\\")); break;

@@ -1,4 +1,5 @@
 #include "model/sharding/plan_shapes.hpp"
+#include "core/json_text.hpp"
 
 #include <cmath>
 
@@ -101,7 +102,7 @@ std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_siz
     tables[w.tables[i].name] = std::move(entry);
   }
   nlohmann::json j = {{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"world_size", world_size}, {"tables", tables}};
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 std::size_t table_sharding_hash(const TableSharding& t) {

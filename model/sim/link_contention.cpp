@@ -6,6 +6,8 @@
 #include <map>
 #include <numeric>
 
+#include "core/deadline.hpp"
+
 namespace perfcast {
 namespace {
 
@@ -107,6 +109,7 @@ std::vector<Seconds> fluid_finish_times(const std::vector<ContentionFlow>& flows
   std::size_t next = 0;
   double t = n > 0 ? flows[order[0]].start : 0.0;
   while (next < n || !active.empty()) {
+    check_deadline();  // a long contention replay stops at the command's limit
     if (active.empty()) t = std::max(t, flows[order[next]].start);
     while (next < n && flows[order[next]].start <= t) {
       const std::size_t i = order[next++];

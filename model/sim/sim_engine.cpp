@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/deadline.hpp"
+
 namespace perfcast::sim {
 
 Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations,
@@ -39,7 +41,10 @@ Timeline Engine::run() {
   while (progress) {
     progress = false;
     for (std::size_t r = 0; r < cursors_.size(); ++r) {
-      while (step(static_cast<int>(r))) progress = true;
+      while (step(static_cast<int>(r))) {
+        progress = true;
+        check_deadline();  // --timeout: a long simulation stops between two steps
+      }
     }
   }
   for (const RankCursor& st : cursors_)

@@ -11,6 +11,7 @@
 #include "model/traces/trace_input.hpp"
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -51,10 +52,10 @@ void collect_tensors(const json& v, std::vector<EtTensor>& out, int depth = 0) {
 /// One size of a shape, within +-limits::kMaxTraceInteger.
 std::int64_t shape_size(const json& d, const std::string& file, const std::string& pointer, const char* key) {
   if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxTraceInteger))
-    throw ConfigError(file, pointer + "/" + key, fmt::format("a size larger than {}: {}", limits::kMaxTraceInteger, d.dump()));
+    throw ConfigError(file, pointer + "/" + key, fmt::format("a size larger than {}: {}", limits::kMaxTraceInteger, json_text(d)));
   const auto v = d.get<std::int64_t>();
   if (v < -limits::kMaxTraceInteger || v > limits::kMaxTraceInteger)
-    throw ConfigError(file, pointer + "/" + key, fmt::format("a size outside +-{}: {}", limits::kMaxTraceInteger, d.dump()));
+    throw ConfigError(file, pointer + "/" + key, fmt::format("a size outside +-{}: {}", limits::kMaxTraceInteger, json_text(d)));
   return v;
 }
 

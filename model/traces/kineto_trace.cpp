@@ -15,6 +15,7 @@
 #include "model/traces/trace_input.hpp"
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -166,7 +167,7 @@ std::vector<std::vector<std::int64_t>> read_dims(const EventReader& r) {
       for (const auto& d : input) {
         if (!d.is_number_integer()) continue;
         const auto v = trace_integer(d);
-        if (!v || *v < 0) r.fail("args/Input Dims", fmt::format("expected sizes in [0, {}], got {}", limits::kMaxTraceInteger, d.dump()));
+        if (!v || *v < 0) r.fail("args/Input Dims", fmt::format("expected sizes in [0, {}], got {}", limits::kMaxTraceInteger, json_text(d)));
         dims.push_back(*v);
       }
     }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run_context.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -130,7 +131,7 @@ std::string render_trace_stats_json(const std::vector<TraceStats>& stats, const 
     traces.push_back(std::move(t));
   }
   j["traces"] = traces;
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 std::string render_replay_text(const ReplayResult& r) {
@@ -259,7 +260,7 @@ std::string render_replay_json(const ReplayResult& r, const std::vector<std::str
   j["max_abs_error"] = r.max_abs_error;
   j["step_geomean_abs_error"] = r.step_geomean_abs_error;
   j["step_max_abs_error"] = r.step_max_abs_error;
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace perfcast

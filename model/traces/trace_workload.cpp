@@ -10,6 +10,7 @@
 #include "model/traces/trace_kernels.hpp"
 #include "model/traces/trace_replay.hpp"
 #include "predictors/measurement.hpp"
+#include "core/json_text.hpp"
 
 namespace perfcast {
 namespace {
@@ -171,7 +172,7 @@ std::string trace_workload_to_json(const TraceWorkload& w, const json& source) {
     ranks.push_back({{"rank", w.rank_ids[r]}, {"ops", std::move(ops)}});
   }
   j["ranks"] = ranks;
-  return j.dump(1) + "\n";
+  return json_text(j, 1) + "\n";
 }
 
 TraceWorkload parse_trace_workload(const JsonDocument& doc) {

@@ -7,7 +7,9 @@ command line's ``--set`` paths (``"workload.batch_size"``, ``"system.nodes"``,
 ``"workload.embedding.tables[0].rows"``) to values. Bad input raises
 :class:`ConfigError`, which carries the file and the JSON path. The GIL is released while
 the C++ code runs (simulation, sharding search, trace reading), so threads may run
-predictions in parallel.
+predictions in parallel. Every function takes ``timeout=`` (seconds, or a duration such as
+"30s"; None: no limit): a search (``shard``, ``plan``) then returns what it found in time,
+and other work not finished in time raises the built-in :class:`TimeoutError`.
 
 See docs/python.md.
 """
@@ -62,8 +64,61 @@ def _override_texts(overrides):
     for path, value in overrides.items():
         if not isinstance(path, str):
             raise TypeError("overrides: keys are paths such as \"workload.batch_size\", got %r" % (path,))
-        out.append("%s=%s" % (path, value if isinstance(value, str) else _json.dumps(value, allow_nan=False)))
+        if not isinstance(value, str):
+            try:
+                value = _json.dumps(value, allow_nan=False)
+            except ValueError as e:  # NaN or an infinity; TypeError (not JSON) passes through
+                raise ConfigError("--set %s: %s" % (path, e), "--set " + path, "") from None
+        out.append("%s=%s" % (path, value))
     return out
+
+
+def _integer(value, name):
+    """An integer argument: a value of another type (a bool, a string, a list) is a
+    TypeError; a float that is not a whole number, or an integer beyond 64 bits, is bad
+    input (ConfigError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("%s: expected an integer, got %s" % (name, type(value).__name__))
+    if isinstance(value, float) and not value.is_integer():
+        raise ConfigError("%s: expected an integer, got %r" % (name, value), name, "")
+    value = int(value)
+    if not -2**63 <= value < 2**63:
+        raise ConfigError("%s: expected an integer of at most 64 bits, got %d" % (name, value), name, "")
+    return value
+
+
+def _list(values, name):
+    if isinstance(values, (bytes, dict)) or not hasattr(values, "__iter__"):
+        raise TypeError("%s: expected a list, got %s" % (name, type(values).__name__))
+    return list(values)
+
+
+def _integers(values, name):
+    """A list of integers (None: empty)."""
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise TypeError("%s: expected a list of integers, got %s" % (name, type(values).__name__))
+    return [_integer(v, name) for v in values]
+
+
+def _seconds(value, name):
+    """Seconds as a number (0 where the argument allows none); NaN is bad input."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("%s: expected seconds, got %s" % (name, type(value).__name__))
+    if value != value:
+        raise ConfigError("%s: expected seconds, got NaN" % name, name, "")
+    return float(value)
+
+
+def _timeout(timeout):
+    """``timeout=`` as the duration text the library reads: None (no limit), seconds, or a
+    duration such as "30s"."""
+    if timeout is None:
+        return ""
+    if isinstance(timeout, str):
+        return timeout
+    return "%rs" % _seconds(timeout, "timeout")
 
 
 def _paths(value, what):
@@ -74,40 +129,42 @@ def _paths(value, what):
     return [_os.fspath(v) for v in value]
 
 
-def predict(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False):
+def predict(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False,
+            timeout=None):
     """``perfcast predict --json -``: the predicted iteration (``iteration_time_s``, ...).
     ``all_micro_batches``: ``--all-micro-batches`` (simulate every micro-batch of a Transformer)."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     p, pt = _document(plan, "plan", config_dir) if plan is not None else (None, None)
-    return _json.loads(_perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations),
-                                  bool(all_micro_batches), False))
+    return _json.loads(_perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), _integer(iterations, "iterations"),
+                                  bool(all_micro_batches), False, _timeout(timeout)))
 
 
-def predict_text(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False):
+def predict_text(system, workload, plan=None, overrides=None, iterations=3, config_dir=None, all_micro_batches=False,
+                 timeout=None):
     """The text report ``perfcast predict`` prints."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     p, pt = _document(plan, "plan", config_dir) if plan is not None else (None, None)
-    return _perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), int(iterations),
-                           bool(all_micro_batches), True)
+    return _perfcast.predict(s, st, w, wt, p, pt, _override_texts(overrides), _integer(iterations, "iterations"),
+                           bool(all_micro_batches), True, _timeout(timeout))
 
 
-def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, config_dir=None):
+def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, config_dir=None, timeout=None):
     """``perfcast comm --json -``: a collective's time and bandwidth per message size.
     ``sizes`` is "FROM:TO" (doubling) or a comma list, or a list of sizes."""
     s, st = _document(system, "system", config_dir)
     if not isinstance(sizes, str):
-        sizes = ",".join(str(v) if isinstance(v, str) else "%dB" % int(v) for v in sizes)
+        sizes = ",".join(v if isinstance(v, str) else "%dB" % _integer(v, "sizes") for v in _list(sizes, "sizes"))
     if isinstance(nodes, (list, tuple)):
-        nodes = ",".join(str(int(n)) for n in nodes)
+        nodes = ",".join(str(n) for n in _integers(nodes, "nodes"))
     else:
-        nodes = str(int(nodes)) if int(nodes) != 0 else ""
-    return _json.loads(_perfcast.comm(s, st, collective, sizes, int(ranks), nodes, False))
+        nodes = str(_integer(nodes, "nodes")) if _integer(nodes, "nodes") != 0 else ""
+    return _json.loads(_perfcast.comm(s, st, collective, sizes, _integer(ranks, "ranks"), nodes, False, _timeout(timeout)))
 
 
 def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None,
-          memory_tiers="auto", dense_layout="workload"):
+          memory_tiers="auto", dense_layout="workload", timeout=None):
     """``perfcast shard --json -``: the best plan found (``best.plan``, in ``plan_format``
     "perfcast" or "torchrec"), the baselines and the search statistics. ``budget`` is a
     time ("10s", "500ms") or seconds; ``evaluations`` > 0 stops after that many plans
@@ -117,14 +174,15 @@ def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1,
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     if not isinstance(budget, str):
-        budget = "%rs" % float(budget)
-    result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, int(evaluations), int(seed), plan_format,
-                                    memory_tiers, dense_layout)
+        budget = "%rs" % _seconds(budget, "budget")
+    result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, _integer(evaluations, "evaluations"),
+                                    _integer(seed, "seed"), plan_format,
+                                    memory_tiers, dense_layout, _timeout(timeout))
     return _json.loads(result)
 
 
 def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, max_tp=0,
-         overlaps="search", budget=0, threads=0):
+         overlaps="search", budget=0, threads=0, timeout=None):
     """``perfcast plan --json -``: every predicted Transformer parallelism, fastest first
     (``plans``), those screened out and why (``rejected``), and where the workload's own
     stands (``asked``). ``system`` and ``workload`` are file paths (the search re-reads them
@@ -134,24 +192,26 @@ def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, 
     for value, kind in ((system, "system"), (workload, "workload")):
         if not isinstance(value, (str, _os.PathLike)):
             raise TypeError("%s: plan takes a file path, got %s" % (kind, type(value).__name__))
-    result, _text = _perfcast.plan(_os.fspath(system), _os.fspath(workload), _override_texts(overrides), int(gpus),
-                                   [int(v) for v in (micro_batches or [])], [int(v) for v in (cp or [])],
-                                   [int(v) for v in (vp or [])], [int(v) for v in (ep or [])], int(max_tp), overlaps,
-                                   float(budget), int(threads))
+    result, _text = _perfcast.plan(_os.fspath(system), _os.fspath(workload), _override_texts(overrides),
+                                   _integer(gpus, "gpus"), _integers(micro_batches, "micro_batches"), _integers(cp, "cp"),
+                                   _integers(vp, "vp"), _integers(ep, "ep"), _integer(max_tp, "max_tp"), overlaps,
+                                   _seconds(budget, "budget"), _integer(threads, "threads"), _timeout(timeout))
     return _json.loads(result)
 
 
-def import_trace(kineto, et=None, name="", batch=0):
+def import_trace(kineto, et=None, name="", batch=0, timeout=None):
     """``perfcast import``: the workload dict (model "trace") the command writes to --out,
     from Kineto traces (one per rank) and optionally execution traces."""
-    workload, _text = _perfcast.import_trace(_paths(kineto, "kineto"), _paths(et, "et"), name, int(batch))
+    workload, _text = _perfcast.import_trace(_paths(kineto, "kineto"), _paths(et, "et"), name, _integer(batch, "batch"),
+                                              _timeout(timeout))
     return _json.loads(workload)
 
 
 def replay(kineto, et=None, host="measured", kernels="measured", infer_waits=False, system=None, calibration=None,
-           ranks="", steps=""):
+           ranks="", steps="", timeout=None):
     """``perfcast replay --json -``: traced iterations simulated with their measured (or
     predicted, with ``system``) kernel durations against the measured step times."""
     return _json.loads(_perfcast.replay(_paths(kineto, "kineto"), _paths(et, "et"), host, kernels, bool(infer_waits),
                                         _os.fspath(system) if system is not None else "",
-                                        _os.fspath(calibration) if calibration is not None else "", ranks, steps)[0])
+                                        _os.fspath(calibration) if calibration is not None else "", ranks, steps,
+                                        _timeout(timeout))[0])

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "core/deadline.hpp"
 #include "core/json_reader.hpp"
 
 namespace perfcast::fuzz {
@@ -22,12 +23,14 @@ inline std::string text_of(const std::uint8_t* data, std::size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);
 }
 
-/// Runs `f`; ConfigError is the expected answer to bad input, any other exception aborts.
+/// Runs `f`; ConfigError is the expected answer to bad input, and DeadlineExceeded the end
+/// of work that a target bounds in time (core/deadline.hpp); any other exception aborts.
 template <class F>
 void only_config_errors(F&& f) {
   try {
     f();
   } catch (const ConfigError&) {
+  } catch (const DeadlineExceeded&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "finding: exception other than ConfigError: %s\n", e.what());
     std::abort();

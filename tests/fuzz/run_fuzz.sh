@@ -2,7 +2,7 @@
 # Runs the libFuzzer targets of tests/fuzz for a bounded time each and reports executions
 # and findings. Usage: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
 # (targets: system workload plan calibration measurements nccl_tests kineto
-#  execution_trace index end_to_end; default all). Seed corpora come from configs/ and
+#  execution_trace index end_to_end output report options calibrate; default all). Seed corpora come from configs/ and
 # tests/data and data/ (the public traces and tables); the growing corpus stays in
 # BUILD_DIR/fuzz-corpus/<target>, logs in BUILD_DIR/fuzz-logs, crash inputs in
 # BUILD_DIR/fuzz-findings. Exit 1 when any target found a crash, leak or timeout.
@@ -12,7 +12,8 @@ seconds=$2
 shift 2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 targets=("$@")
-[ ${#targets[@]} = 0 ] && targets=(system workload plan calibration measurements nccl_tests kineto execution_trace index end_to_end)
+[ ${#targets[@]} = 0 ] && targets=(system workload plan calibration measurements nccl_tests kineto execution_trace index end_to_end
+  output report options calibrate)
 seeds=$build/fuzz-seeds
 mkdir -p "$seeds" "$build/fuzz-corpus" "$build/fuzz-logs" "$build/fuzz-findings"
 
@@ -45,6 +46,25 @@ make_seeds() {
     seed index lengths.bin
   printf 'system.gpu.memory_bandwidth="2TB/s"\nworkload.batch_size=4096\n' | seed end_to_end bandwidth.txt
   printf 'system.nodes=2\n' | seed end_to_end nodes.txt
+  # output: first byte odd = commit; then a file name line, then the content.
+  printf 'result.json\n{"a": 1}\n' | seed output commit.txt 01
+  printf 'trace.json\nsys\xfe \xe2\x82 \xf0\x9f\x98\x80\n' | seed output not_utf8.txt 00
+  # report: results of each kind (first byte: 0 .json, 1 .jsonl).
+  for f in "$src"/tests/golden/dgx_h100__*.json; do seed report "$(basename "$f")" 00 < "$f"; done
+  seed report validation.jsonl 01 < "$src/tests/data/validation_results_small.jsonl"
+  printf '{"results": [{"bytes": 1024, "busbw_GBps": 5e-324, "time_us": 5e-324}]}' | seed report comm.json 00
+  printf '{"ranks": [{"rank": 0, "measured_s": 0.01, "simulated_s": 0.011}]}' | seed report replay.json 00
+  # options: 0 sweep lines, 1 plan lists (micro-batches, cp, vp, ep, "max_tp,gpus,budget_ms"), 2 shard values.
+  printf 'workload.batch_size=1024,2048\nsystem.nodes=1,2\n' | seed options sweep.txt 00
+  printf '1,2\n1,2\n1\n\n8,8,500\n' | seed options plan.txt 01
+  printf '10s\n3,7\n30s\nauto\nsearch\ntorchrec\n' | seed options shard.txt 02
+  # calibrate: 0 calibrate runtime CSV (absolute workload paths), 1 nccl-tests log, 2 measurement table.
+  {
+    echo "workload,measured,set,split"
+    for b in 1024 2048 4096 8192 16384 32768; do echo "$src/configs/workloads/dlrm_default.json,$((b / 256))ms,workload.batch_size=$b,fit"; done
+  } | seed calibrate runtime.csv 00
+  seed calibrate handwritten.txt 01 < "$src/tests/data/handwritten_all_reduce_perf.txt"
+  for f in "$src"/data/public-measurements/*.csv; do [ -f "$f" ] && head -60 "$f" | seed calibrate "$(basename "$f")" 02; done
 }
 make_seeds
 
