@@ -37,11 +37,14 @@ curves() {  # system collective [extra perfcast comm arguments]
   echo "| NDR 400 Gb/s NIC | 50 GB/s | 50 GB/s | 46 GB/s (0.92); 8 per node: 368 GB/s |"
   echo
   echo "busBw above the link rate appears only with in-switch reduction (nvls, nvls_tree) and with a"
-  echo "tree on 2 nodes, whose NICs move S instead of 2(n-1)/n S per direction. Calibrated from measured"
-  echo "tables (algorithm names ending in \"(calibrated)\"): all-reduce inside one node on the NVSwitch"
-  echo "systems, and across two nodes on \`aws_p5\` and \`aws_p4de\` (docs/collectives-and-runtimes.md);"
-  echo "the rest is spec-derived. For a calibrated algorithm, \`proto\` names the fitted branch that"
-  echo "answered (the protocol whose NCCL constants the fit started from), not a measured protocol."
+  echo "tree on 2 nodes, whose NICs move S instead of 2(n-1)/n S per direction. The \`time basis\` column"
+  echo "says, per size, whether the time is calibrated from measured tables or spec-derived. Calibrated:"
+  echo "all-reduce inside one node on the NVSwitch systems, across 2, 4 and 8 NDR InfiniBand nodes on"
+  echo "\`cluster_4x_dgx_h100\` (\`h100_ndr.comms.json\`: NCCL's structure with fitted per-protocol scales;"
+  echo "other node counts say \"extrapolated\"), and across two nodes on \`aws_p5\` and \`aws_p4de\`"
+  echo "(docs/collectives-and-runtimes.md); the rest is spec-derived. For a calibrated algorithm, \`proto\`"
+  echo "names the fitted branch that answered (the protocol whose NCCL constants the fit started from),"
+  echo "not a measured protocol."
   for s in dgx_h100 hgx_h200 dgx_a100 pcie_8gpu; do
     for c in all_reduce all_gather all_to_all; do curves $s $c; done
   done
