@@ -11,6 +11,7 @@
 #include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
 #include "model/commands/shard_command.hpp"
+#include "model/graph/torchrec_plan.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -23,6 +24,7 @@ struct ShardArgs {
   std::string timeout;
   std::uint64_t seed = 1;
   std::string plan_format = "perfcast";
+  std::string module_path = kTorchrecDlrmModule;
   std::string memory_tiers = "auto";
   std::string dense_layout = "workload";
 };
@@ -46,6 +48,9 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--plan-format", a->plan_format,
                   "shape of the --out plan (and of best.plan in --json): perfcast (flat, schema perfcast.plan; default) "
                   "or torchrec (module path, then table: TorchRec's ShardingPlan)");
+  cmd->add_option("--module-path", a->module_path,
+                  "with --plan-format torchrec: the module path of the embedding tables in your model, as TorchRec "
+                  "matches it exactly (default sparse_arch.embedding_bag_collection, TorchRec's DLRM)");
   cmd->add_option("--memory-tiers", a->memory_tiers,
                   "tables in host memory (fused_uvm, fused_uvm_caching with its cache size) in the baselines and the "
                   "search: auto (default: when no plan fits in HBM), on, off");
@@ -58,6 +63,7 @@ Action add_shard(CLI::App& app) {
   return [a]() {
     ShardRequest req;
     req.plan_format = plan_format_from_name(a->plan_format);
+    req.module_path = a->module_path;
     req.system = load_json_file(a->system);
     req.workload = load_json_file(a->workload);
     req.overrides = a->overrides;

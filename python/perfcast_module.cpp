@@ -103,13 +103,15 @@ std::pair<std::string, std::string> shard_json(const std::string& system, const 
                                                const std::string& workload, const std::optional<std::string>& workload_text,
                                                const std::vector<std::string>& overrides, const std::string& budget,
                                                std::size_t evaluations, std::uint64_t seed, const std::string& plan_format,
-                                               const std::string& memory_tiers, const std::string& dense_layout, const std::string& timeout) {
+                                               const std::string& memory_tiers, const std::string& dense_layout,
+                                               const std::string& module_path, const std::string& timeout) {
   py::gil_scoped_release release;
   (void)timeout_seconds(timeout);  // checked here; the search stops in time for its report (shard --timeout)
   ShardRequest req;
   req.plan_format = plan_format_from_name(plan_format);
   req.memory_tiers = memory_tiers;
   req.dense_layout = dense_layout;
+  req.module_path = module_path;
   req.system = load_document(system, system_text);
   req.workload = load_document(workload, workload_text);
   req.overrides = overrides;
@@ -188,7 +190,7 @@ PYBIND11_MODULE(_perfcast, m) {
         py::arg("nodes"), py::arg("text"), py::arg("timeout"));
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
         py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"),
-        py::arg("memory_tiers"), py::arg("dense_layout"), py::arg("timeout"));
+        py::arg("memory_tiers"), py::arg("dense_layout"), py::arg("module_path"), py::arg("timeout"));
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
         py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));

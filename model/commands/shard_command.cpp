@@ -1,6 +1,7 @@
 #include "model/commands/shard_command.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -67,6 +68,18 @@ std::vector<int> dense_layouts(const std::string& mode, const DlrmSpec& w) {
   throw ConfigError("--dense-layout", mode, "expected workload, data_parallel, hybrid or search");
 }
 
+/// A TorchRec module path ("sparse_arch.embedding_bag_collection"): dot-separated Python
+/// identifiers, as nn.Module.named_modules() gives them.
+void check_module_path(const std::string& path) {
+  bool ok = !path.empty() && path.size() <= 1024 && path.front() != '.' && path.back() != '.' &&
+            path.find("..") == std::string::npos;
+  for (char c : path) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+  if (!ok)
+    throw ConfigError("--module-path", path,
+                      "expected a module path such as \"sparse_arch.embedding_bag_collection\" (names of Python "
+                      "identifiers joined by dots, as named_modules() lists them)");
+}
+
 /// Wall-clock seconds one plan of `w` takes to simulate here (the first baseline, timed once).
 /// The work after the search (the baselines side by side and the reported prediction) is
 /// charged in this unit, so that --budget and --timeout bound the whole command.
@@ -88,6 +101,7 @@ std::string dense_layout_name(int bottom_mlp_rank) {
 
 ShardOutcome run_shard(ShardRequest req) {
   const auto started = std::chrono::steady_clock::now();
+  check_module_path(req.module_path);
   const auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   JsonDocument host_overrides{nlohmann::json::object(), "--set"};
   for (const auto& o : req.overrides) apply_override_text(o, req.system, req.workload, nullptr, &host_overrides);
@@ -212,7 +226,7 @@ ShardOutcome run_shard(ShardRequest req) {
   ShardOutcome out;
   out.feasible = r.best_eval.feasible;
   out.text = std::move(text);
-  out.plan = req.plan_format == PlanFormat::kTorchrec ? plan_to_torchrec_json(best, w, s.gpus_per_node)
+  out.plan = req.plan_format == PlanFormat::kTorchrec ? plan_to_torchrec_json(best, w, s.gpus_per_node, req.module_path)
                                                       : plan_to_json(best, w, s.world_size(), s.gpus_per_node);
   // Per rank of the best plan's prediction: its period, busy and exposed times and memory.
   nlohmann::json ranks = nlohmann::json::array();

@@ -25,6 +25,9 @@ struct ShardRequest {
   std::string timeout;                 ///< stop after this wall-clock time even with `evaluations` ("" = none)
   std::uint64_t seed = 1;
   PlanFormat plan_format = PlanFormat::kPerfcast;
+  /// The module path a TorchRec plan puts the tables under (TorchRec matches it exactly):
+  /// letters, digits, '_' and '.'; checked by run_shard.
+  std::string module_path = "sparse_arch.embedding_bag_collection";
   /// Host-memory tables (fused_uvm, fused_uvm_caching) in the baselines and the search:
   /// "on", "off", or "auto" (on when no HBM-only baseline fits).
   std::string memory_tiers = "auto";

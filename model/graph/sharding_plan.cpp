@@ -51,13 +51,22 @@ double parse_cache_load_factor(const JsonValue& v) {
       load_factor = f.as_number_in(1e-9, 1.0);
     } else if (key == "algorithm") {
       if (f.raw().is_null()) continue;
-      std::string a = f.as_string();
+      // FBGEMM's CacheAlgorithm (LRU = 0, LFU = 1) as its name, its value or Python's str().
+      std::string a = f.raw().is_number_integer() ? (f.as_integer(0, 1) == 0 ? "LRU" : "LFU") : f.as_string();
       if (a.rfind("CacheAlgorithm.", 0) == 0) a = a.substr(15);
       if (a != "lru" && a != "LRU") f.fail(fmt::format("cache algorithm \"{}\" is not modelled (perfcast models LRU, FBGEMM's default)", a));
     } else if (key == "prefetch_pipeline") {
       if (!f.raw().is_null() && f.as_bool()) f.fail("prefetch_pipeline true is not modelled: the prefetch is predicted in front of the lookup");
+    } else if (key == "reserved_memory") {
+      if (!f.raw().is_null()) (void)f.as_number_in(0, 1e15);  // recorded: HBM TorchRec keeps free, not modelled
+    } else if (key == "precision") {
+      if (!f.raw().is_null()) (void)f.as_string();  // recorded: the cache's DataType, not modelled
+    } else if (key == "stats" || key == "multipass_prefetch_config") {
+      // recorded: statistics reporting and prefetch passes change no predicted time
     } else if (!f.raw().is_null()) {
-      f.fail(fmt::format("cache_params.{} is not modelled; remove it or set it to null", key));
+      f.fail(fmt::format("cache_params.{} is not a TorchRec CacheParams field (algorithm, load_factor, reserved_memory, "
+                         "precision, prefetch_pipeline, stats, multipass_prefetch_config)",
+                         key));
     }
   }
   return load_factor;

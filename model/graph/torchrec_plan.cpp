@@ -33,17 +33,59 @@ int parse_torchrec_placement(const JsonValue& v, int world_size, int gpus_per_no
   return rank;
 }
 
-/// ParameterSharding fields perfcast does not model: accepted only when null.
-void require_null_unmodelled_fields(const JsonObject& t) {
-  for (const char* key : {"enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype",
-                          "key_value_params"}) {
-    if (auto v = t.find(key); v && !v->raw().is_null()) {
-      v->fail(fmt::format("\"{}\" is not modelled by perfcast; remove it or set it to null", key));
-    }
+/// `v` as one of TorchRec's enum members, written as the member's name ("WARNING"), its
+/// value where that differs (an IntEnum's integer, a string enum's value) or Python's
+/// str() of it ("BoundsCheckMode.WARNING"); fails naming the members.
+void check_enum(const JsonValue& v, const std::string& enum_name, const std::vector<std::string>& members) {
+  if (v.raw().is_number_integer()) {
+    (void)v.as_integer(0, static_cast<std::int64_t>(members.size()) - 1);
+    return;
   }
+  std::string name = v.as_string();
+  if (name.rfind(enum_name + ".", 0) == 0) name = name.substr(enum_name.size() + 1);
+  if (std::find(members.begin(), members.end(), name) == members.end())
+    v.fail(fmt::format("expected a {} ({}), got \"{}\"", enum_name, fmt::join(members, ", "), v.as_string()));
 }
 
-TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, int world_size, int gpus_per_node) {
+/// ParameterSharding fields that change neither time nor memory in perfcast's model, or
+/// that it does not model (the storage of key-value tables): checked (types and TorchRec's
+/// enum members) and recorded in `recorded`. Enum members: FBGEMM's BoundsCheckMode (an
+/// IntEnum, 0-6) and TorchRec's DataType (torchrec/types.py).
+void check_recorded_fields(const JsonObject& t, std::set<std::string>& recorded) {
+  const auto present = [&](const char* key) -> std::optional<JsonValue> {
+    auto v = t.find(key);
+    if (v && v->raw().is_null()) return std::nullopt;
+    if (v) recorded.insert(key);
+    return v;
+  };
+  if (auto v = present("enforce_hbm")) (void)v->as_bool();
+  if (auto v = present("stochastic_rounding")) (void)v->as_bool();
+  if (auto v = present("bounds_check_mode"))
+    check_enum(*v, "BoundsCheckMode", {"FATAL", "WARNING", "IGNORE", "NONE", "V2_IGNORE", "V2_WARNING", "V2_FATAL"});
+  if (auto v = present("output_dtype"))
+    check_enum(*v, "DataType", {"FP32", "FP16", "BF16", "INT64", "INT32", "INT8", "UINT8", "INT4", "INT2", "NFP8"});
+  if (auto v = present("key_value_params")) (void)v->as_object();
+}
+
+/// The shards of a table entry: TorchRec's _serialize() writes them as "shards" beside the
+/// other fields, ParameterSharding (and dataclasses.asdict) as "sharding_spec": {"shards"}.
+/// Returns the array and the value that errors about the layout name; nullopt for none.
+std::optional<std::pair<JsonArray, JsonValue>> table_shards(const JsonObject& t) {
+  std::optional<JsonValue> flat = t.find("shards");
+  if (flat && flat->raw().is_null()) flat.reset();
+  std::optional<JsonValue> spec = t.find("sharding_spec");
+  if (spec && spec->raw().is_null()) spec.reset();
+  if (flat && spec) flat->fail("give the shards once: as \"shards\" (ShardingPlan._serialize) or in \"sharding_spec\"");
+  if (flat) return std::make_pair(flat->as_array(), *flat);
+  if (!spec) return std::nullopt;
+  const JsonObject spec_o = spec->as_object();
+  JsonArray shards = spec_o.array("shards");
+  spec_o.finish();
+  return std::make_pair(shards, *spec);
+}
+
+TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, int world_size, int gpus_per_node,
+                          std::set<std::string>& recorded) {
   TableSharding ts;
   const JsonValue type_v = t.at("sharding_type");
   ts.type = *sharding_type_from_name(type_v.as_enum(
@@ -51,7 +93,7 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
   const bool dp = ts.type == ShardingType::kDataParallel;
   require_sequence_sharding(t, spec, ts.type);
   parse_compute_kernel(t, ts);
-  require_null_unmodelled_fields(t);
+  check_recorded_fields(t, recorded);
   std::optional<JsonValue> ranks_v = t.find("ranks");
   if (ranks_v && ranks_v->raw().is_null()) ranks_v.reset();
   if (ranks_v) {
@@ -59,10 +101,9 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
     ranks.require_size(1, 1 << 20);
     for (std::size_t i = 0; i < ranks.size(); ++i) ts.ranks.push_back(static_cast<int>(ranks[i].as_integer(0, world_size - 1)));
   }
-  std::optional<JsonValue> spec_v = t.find("sharding_spec");
-  if (spec_v && spec_v->raw().is_null()) spec_v.reset();
+  const auto shards_v = table_shards(t);
   if (dp) {
-    if (spec_v) spec_v->fail("a data_parallel table has no sharding_spec in TorchRec (null)");
+    if (shards_v) shards_v->second.fail("a data_parallel table has no shards in TorchRec (no sharding_spec)");
     if (ts.ranks.empty()) {
       for (int r = 0; r < world_size; ++r) ts.ranks.push_back(r);
     }
@@ -73,9 +114,12 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
     for (int r : ts.ranks) ts.shards.push_back(Shard{0, spec.rows, 0, spec.dim, r});
     return ts;
   }
-  if (!spec_v) t.fail("sharding_spec", fmt::format("a {} table needs a sharding_spec {{\"shards\": [...]}}", torchrec_type_name(ts.type)));
-  const JsonObject spec_o = spec_v->as_object();
-  const JsonArray shards = spec_o.array("shards");
+  if (!shards_v)
+    t.fail("sharding_spec", fmt::format("a {} table needs its shards: \"shards\": [...] (ShardingPlan._serialize) or "
+                                        "\"sharding_spec\": {{\"shards\": [...]}}",
+                                        torchrec_type_name(ts.type)));
+  const JsonArray& shards = shards_v->first;
+  const JsonValue& spec_v = shards_v->second;
   shards.require_size(1, 1 << 16);
   std::vector<int> placed;
   for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -94,7 +138,6 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
     ts.shards.push_back(sh);
     placed.push_back(sh.rank);
   }
-  spec_o.finish();
   // TorchRec's planner writes the shards' ranks in shard order; any order is accepted here.
   if (ts.ranks.empty()) {
     ts.ranks = placed;
@@ -104,11 +147,24 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
     std::sort(b.begin(), b.end());
     if (a != b) ranks_v->fail(fmt::format("\"ranks\" must list the shards' placement ranks ({})", fmt::join(placed, ", ")));
   }
-  if (const std::string layout = shard_layout_error(ts, spec, gpus_per_node); !layout.empty()) spec_v->fail(layout);
+  if (const std::string layout = shard_layout_error(ts, spec, gpus_per_node); !layout.empty()) spec_v.fail(layout);
   return ts;
 }
 
 }  // namespace
+
+/// True when `root` is ShardingPlan._serialize()'s {"plan": {module: {table: {...}}}}: one
+/// key "plan" whose value maps names to objects of objects (a module named "plan" maps
+/// table names to ParameterSharding fields, some of which are strings).
+bool is_serialized_plan(const nlohmann::json& root) {
+  if (!root.is_object() || root.size() != 1 || !root.contains("plan") || !root["plan"].is_object()) return false;
+  for (const auto& [module, tables] : root["plan"].items()) {
+    if (!tables.is_object()) return false;
+    for (const auto& [table, entry] : tables.items())
+      if (!entry.is_object()) return false;
+  }
+  return true;
+}
 
 bool is_torchrec_plan(const JsonDocument& doc) {
   return doc.root.is_object() && !doc.root.contains("schema") && !doc.root.contains("tables");
@@ -116,9 +172,11 @@ bool is_torchrec_plan(const JsonDocument& doc) {
 
 ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node) {
   if (gpus_per_node <= 0) gpus_per_node = world_size;
-  const JsonObject root(doc);
+  const JsonObject top(doc);
+  const bool serialized = is_serialized_plan(doc.root);
+  const JsonObject root = serialized ? top.object("plan") : top;
   ShardingPlan plan;
-  plan.source = doc.file + " (TorchRec plan)";
+  std::set<std::string> recorded;
   std::map<std::string, std::size_t> index;
   std::vector<std::string> names;
   for (std::size_t i = 0; i < w.tables.size(); ++i) {
@@ -146,7 +204,7 @@ ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int
         tables.fail(name, fmt::format("table \"{}\" is also sharded under module \"{}\"", name, seen_in[it->second]));
       }
       const JsonObject t = tables.object(name);
-      plan.tables[it->second] = parse_table(t, w.tables[it->second], world_size, gpus_per_node);
+      plan.tables[it->second] = parse_table(t, w.tables[it->second], world_size, gpus_per_node, recorded);
       t.finish();
       seen_in[it->second] = module;
     }
@@ -158,6 +216,9 @@ ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int
     }
   }
   root.finish();
+  if (serialized) top.finish();  // else root is top, finished above
+  plan.source = fmt::format("{} (TorchRec plan{}{})", doc.file, serialized ? ", ShardingPlan._serialize()" : "",
+                            recorded.empty() ? "" : fmt::format("; recorded, not modelled: {}", fmt::join(recorded, ", ")));
   return plan;
 }
 
@@ -185,7 +246,8 @@ std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int 
         ranks.push_back(sh.rank);
       }
       entry["compute_kernel"] = compute_kernel_name(ts);
-      if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "lru"}, {"load_factor", ts.cache_load_factor}};
+      // CacheAlgorithm's member name, which CacheAlgorithm["LRU"] reads back.
+      if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "LRU"}, {"load_factor", ts.cache_load_factor}};
       entry["ranks"] = ranks;
       entry["sharding_spec"] = {{"shards", shards}};
     }

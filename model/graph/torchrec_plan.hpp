@@ -12,9 +12,12 @@
 /// `sharding_spec` is an EnumerableShardingSpec (its "shards" are ShardMetadata);
 /// sharding_type strings are TorchRec's ShardingType values ("grid_shard" for grid);
 /// a data_parallel table has no spec (null or absent) and, when `ranks` is given, lists
-/// every rank. ParameterSharding's optional fields that change where or how rows are stored
-/// (enforce_hbm, stochastic_rounding, bounds_check_mode, output_dtype,
-/// key_value_params) are accepted only as null: perfcast does not model them.
+/// every rank. ShardingPlan._serialize()'s output is read as well: {"plan": {module:
+/// {table: {...}}}} with each table's shards as "shards" beside its other fields.
+/// ParameterSharding's other fields (enforce_hbm, stochastic_rounding, bounds_check_mode,
+/// output_dtype, key_value_params, and cache_params' reserved_memory, precision, stats,
+/// multipass_prefetch_config) are checked against TorchRec's types and enum members and
+/// recorded, not modelled: the plan's source names them.
 
 #include <string>
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/deadline.hpp"
 #include "model/graph/transformer_rank_passes.hpp"
 
 namespace perfcast::transformer {
@@ -170,6 +171,7 @@ void TransformerDraft::async_collective(const std::string& name, Phase ph, int g
 }
 
 void TransformerDraft::add(Op op) {
+  check_deadline();  // --timeout: a large graph stops between two ops
   if (last_ >= 0) op.deps.push_back(last_);
   for (int j : join_) op.deps.push_back(j);
   join_ = std::move(join_after_next_);  // what the op after this one waits for

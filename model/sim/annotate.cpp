@@ -1,5 +1,6 @@
 #include "model/sim/annotate.hpp"
 
+#include "core/deadline.hpp"
 #include "predictors/registry.hpp"
 
 namespace perfcast {
@@ -12,6 +13,7 @@ TimedGraph Annotator::annotate(const ExecutionGraph& g) {
     const auto& ops = g.ranks[r].ops;
     t.ops[r].resize(ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i) {
+      check_deadline();  // --timeout: between two ops' kernel predictions
       auto& timing = t.ops[r][i];
       timing.kernels.reserve(ops[i].kernels.size());
       for (const auto& k : ops[i].kernels) {

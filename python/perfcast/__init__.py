@@ -164,20 +164,21 @@ def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, co
 
 
 def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1, plan_format="perfcast", config_dir=None,
-          memory_tiers="auto", dense_layout="workload", timeout=None):
+          memory_tiers="auto", dense_layout="workload", timeout=None, module_path="sparse_arch.embedding_bag_collection"):
     """``perfcast shard --json -``: the best plan found (``best.plan``, in ``plan_format``
     "perfcast" or "torchrec"), the baselines and the search statistics. ``budget`` is a
     time ("10s", "500ms") or seconds; ``evaluations`` > 0 stops after that many plans
     instead (deterministic for a seed). ``memory_tiers`` "auto", "on" or "off": tables in
     host memory (fused_uvm, fused_uvm_caching) in the search (auto: when nothing fits in HBM).
-    ``dense_layout`` "workload", "data_parallel", "hybrid" or "search" (both, the faster wins)."""
+    ``dense_layout`` "workload", "data_parallel", "hybrid" or "search" (both, the faster wins).
+    ``module_path``: where a "torchrec" plan puts the tables (TorchRec matches it exactly)."""
     s, st = _document(system, "system", config_dir)
     w, wt = _document(workload, "workload", config_dir)
     if not isinstance(budget, str):
         budget = "%rs" % _seconds(budget, "budget")
     result, _text = _perfcast.shard(s, st, w, wt, _override_texts(overrides), budget, _integer(evaluations, "evaluations"),
                                     _integer(seed, "seed"), plan_format,
-                                    memory_tiers, dense_layout, _timeout(timeout))
+                                    memory_tiers, dense_layout, module_path, _timeout(timeout))
     return _json.loads(result)
 
 

@@ -1,33 +1,56 @@
-"""perfcast plans as TorchRec objects.
+"""perfcast plans as TorchRec objects, and TorchRec's plans as perfcast reads them.
 
 :func:`plan_entries` turns a plan (a ``perfcast.shard`` result, a plan dict in perfcast's
-flat format or TorchRec's shape, or a plan file) into TorchRec's shape as plain dicts:
-``{module_path: {table: {"sharding_type", "compute_kernel", "ranks", "sharding_spec"}}}``,
-plus ``"cache_params": {"algorithm": "lru", "load_factor": f}`` for fused_uvm_caching tables.
-:func:`to_sharding_plan` builds ``torchrec.distributed.types.ShardingPlan`` from it, with
-``ParameterSharding`` per table and ``EnumerableShardingSpec`` / ``ShardMetadata`` per
-shard, when torchrec is importable; otherwise it raises ImportError saying so.
+flat format or TorchRec's shape, the output of TorchRec's ``ShardingPlan._serialize()``, or a
+plan file) into TorchRec's ParameterSharding shape as plain dicts:
+``{module_path: {table: {"sharding_type", "compute_kernel", "ranks", "sharding_spec", ...}}}``,
+with ``"cache_params": {"algorithm": "LRU", "load_factor": f}`` for fused_uvm_caching
+tables and every other ParameterSharding field kept as given. :func:`to_sharding_plan`
+builds ``torchrec.distributed.types.ShardingPlan`` from it, with ``ParameterSharding`` per
+table (enums as TorchRec's and FBGEMM's enum members) and ``EnumerableShardingSpec`` /
+``ShardMetadata`` per shard, when torchrec is importable; otherwise it raises ImportError
+saying so. A plan that is not one of these shapes raises :class:`perfcast.ConfigError`
+naming the path of the bad entry (e.g. ``/plan/sparse_arch.embedding_bag_collection/t0``).
 """
 
 import json as _json
 import os as _os
 
+from . import ConfigError
+
 #: TorchRec's DLRM model keeps its tables here (torchrec.models.dlrm.DLRM).
 DLRM_MODULE = "sparse_arch.embedding_bag_collection"
 
 
+def _fail(path, message):
+    raise ConfigError("<plan>: %s: %s" % (path or "/", message), "<plan>", path)
+
+
+def _is_serialized(plan):
+    """ShardingPlan._serialize()'s {"plan": {module: {table: {...}}}}."""
+    if not isinstance(plan, dict) or set(plan) != {"plan"} or not isinstance(plan["plan"], dict):
+        return False
+    return all(isinstance(tables, dict) and all(isinstance(t, dict) for t in tables.values())
+               for tables in plan["plan"].values())
+
+
 def _plan_dict(result):
+    """(plan dict, JSON pointer prefix of its modules)."""
     if isinstance(result, (str, _os.PathLike)):
         with open(result) as f:
-            return _json.load(f)
+            result = _json.load(f)
     if not isinstance(result, dict):
         raise TypeError("expected a perfcast.shard result, a plan dict or a plan file, got %s" % type(result).__name__)
     if "best" in result and isinstance(result["best"], dict) and "plan" in result["best"]:
-        return result["best"]["plan"]
-    return result
+        return result["best"]["plan"], ""
+    if _is_serialized(result):
+        return result["plan"], "/plan"
+    return result, ""
 
 
-def _flat_entry(name, t):
+def _flat_entry(name, t, path):
+    if not isinstance(t, dict) or "sharding_type" not in t or "ranks" not in t:
+        _fail(path, "expected a table with \"sharding_type\" and \"ranks\"")
     kind = t["sharding_type"]
     entry = {"sharding_type": "grid_shard" if kind == "grid" else kind,
              "compute_kernel": t.get("compute_kernel", "dense" if kind == "data_parallel" else "fused"),
@@ -38,17 +61,51 @@ def _flat_entry(name, t):
         entry["sharding_spec"] = None
         return entry
     if "sharding_spec" not in t:
-        raise ValueError("table %r has no sharding_spec; write the plan with perfcast (shard --out) to get one" % name)
+        _fail(path, "table %r has no sharding_spec; write the plan with perfcast (shard --out) to get one" % name)
     entry["sharding_spec"] = {"shards": [dict(s) for s in t["sharding_spec"]]}
+    return entry
+
+
+def _torchrec_entry(t, path):
+    """A table of TorchRec's shape, its shards under "sharding_spec" (as ParameterSharding
+    holds them) whether they came as _serialize()'s "shards" or so; other fields unchanged."""
+    if not isinstance(t, dict) or "sharding_type" not in t:
+        _fail(path, "expected ParameterSharding fields (\"sharding_type\", \"compute_kernel\", \"ranks\", ...)")
+    entry = dict(t)
+    if "shards" in entry:
+        if entry.get("sharding_spec") is not None:
+            _fail(path + "/shards", "give the shards once: as \"shards\" (ShardingPlan._serialize) or in \"sharding_spec\"")
+        shards = entry.pop("shards")
+        entry["sharding_spec"] = {"shards": [dict(s) for s in shards]} if shards is not None else None
+    entry.setdefault("sharding_spec", None)
     return entry
 
 
 def plan_entries(result, module_path=DLRM_MODULE):
     """TorchRec's plan shape as plain dicts (no torchrec needed)."""
-    plan = _plan_dict(result)
+    plan, prefix = _plan_dict(result)
     if "schema" in plan or "tables" in plan:
-        return {module_path: {name: _flat_entry(name, t) for name, t in plan["tables"].items()}}
-    return {module: {name: dict(t) for name, t in tables.items()} for module, tables in plan.items()}
+        return {module_path: {name: _flat_entry(name, t, "/tables/" + name) for name, t in plan["tables"].items()}}
+    out = {}
+    for module, tables in plan.items():
+        if not isinstance(tables, dict):
+            _fail("%s/%s" % (prefix, module), "expected a module path mapping table names to ParameterSharding fields")
+        out[module] = {name: _torchrec_entry(t, "%s/%s/%s" % (prefix, module, name)) for name, t in tables.items()}
+    return out
+
+
+def _member(enum, value, path):
+    """An enum member from its name ("LRU"), its value (0, "FP16") or Python's str() of it."""
+    if value is None or isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        name = value.split(".", 1)[1] if value.startswith(enum.__name__ + ".") else value
+        if name in enum.__members__:
+            return enum[name]
+    try:
+        return enum(value)
+    except ValueError:
+        _fail(path, "expected a %s (%s), got %r" % (enum.__name__, ", ".join(enum.__members__), value))
 
 
 def to_sharding_plan(result, module_path=DLRM_MODULE):
@@ -56,8 +113,10 @@ def to_sharding_plan(result, module_path=DLRM_MODULE):
     try:
         from torch.distributed._shard.metadata import ShardMetadata
         from torch.distributed._shard.sharding_spec import EnumerableShardingSpec
-        from torchrec.distributed.types import CacheParams, EmbeddingModuleShardingPlan, ParameterSharding, ShardingPlan
-        from fbgemm_gpu.split_table_batched_embeddings_ops_common import CacheAlgorithm
+        from torchrec.distributed.types import (CacheParams, EmbeddingModuleShardingPlan, KeyValueParams, ParameterSharding,
+                                                ShardingPlan)
+        from torchrec.types import DataType
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode, CacheAlgorithm
     except ImportError as e:
         raise ImportError("perfcast.torchrec.to_sharding_plan needs torch and torchrec (pip install torchrec); "
                           "perfcast.torchrec.plan_entries gives the same plan as dicts without them (%s)" % e) from None
@@ -65,15 +124,28 @@ def to_sharding_plan(result, module_path=DLRM_MODULE):
     for module, tables in plan_entries(result, module_path).items():
         shardings = EmbeddingModuleShardingPlan()
         for name, t in tables.items():
+            path = "/%s/%s" % (module, name)
             spec = None
             if t.get("sharding_spec"):
-                spec = EnumerableShardingSpec([
-                    ShardMetadata(shard_offsets=list(s["shard_offsets"]), shard_sizes=list(s["shard_sizes"]),
-                                  placement=s["placement"]) for s in t["sharding_spec"]["shards"]])
+                try:
+                    spec = EnumerableShardingSpec([
+                        ShardMetadata(shard_offsets=list(s["shard_offsets"]), shard_sizes=list(s["shard_sizes"]),
+                                      placement=s["placement"]) for s in t["sharding_spec"]["shards"]])
+                except (KeyError, TypeError) as e:
+                    _fail(path + "/sharding_spec", "expected shards with shard_offsets, shard_sizes and placement (%s)" % e)
             cache = None
             if t.get("cache_params"):
-                cache = CacheParams(algorithm=CacheAlgorithm.LRU, load_factor=t["cache_params"].get("load_factor"))
-            shardings[name] = ParameterSharding(sharding_type=t["sharding_type"], compute_kernel=t["compute_kernel"],
-                                                ranks=t.get("ranks"), sharding_spec=spec, cache_params=cache)
+                c = dict(t["cache_params"])
+                c["algorithm"] = _member(CacheAlgorithm, c.get("algorithm"), path + "/cache_params/algorithm")
+                c["precision"] = _member(DataType, c.get("precision"), path + "/cache_params/precision")
+                cache = CacheParams(**{k: v for k, v in c.items() if v is not None})
+            kv = t.get("key_value_params")
+            shardings[name] = ParameterSharding(
+                sharding_type=t["sharding_type"], compute_kernel=t.get("compute_kernel"), ranks=t.get("ranks"),
+                sharding_spec=spec, cache_params=cache, enforce_hbm=t.get("enforce_hbm"),
+                stochastic_rounding=t.get("stochastic_rounding"),
+                bounds_check_mode=_member(BoundsCheckMode, t.get("bounds_check_mode"), path + "/bounds_check_mode"),
+                output_dtype=_member(DataType, t.get("output_dtype"), path + "/output_dtype"),
+                key_value_params=KeyValueParams(**kv) if isinstance(kv, dict) else kv)
         modules[module] = shardings
     return ShardingPlan(plan=modules)

@@ -176,9 +176,16 @@ expect "comm --timeout: the watchdog ends work that checks no limit" 3 "stopped 
 expect "predict --sweep --timeout: points not finished are not run" 0 "not run" -- \
   "$perfcast" predict --system "$sys" --workload "$src/configs/workloads/gpt3_175b.json" "${gpt3_recipe[@]}" \
   --sweep workload.parallelism.vp=12,6 --timeout 1s --threads 1
-expect "plan --budget: candidates not predicted in time are named" 0 "not run" -- \
-  "$perfcast" plan --system "$sys" --workload "$src/configs/workloads/llama3_70b.json" --gpus 64 \
-  --set workload.global_batch=512 --budget 3s
+# (exit 0 with those predicted in time ranked; a sanitizer build, 5-10x slower, may predict
+# none in time: exit 3. Both name the limit and write nothing partial.)
+timeout 60 "$perfcast" plan --system "$sys" --workload "$src/configs/workloads/llama3_70b.json" --gpus 64 \
+  --set workload.global_batch=512 --budget 2s > "$tmp/stdout" 2> "$tmp/stderr"
+code=$?
+if { [ "$code" = 0 ] && grep -q "not run" "$tmp/stdout"; } || { [ "$code" = 3 ] && grep -q "stopped by --budget 2s" "$tmp/stderr"; }; then
+  echo "ok   plan --budget: candidates not predicted in time are named (exit $code)"
+else
+  echo "FAIL plan --budget: exit $code"; head -c 2000 "$tmp/stderr"; fails=$((fails + 1))
+fi
 expect "--timeout on a command that finishes in time" 0 "" -- "$perfcast" list --timeout 30s
 expect "--timeout 0s" 2 "expected a duration > 0" -- "$perfcast" trace-stats "$data/kineto_rank0.json" --timeout 0s
 

@@ -71,5 +71,32 @@ expect "quantized kernel refused, not ignored" 2 'compute_kernel: compute_kernel
 sed 's|"placement": "rank:\([0-9]\)/cuda:[0-9]"|"placement": "rank:\1/cuda:9"|' "$tmp/torchrec_plan.json" > "$tmp/bad_local.json"
 expect "placement's local GPU checked" 2 "not cuda:9" -- "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/bad_local.json" --json "$tmp/out.json"
 
+# ShardingPlan._serialize()'s shape ({"plan": {module: {table: {..., "shards": [...]}}}}) with
+# the fields TorchRec's planner copies into every ParameterSharding: read to the same time.
+python3 - "$tmp/torchrec_plan.json" "$tmp/serialized.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+for tables in plan.values():
+    for t in tables.values():
+        spec = t.pop("sharding_spec", None)
+        if spec is not None:
+            t["shards"] = spec["shards"]
+        t.update({"enforce_hbm": None, "stochastic_rounding": True, "bounds_check_mode": 3, "output_dtype": "FP32",
+                  "key_value_params": None})
+json.dump({"plan": plan}, open(sys.argv[2], "w"))
+PY
+expect "predict reads ShardingPlan._serialize() output" 0 "recorded, not modelled: bounds_check_mode, output_dtype, stochastic_rounding" -- \
+  "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/serialized.json" --json "$tmp/serialized_predict.json"
+again=$(number iteration_time_s "$tmp/serialized_predict.json" '{')
+[ -n "$again" ] && awk -v a="$best" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * a) }' && echo "ok   the same time from the serialized plan" \
+  || { echo "FAIL serialized plan predicts $again s, search said $best s"; fails=$((fails + 1)); }
+
+expect "shard --module-path" 0 "" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 5 \
+  --plan-format torchrec --module-path model.sparse.ebc --out "$tmp/module_plan.json"
+python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert list(p) == ['model.sparse.ebc'], list(p)" "$tmp/module_plan.json" \
+  && echo "ok   the tables under the module path asked for" || { echo "FAIL module path"; fails=$((fails + 1)); }
+expect "a module path that is not one" 2 "--module-path" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 5 \
+  --plan-format torchrec --module-path "a/b" --out "$tmp/out.json"
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -169,7 +169,9 @@ TEST_CASE("TorchRec plans perfcast cannot honour are refused with the JSON path"
   j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"algorithm", "LFU"}};
   CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/algorithm") && Catch::Contains("not modelled"));
   j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"reserved_memory", 2.0}};
-  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/reserved_memory") && Catch::Contains("not modelled"));
+  CHECK(error_of(j) == "no error");  // recorded, not modelled
+  j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"reserved_memory", 2.0}, {"hit_rate", 0.9}};
+  CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/hit_rate") && Catch::Contains("not a TorchRec CacheParams field"));
   j["sparse_arch.embedding_bag_collection"]["t1"]["cache_params"] = {{"load_factor", 1.5}};
   CHECK_THAT(error_of(j), Catch::Contains(m + "/t1/cache_params/load_factor"));
 
@@ -209,4 +211,77 @@ TEST_CASE("perfcast's flat format reads the host-memory kernels and refuses thos
   tables["t2"]["compute_kernel"] = "fused";
   CHECK(parse_plan(JsonDocument{{{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"tables", tables}}, "flat.json"}, w, 4, 2)
             .tables[2].type == ShardingType::kTableWise);
+}
+
+TEST_CASE("ShardingPlan._serialize()'s output is read, and the fields perfcast does not model are recorded",
+          "[plan][torchrec]") {
+  // Written as TorchRec's ShardingPlan._serialize() writes it (torchrec/distributed/types.py,
+  // pytorch/torchrec @ a48cef79): {"plan": {module: {table: {sharding_type, compute_kernel,
+  // ranks, shards}}}}, shards beside the other fields, no spec for data_parallel. A 100 x 64
+  // table row-wise over 2 ranks and a 10 x 8 table data-parallel.
+  DlrmSpec w = load_workload(src("configs/workloads/dlrm_default.json"));
+  w.tables = {{"t_rw", 100, 64, 10, IndexDistribution::uniform()}, {"t_dp", 10, 8, 10, IndexDistribution::uniform()}};
+  const nlohmann::json serialized = nlohmann::json::parse(R"({"plan": {"sparse_arch.embedding_bag_collection": {
+    "t_rw": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [0, 1],
+             "shards": [{"shard_offsets": [0, 0], "shard_sizes": [50, 64], "placement": "rank:0/cuda:0"},
+                        {"shard_offsets": [50, 0], "shard_sizes": [50, 64], "placement": "rank:1/cuda:1"}]},
+    "t_dp": {"sharding_type": "data_parallel", "compute_kernel": "dense", "ranks": [0, 1]}}}})");
+  const ShardingPlan p = parse_plan(JsonDocument{serialized, "serialized.json"}, w, 2, 2);
+  REQUIRE(p.tables[0].type == ShardingType::kRowWise);
+  REQUIRE(p.tables[0].shards.size() == 2);
+  CHECK(p.tables[0].shards[1].row_offset == 50);
+  CHECK(p.tables[0].shards[1].rank == 1);
+  CHECK(p.tables[1].type == ShardingType::kDataParallel);
+  CHECK(p.tables[1].shards.size() == 2);
+  CHECK_THAT(p.source, Catch::Contains("ShardingPlan._serialize()"));
+
+  auto error_of = [&](const nlohmann::json& j) {
+    try {
+      const ShardingPlan q = parse_plan(JsonDocument{j, "bad.json"}, w, 2, 2);
+      return "no error; source " + q.source;
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  // The fields TorchRec's planner copies into every ParameterSharding, as TorchRec's and
+  // FBGEMM's enums come out of json.dumps (an IntEnum as its integer) or str() of them.
+  nlohmann::json j = serialized;
+  auto& t = j["plan"]["sparse_arch.embedding_bag_collection"]["t_rw"];
+  t["enforce_hbm"] = true;
+  t["stochastic_rounding"] = false;
+  t["bounds_check_mode"] = 1;
+  t["output_dtype"] = "DataType.FP16";
+  t["key_value_params"] = nlohmann::json::object();
+  CHECK_THAT(error_of(j), Catch::StartsWith("no error") &&
+                              Catch::Contains("recorded, not modelled: bounds_check_mode, enforce_hbm, key_value_params, "
+                                              "output_dtype, stochastic_rounding"));
+  t["bounds_check_mode"] = "BoundsCheckMode.LOUD";
+  CHECK_THAT(error_of(j), Catch::Contains("/plan/sparse_arch.embedding_bag_collection/t_rw/bounds_check_mode") &&
+                              Catch::Contains("FATAL, WARNING, IGNORE"));
+  t["bounds_check_mode"] = 7;
+  CHECK_THAT(error_of(j), Catch::Contains("t_rw/bounds_check_mode"));
+  t["bounds_check_mode"] = "WARNING";
+  t["output_dtype"] = "FP12";
+  CHECK_THAT(error_of(j), Catch::Contains("t_rw/output_dtype") && Catch::Contains("NFP8"));
+  t["output_dtype"] = nullptr;
+  t["sharding_spec"] = {{"shards", t["shards"]}};
+  CHECK_THAT(error_of(j), Catch::Contains("t_rw/shards") && Catch::Contains("give the shards once"));
+  t.erase("sharding_spec");
+  j["plan"]["sparse_arch.embedding_bag_collection"]["t_dp"]["shards"] = t["shards"];
+  CHECK_THAT(error_of(j), Catch::Contains("t_dp/shards") && Catch::Contains("data_parallel"));
+
+  // A module literally named "plan" is still a module (its tables hold strings, not objects).
+  nlohmann::json module_named_plan = {{"plan", serialized["plan"]["sparse_arch.embedding_bag_collection"]}};
+  const ShardingPlan q = parse_plan(JsonDocument{module_named_plan, "m.json"}, w, 2, 2);
+  CHECK(q.tables[0].type == ShardingType::kRowWise);
+  CHECK_THAT(q.source, !Catch::Contains("_serialize"));
+}
+
+TEST_CASE("TorchRec plans are written with CacheAlgorithm's member name and the module path asked for", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  const ShardingPlan p = parse_plan(JsonDocument{every_type_plan(), "every.json"}, w, 4, 2);
+  const nlohmann::json out = nlohmann::json::parse(plan_to_torchrec_json(p, w, 2, "model.sparse.ebc"));
+  REQUIRE(out.contains("model.sparse.ebc"));
+  CHECK(out["model.sparse.ebc"]["t1"]["cache_params"]["algorithm"] == "LRU");
+  CHECK(out["model.sparse.ebc"]["t1"]["cache_params"]["load_factor"] == Approx(0.35));
 }

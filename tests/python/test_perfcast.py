@@ -205,3 +205,34 @@ def test_torchrec_objects_or_clear_skip(src):
     assert set(module) == set(entries)
     for name, ps in module.items():
         assert ps.sharding_type == entries[name]["sharding_type"]
+
+
+def test_torchrec_serialized_plan_and_errors_naming_the_path():
+    # As TorchRec's ShardingPlan._serialize() writes it (torchrec/distributed/types.py): a
+    # "plan" key, the shards beside the other fields, no spec for data_parallel.
+    serialized = {"plan": {"sparse_arch.embedding_bag_collection": {
+        "t_rw": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [0, 1],
+                 "shards": [{"shard_offsets": [0, 0], "shard_sizes": [50, 64], "placement": "rank:0/cuda:0"},
+                            {"shard_offsets": [50, 0], "shard_sizes": [50, 64], "placement": "rank:1/cuda:1"}]},
+        "t_dp": {"sharding_type": "data_parallel", "compute_kernel": "dense", "ranks": [0, 1],
+                 "enforce_hbm": True, "output_dtype": "FP16"}}}}
+    entries = perfcast.torchrec.plan_entries(serialized)["sparse_arch.embedding_bag_collection"]
+    assert entries["t_rw"]["sharding_spec"]["shards"][1]["placement"] == "rank:1/cuda:1"
+    assert "shards" not in entries["t_rw"]
+    assert entries["t_dp"]["sharding_spec"] is None
+    assert entries["t_dp"]["enforce_hbm"] is True and entries["t_dp"]["output_dtype"] == "FP16"  # kept unchanged
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.torchrec.plan_entries({"plan": {"m.ebc": {"t0": {"ranks": [0]}}}})
+    assert e.value.path == "/plan/m.ebc/t0"
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.torchrec.plan_entries({"schema": "perfcast.plan", "tables": {"t0": {"ranks": [0]}}})
+    assert e.value.path == "/tables/t0"
+
+
+def test_shard_module_path(src):
+    plan = perfcast.shard(src / "configs/systems/dgx_h100.json", src / "configs/workloads/dlrm_default.json",
+                          evaluations=3, plan_format="torchrec", module_path="model.sparse.ebc")["best"]["plan"]
+    assert list(plan) == ["model.sparse.ebc"]
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.shard(src / "configs/systems/dgx_h100.json", src / "configs/workloads/dlrm_default.json",
+                       evaluations=3, plan_format="torchrec", module_path="a/b")
