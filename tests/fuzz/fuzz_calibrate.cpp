@@ -32,21 +32,25 @@ void fit_runtime(const std::string& csv) {
   }
 }
 
-/// Fits every group of >= 8 samples of one collective, rank count and node count.
-void fit_comms(const std::vector<CollectiveSample>& samples, const SystemSpec& system) {
-  std::map<std::tuple<int, int, int>, std::vector<CollectiveSample>> groups;
-  for (const auto& s : samples) groups[{static_cast<int>(s.kind), s.ranks, s.nodes}].push_back(s);
+/// Fits every group of >= 8 samples as calibrate comms groups them: one collective, one
+/// node class (one node, or several: a structured fit) and one forced algorithm (NCCL_ALGO
+/// of a table's rows; "" for NCCL's choice).
+void fit_comms(const std::vector<std::pair<CollectiveSample, std::string>>& samples, const SystemSpec& system) {
+  std::map<std::tuple<int, bool, std::string>, std::vector<CollectiveSample>> groups;
+  for (const auto& [s, forced] : samples) groups[{static_cast<int>(s.kind), s.nodes > 1, forced}].push_back(s);
   for (const auto& [key, group] : groups) {
     if (group.size() < 8) continue;
-    const bool multi_node = std::get<2>(key) > 1;
+    const std::string& forced = std::get<2>(key);
     const CollectiveFit fit =
-        multi_node ? fit_structured(group, [&](const CollectiveSample& smp) { return sample_terms(system, smp, ""); })
-                   : fit_collective(group, nccl_initial_protocols(system, 1));
-    for (const double e : fit_errors(fit, group))
-      if (!std::isfinite(e)) {
-        std::fprintf(stderr, "finding: a fitted error is %g\n", e);
-        std::abort();
-      }
+        std::get<1>(key) ? fit_structured(group, [&](const CollectiveSample& smp) { return sample_terms(system, smp, forced); })
+                         : fit_collective(group, nccl_initial_protocols(system, 1));
+    // Each sample's fitted time, as calibrate comms computes it (a structured fit from the
+    // sample's spec-derived terms).
+    for (const auto& smp : group) {
+      const double t = fit.structured() ? fit.structured_time(sample_terms(system, smp, forced), smp.bytes)
+                                        : fit.time(smp.bytes, smp.ranks);
+      fuzz::require_finite_time(t, "a fitted collective time");
+    }
   }
 }
 
@@ -60,11 +64,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::only_config_errors([&] {
     switch (data[0] % 3) {
       case 0: fit_runtime(text); break;
-      case 1: fit_comms(parse_collective_log_text(text, "all_reduce_perf.txt").samples, system); break;
+      case 1: {
+        std::vector<std::pair<CollectiveSample, std::string>> samples;
+        for (const auto& s : parse_collective_log_text(text, "all_reduce_perf.txt").samples) samples.emplace_back(s, "");
+        fit_comms(samples, system);
+        break;
+      }
       default: {
-        std::vector<CollectiveSample> samples;
+        std::vector<std::pair<CollectiveSample, std::string>> samples;
         for (const auto& l : parse_measurement_table_csv_text(text, "table.csv"))
-          samples.insert(samples.end(), l.log.samples.begin(), l.log.samples.end());
+          for (const auto& s : l.log.samples) samples.emplace_back(s, l.forced_algorithm);
         fit_comms(samples, system);
       }
     }

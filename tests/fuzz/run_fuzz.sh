@@ -86,5 +86,5 @@ for t in "${targets[@]}"; do
   printf '%-16s %8s %14s %9s\n' "$t" "$seconds" "${execs:-?}" "$findings"
   if [ "$rc" != 0 ] || [ "$findings" != 0 ]; then failed=1; tail -30 "$log"; fi
 done
-rm -f /tmp/perfcast_fuzz_*
+rm -rf /tmp/perfcast_fuzz_*
 exit $failed
