@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -61,12 +62,27 @@ std::string option_value(const CLI::App& sub, const std::string& option) {
   return o != nullptr && o->count() > 0 ? o->results().front() : std::string();
 }
 
-/// The option that sets the command's hard time limit: --timeout when given, else plan's
-/// --budget; "" for none.
-std::string time_limit_option(const CLI::App& sub) {
-  if (!option_value(sub, "--timeout").empty()) return "--timeout";
-  if (sub.get_name() == "plan" && !option_value(sub, "--budget").empty()) return "--budget";
-  return "";
+/// Adds --timeout, bound to `value`, to every command and nested command (calibrate comms)
+/// that does not define its own.
+void add_generic_timeout(CLI::App& app, std::string& value) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_option_no_throw("--timeout") == nullptr)
+      sub->add_option("--timeout", value,
+                      "hard wall-clock limit, e.g. 30s: work still running then stops, exit 3, nothing written");
+    add_generic_timeout(*sub, value);
+  }
+}
+
+/// The command that sets the hard time limit and its option: the innermost chosen command
+/// given --timeout, else plan's --budget; {nullptr, ""} for none.
+std::pair<const CLI::App*, std::string> time_limit_option(const CLI::App& sub) {
+  for (const CLI::App* nested : sub.get_subcommands()) {
+    auto inner = time_limit_option(*nested);
+    if (inner.first != nullptr) return inner;
+  }
+  if (!option_value(sub, "--timeout").empty()) return {&sub, "--timeout"};
+  if (sub.get_name() == "plan" && !option_value(sub, "--budget").empty()) return {&sub, "--budget"};
+  return {nullptr, ""};
 }
 
 }  // namespace
@@ -107,11 +123,7 @@ int main(int argc, char** argv) {
   // Every command takes --timeout (predict and shard define their own, which stop their
   // grids and searches in time and report what they have; plan's --budget is its limit too).
   std::string generic_timeout;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-    if (sub->get_option_no_throw("--timeout") != nullptr) continue;
-    sub->add_option("--timeout", generic_timeout,
-                    "hard wall-clock limit, e.g. 30s: work still running then stops, exit 3, nothing written");
-  }
+  add_generic_timeout(app, generic_timeout);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -124,13 +136,13 @@ int main(int argc, char** argv) {
   auto& log = perfcast::cli::log();
   try {
     for (const auto* sub : app.get_subcommands()) {
-      const std::string limit_option = time_limit_option(*sub);
-      const double limit_s =
-          limit_option.empty() ? 0.0 : perfcast::parse_duration_option(limit_option.c_str(), option_value(*sub, limit_option));
+      const auto [limited, limit_option] = time_limit_option(*sub);
+      const std::string limit_text = limited != nullptr ? option_value(*limited, limit_option) : std::string();
+      const double limit_s = limited == nullptr ? 0.0 : perfcast::parse_duration_option(limit_option.c_str(), limit_text);
       // The generic --timeout also stops work cooperatively on this thread (core/deadline.hpp);
       // the commands with their own limit set it where their work allows.
       const perfcast::ScopedDeadline deadline(generic_timeout.empty() ? 0.0 : limit_s, "--timeout " + generic_timeout);
-      const perfcast::cli::TimeLimitWatchdog watchdog(limit_s, limit_option + " " + option_value(*sub, limit_option));
+      const perfcast::cli::TimeLimitWatchdog watchdog(limit_s, limit_option + " " + limit_text);
       const int code = actions.at(sub->get_name())();
       // A result that did not reach standard output (a full disk, a closed pipe) is a failure.
       if (!perfcast::flush_stdout()) {

@@ -187,6 +187,8 @@ else
   echo "FAIL plan --budget: exit $code"; head -c 2000 "$tmp/stderr"; fails=$((fails + 1))
 fi
 expect "--timeout on a command that finishes in time" 0 "" -- "$perfcast" list --timeout 30s
+expect "--timeout on a nested command (calibrate comms)" 0 "wrote" -- "$perfcast" calibrate comms --system "$src/configs/systems/dgx_a100.json" \
+  --nccl-tests "$src/data/vtrain-a100-gpt/AR_GPU8_1M_1024M_LUT.csv" --collective all_reduce --ranks 8 --out "$tmp/nested.comms.json" --timeout 60s
 expect "--timeout 0s" 2 "expected a duration > 0" -- "$perfcast" trace-stats "$data/kineto_rank0.json" --timeout 0s
 
 # 23. Names that are not UTF-8 (a Latin-1 file name) reach JSON outputs and traces as U+FFFD
