@@ -46,10 +46,11 @@ Action add_shard(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "random seed of the search and the random baseline");
   cmd->add_option("--out", a->out, "write the best plan to FILE (see --plan-format)");
   cmd->add_option("--plan-format", a->plan_format,
-                  "shape of the --out plan (and of best.plan in --json): perfcast (flat, schema perfcast.plan; default) "
-                  "or torchrec (module path, then table: TorchRec's ShardingPlan)");
+                  "shape of the --out plan (and of best.plan in --json): perfcast (flat, schema perfcast.plan; default), "
+                  "torchrec (module path, then table: ParameterSharding as dataclasses.asdict gives it) or "
+                  "torchrec_serialized (ShardingPlan._serialize())");
   cmd->add_option("--module-path", a->module_path,
-                  "with --plan-format torchrec: the module path of the embedding tables in your model, as TorchRec "
+                  "with --plan-format torchrec or torchrec_serialized: the module path of the embedding tables in your model, as TorchRec "
                   "matches it exactly (default sparse_arch.embedding_bag_collection, TorchRec's DLRM)");
   cmd->add_option("--memory-tiers", a->memory_tiers,
                   "tables in host memory (fused_uvm, fused_uvm_caching with its cache size) in the baselines and the "

@@ -21,6 +21,7 @@ Action add_index_stats(CLI::App& app);
 Action add_replay(CLI::App& app);
 Action add_import(CLI::App& app);
 Action add_shard(CLI::App& app);
+Action add_convert_plan(CLI::App& app);
 Action add_plan(CLI::App& app);
 Action add_report(CLI::App& app);
 Action add_profile(CLI::App& app);

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   actions["replay"] = perfcast::cli::add_replay(app);
   actions["import"] = perfcast::cli::add_import(app);
   actions["shard"] = perfcast::cli::add_shard(app);
+  actions["convert-plan"] = perfcast::cli::add_convert_plan(app);
   actions["plan"] = perfcast::cli::add_plan(app);
   actions["report"] = perfcast::cli::add_report(app);
   actions["kernels"] = perfcast::cli::add_kernels(app);

@@ -13,6 +13,7 @@
 #include "core/deadline.hpp"
 #include "model/commands/comm_command.hpp"
 #include "model/commands/command_context.hpp"
+#include "model/commands/convert_plan_command.hpp"
 #include "model/commands/plan_command.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
@@ -123,6 +124,22 @@ std::pair<std::string, std::string> shard_json(const std::string& system, const 
   return {std::move(r.json), std::move(r.text)};
 }
 
+/// convert-plan: the plan's file text in `plan_format` ("" = as read).
+std::string convert_plan_json(const std::string& system, const std::optional<std::string>& system_text, const std::string& workload,
+                              const std::optional<std::string>& workload_text, const std::string& plan,
+                              const std::optional<std::string>& plan_text, const std::vector<std::string>& overrides,
+                              const std::string& plan_format, const std::string& module_path) {
+  py::gil_scoped_release release;
+  ConvertPlanRequest req;
+  req.system = load_document(system, system_text);
+  req.workload = load_document(workload, workload_text);
+  req.plan = load_document(plan, plan_text);
+  req.overrides = overrides;
+  req.plan_format = plan_format;
+  req.module_path = module_path;
+  return convert_plan(std::move(req)).plan;
+}
+
 std::pair<std::string, std::string> import_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
                                                 const std::string& name, std::int64_t batch, const std::string& timeout) {
   py::gil_scoped_release release;
@@ -191,6 +208,9 @@ PYBIND11_MODULE(_perfcast, m) {
   m.def("shard", &shard_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
         py::arg("overrides"), py::arg("budget"), py::arg("evaluations"), py::arg("seed"), py::arg("plan_format"),
         py::arg("memory_tiers"), py::arg("dense_layout"), py::arg("module_path"), py::arg("timeout"));
+  m.def("convert_plan", &convert_plan_json, py::arg("system"), py::arg("system_text"), py::arg("workload"),
+        py::arg("workload_text"), py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("plan_format"),
+        py::arg("module_path"));
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
         py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));

@@ -33,7 +33,7 @@ constexpr double kTreeLL128PerChannel[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7
 constexpr double kTreePerChannel[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
 constexpr double kNvlsTreePerChannel[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0}};
 /// NVLS efficiency by generation (0 before Hopper).
-constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+constexpr double kNvlsEfficiencyByArch[4] = {0.0, 0.0, 0.85, 0.74};
 /// NCCL's "tree correction factor" [protocol][log2(bytes / 64)], 64 B to 256 MB: its tree
 /// all-reduce bandwidth is scaled by it because trees reach less than the model at mid
 /// sizes.
@@ -279,7 +279,7 @@ NcclTable nccl_table(const NcclTopo& t, CollectiveKind kind) {
       double bw = (nodes <= 2 || collnet) ? gr.bw_intra : gr.bw_inter;
       if (nvls_like) {
         if (gr.channels < 2) continue;
-        double intra = gr.bw_intra * kNvlsEfficiency[gen] * (gr.channels - 1) / gr.channels;
+        double intra = gr.bw_intra * kNvlsEfficiencyByArch[gen] * (gr.channels - 1) / gr.channels;
         intra *= kind == CollectiveKind::kAllReduce ? 2.0 : (ppn - 1) / ppn;
         const double inter = gr.bw_inter * ((nodes <= 2 && a == NcclAlgo::kNvlsTree) ? 2.0 : 1.0);
         bw = std::min(intra, inter);

@@ -18,7 +18,7 @@ namespace {
 using profiler::PoolingMode;
 namespace ops = reference_ops;
 
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+using reference_ops::sz;
 
 DenseLayer make_layer(std::int64_t in, std::int64_t out, std::uint64_t seed, std::uint64_t wstream,
                       std::uint64_t bstream) {

@@ -6,11 +6,6 @@
 #include <utility>
 
 namespace perfcast::validation::reference_ops {
-namespace {
-
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
-
-}  // namespace
 
 std::vector<float> linear_forward(const DenseLayer& l, const std::vector<float>& x, std::int64_t batch, bool relu) {
   std::vector<float> y(sz(batch * l.out));

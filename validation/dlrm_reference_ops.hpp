@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 /// \file dlrm_reference_ops.hpp
 /// The dense operators of the CPU DLRM reference, one function per operator, shared by the
 /// single-process step (dlrm_reference.cpp) and the sharded multi-rank step
@@ -18,6 +20,9 @@
 #include "validation/dlrm_reference.hpp"
 
 namespace perfcast::validation::reference_ops {
+
+/// A non-negative count or index as a std::size_t (the reference loops index vectors with it).
+inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 
 /// y[batch, out] = x[batch, in] W^T + b, then ReLU (max(v, 0), NaN -> 0) when `relu`.
 [[nodiscard]] std::vector<float> linear_forward(const DenseLayer& l, const std::vector<float>& x, std::int64_t batch,

@@ -17,7 +17,7 @@ namespace {
 using profiler::PoolingMode;
 namespace ops = reference_ops;
 
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+using reference_ops::sz;
 
 /// One group of rank `R`: the shards `group` (indices into R.shards) sliced out of `full`,
 /// looked up on `batch` bags per shard.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "model/commands/command_context.hpp"
@@ -64,9 +65,17 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
          "parallel when tp > 1\n";
   std::string screened;
   for (const auto& [kind, n] : rejected_by_kind) screened += ", " + rejection_count(kind, n);
+  const SearchCoverage coverage = search_coverage(r);
   out += fmt::format("  {} choices: {} predicted{}{}; {:.1f} s\n", r.ranked.size() + r.rejected.size() + r.not_run.size(),
-                     r.ranked.size(), screened, r.not_run.empty() ? "" : fmt::format(", {} not run (--timeout)", r.not_run.size()),
+                     r.ranked.size(), screened, r.not_run.empty() ? "" : fmt::format(", {} not run (time limit)", r.not_run.size()),
                      r.seconds);
+  if (!coverage.complete()) {
+    out += fmt::format("  PARTIAL SEARCH: stopped by its time limit after predicting {} of the {} candidates that passed screening ({:.0f}%); "
+                       "TP sizes predicted: {} of {}. The ranking is of those predicted: a faster plan may be among the {} not run "
+                       "(the workload's own choice and one candidate per TP size run first)\n",
+                       coverage.predicted, coverage.candidates, 100.0 * static_cast<double>(coverage.predicted) / static_cast<double>(std::max<std::size_t>(coverage.candidates, 1)),
+                       fmt::join(coverage.tp_sizes_predicted, ","), fmt::join(coverage.tp_sizes, ","), coverage.not_run);
+  }
   if (r.ranked.empty()) {
     out += "no configuration fits in device memory and divides the model and the batch";
     if (!r.rejected.empty()) out += fmt::format("; e.g. {}: {}", r.rejected.front().choice.label(), r.rejected.front().rejected);
@@ -82,7 +91,8 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
     out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
                        p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, p.choice.ep, p.choice.micro_batch, recompute_name(p.choice.recompute),
                        p.choice.distributed_optimizer ? "on" : "off", overlap_label(p.choice), format_time(p.iteration_time),
-                       m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB, k == 0 ? "fastest" : p.why_slower);
+                       m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB,
+                       k > 0 ? p.why_slower : coverage.complete() ? "fastest" : "fastest of those predicted");
   }
   if (shown < r.ranked.size()) out += fmt::format("  ... {} slower plans (--top N shows more; --csv lists all)\n", r.ranked.size() - shown);
   out += "(vs the fastest: the part of the critical rank's iteration that grew most; mem/GPU: the memory model's largest rank)\n";
@@ -112,6 +122,19 @@ nlohmann::json choice_json(const ParallelismChoice& c) {
           {"sequence_parallel", c.sequence_parallel()},
           {"overlap_grad_reduce", c.overlap_grad_reduce},
           {"tp_comm_overlap", c.tp_comm_overlap}};
+}
+
+/// What a (possibly budget-cut) search predicted, so that a reader of the JSON can tell a
+/// complete ranking from a partial one.
+nlohmann::json coverage_json(const SearchCoverage& c) {
+  return {{"complete", c.complete()},
+          {"candidates", c.candidates},
+          {"predicted", c.predicted},
+          {"not_run", c.not_run},
+          {"fraction_predicted", c.candidates == 0 ? 1.0 : static_cast<double>(c.predicted) / static_cast<double>(c.candidates)},
+          {"tp_sizes", c.tp_sizes},
+          {"tp_sizes_predicted", c.tp_sizes_predicted},
+          {"ranking", c.complete() ? "of every candidate that passed screening" : "of the candidates predicted before the time limit; a faster plan may be among those not run"}};
 }
 
 }  // namespace
@@ -150,7 +173,8 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
                           {"workload", r.workload_name},
                           {"gpus", r.gpus},
                           {"seconds", r.seconds},
-                          {"timed_out", !r.not_run.empty()}}},
+                          {"timed_out", !r.not_run.empty()},
+                          {"coverage", coverage_json(search_coverage(r))}}},
                         {"plans", plans},
                         {"rejected", rejected},
                         {"not_run", not_run}};

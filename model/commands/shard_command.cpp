@@ -21,7 +21,32 @@ namespace perfcast {
 PlanFormat plan_format_from_name(const std::string& name) {
   if (name == "perfcast") return PlanFormat::kPerfcast;
   if (name == "torchrec") return PlanFormat::kTorchrec;
-  throw ConfigError("--plan-format", name, "expected \"perfcast\" (flat, schema perfcast.plan) or \"torchrec\" (module path, then table)");
+  if (name == "torchrec_serialized") return PlanFormat::kTorchrecSerialized;
+  throw ConfigError("--plan-format", name,
+                    "expected \"perfcast\" (flat, schema perfcast.plan), \"torchrec\" (module path, then table: "
+                    "ParameterSharding as dataclasses.asdict writes it) or \"torchrec_serialized\" (ShardingPlan._serialize())");
+}
+
+/// A TorchRec module path ("sparse_arch.embedding_bag_collection"): dot-separated Python
+/// identifiers, as nn.Module.named_modules() gives them.
+void check_module_path(const std::string& path) {
+  bool ok = !path.empty() && path.size() <= 1024 && path.front() != '.' && path.back() != '.' &&
+            path.find("..") == std::string::npos;
+  for (char c : path) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+  if (!ok)
+    throw ConfigError("--module-path", path,
+                      "expected a module path such as \"sparse_arch.embedding_bag_collection\" (names of Python "
+                      "identifiers joined by dots, as named_modules() lists them)");
+}
+
+
+std::string write_plan(const ShardingPlan& plan, const DlrmSpec& w, const SystemSpec& s, PlanFormat format,
+                       const std::string& module_path) {
+  if (format == PlanFormat::kPerfcast) return plan_to_json(plan, w, s.world_size(), s.gpus_per_node);
+  TorchrecWriteOptions options;
+  options.module_path = module_path;
+  options.shape = format == PlanFormat::kTorchrec ? TorchrecShape::kAsdict : TorchrecShape::kSerialize;
+  return plan_to_torchrec_json(plan, w, s.gpus_per_node, options);
 }
 
 namespace {
@@ -66,18 +91,6 @@ std::vector<int> dense_layouts(const std::string& mode, const DlrmSpec& w) {
   if (mode == "hybrid") return {0};
   if (mode == "search") return {-1, 0};
   throw ConfigError("--dense-layout", mode, "expected workload, data_parallel, hybrid or search");
-}
-
-/// A TorchRec module path ("sparse_arch.embedding_bag_collection"): dot-separated Python
-/// identifiers, as nn.Module.named_modules() gives them.
-void check_module_path(const std::string& path) {
-  bool ok = !path.empty() && path.size() <= 1024 && path.front() != '.' && path.back() != '.' &&
-            path.find("..") == std::string::npos;
-  for (char c : path) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
-  if (!ok)
-    throw ConfigError("--module-path", path,
-                      "expected a module path such as \"sparse_arch.embedding_bag_collection\" (names of Python "
-                      "identifiers joined by dots, as named_modules() lists them)");
 }
 
 /// Wall-clock seconds one plan of `w` takes to simulate here (the first baseline, timed once).
@@ -159,7 +172,7 @@ ShardOutcome run_shard(ShardRequest req) {
     opt.timeout_s = timeout > 0 ? std::max(search_time(timeout), 1e-9) : 0;
     DlrmSpec candidate = w;
     candidate.bottom_mlp_rank = bottom;
-    SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.plan_format != PlanFormat::kTorchrec, req.seed, opt);
+    SearchResult sr = search_tables(candidate, s, *comm, cal, tiers, req.plan_format == PlanFormat::kPerfcast, req.seed, opt);
     if (!sr.best) throw std::runtime_error("the search proposed no plan");
     layout_json.push_back({{"dense_layout", dense_layout_name(bottom)}, {"iteration_time_s", sr.best_eval.iteration_time},
                            {"feasible", sr.best_eval.feasible}, {"evaluations", sr.evaluations}});
@@ -226,8 +239,7 @@ ShardOutcome run_shard(ShardRequest req) {
   ShardOutcome out;
   out.feasible = r.best_eval.feasible;
   out.text = std::move(text);
-  out.plan = req.plan_format == PlanFormat::kTorchrec ? plan_to_torchrec_json(best, w, s.gpus_per_node, req.module_path)
-                                                      : plan_to_json(best, w, s.world_size(), s.gpus_per_node);
+  out.plan = write_plan(best, w, s, req.plan_format, req.module_path);
   // Per rank of the best plan's prediction: its period, busy and exposed times and memory.
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& b : p->analysis.ranks) {

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "core/json_reader.hpp"
+#include "model/graph/sharding_plan.hpp"
+#include "topology/system_spec.hpp"
 
 namespace perfcast {
 
-/// Plan file shapes `perfcast shard --out` writes.
-enum class PlanFormat { kPerfcast, kTorchrec };
+/// Plan file shapes `perfcast shard --out` and `perfcast convert-plan` write: perfcast's flat
+/// format, TorchRec's as dataclasses.asdict(ParameterSharding) gives it, and TorchRec's
+/// ShardingPlan._serialize() (model/graph/torchrec_plan.hpp).
+enum class PlanFormat { kPerfcast, kTorchrec, kTorchrecSerialized };
 
 struct ShardRequest {
   JsonDocument system;
@@ -50,7 +54,16 @@ struct ShardOutcome {
 /// Throws ConfigError for bad input ("--budget" for an unreadable budget).
 [[nodiscard]] ShardOutcome run_shard(ShardRequest request);
 
-/// "perfcast" or "torchrec" -> the format; ConfigError("--plan-format") otherwise.
+/// "perfcast", "torchrec" or "torchrec_serialized" -> the format; ConfigError("--plan-format") otherwise.
 [[nodiscard]] PlanFormat plan_format_from_name(const std::string& name);
+
+/// A TorchRec module path ("sparse_arch.embedding_bag_collection"): dot-separated Python
+/// identifiers, as nn.Module.named_modules() gives them; ConfigError("--module-path") otherwise.
+void check_module_path(const std::string& path);
+
+/// `plan`'s file text in `format`; for TorchRec's shapes every table under `module_path`
+/// ("" keeps a read plan's own modules).
+[[nodiscard]] std::string write_plan(const ShardingPlan& plan, const DlrmSpec& w, const SystemSpec& s, PlanFormat format,
+                                     const std::string& module_path);
 
 }  // namespace perfcast

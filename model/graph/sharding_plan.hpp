@@ -105,9 +105,23 @@ struct TableSharding {
 [[nodiscard]] std::string_view compute_kernel_name(const TableSharding& t);
 
 /// One entry per table of the workload, in the workload's table order.
+/// What a plan read in TorchRec's shape carried beyond perfcast's model, so that writing it
+/// back in TorchRec's shape gives the same JSON (model/graph/torchrec_plan.hpp).
+struct TorchrecOrigin {
+  bool serialized = false;           ///< read from ShardingPlan._serialize() output ({"plan": ...})
+  std::vector<std::string> modules;  ///< per table (workload order): its module path
+  /// Per table: the ParameterSharding fields perfcast records but does not model, as given
+  /// (cache_params whole; null values kept), and "ranks" / "sharding_spec" when given as null.
+  std::vector<nlohmann::json> recorded;
+  /// Per table, per shard in the order read: ShardMetadata's fields beyond offsets, sizes and
+  /// placement (bucket_id_offset, num_buckets), as given.
+  std::vector<std::vector<nlohmann::json>> shard_extras;
+};
+
 struct ShardingPlan {
   std::string source;  ///< file, or "default: table_wise round-robin"
   std::vector<TableSharding> tables;
+  std::optional<TorchrecOrigin> torchrec;  ///< set when read from a TorchRec-shaped plan
 };
 
 /// The frequent rows of a hybrid table of `spec` in a job of global batch `global_batch`:

@@ -84,8 +84,40 @@ std::optional<std::pair<JsonArray, JsonValue>> table_shards(const JsonObject& t)
   return std::make_pair(shards, *spec);
 }
 
+/// ParameterSharding's fields that perfcast models (written from the model on the way back).
+bool modelled_field(const std::string& key) {
+  return key == "sharding_type" || key == "compute_kernel" || key == "ranks" || key == "shards" || key == "sharding_spec";
+}
+
+/// The entry's fields perfcast does not model, as given (so that the plan can be written
+/// back unchanged), and "ranks" / "sharding_spec" where they are null. `entry` is the raw
+/// object (its keys were checked by the parser).
+nlohmann::json unmodelled_fields(const nlohmann::json& entry) {
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [key, value] : entry.items())
+    if (!modelled_field(key) || value.is_null()) kept[key] = value;
+  return kept;
+}
+
+/// ShardMetadata's fields beyond offsets, sizes and placement (torch.distributed._shard.
+/// metadata.ShardMetadata: bucket_id_offset and num_buckets, for bucket-wise sharding,
+/// None otherwise): non-negative integers or null, recorded; perfcast does not model buckets.
+nlohmann::json shard_extra_fields(const JsonObject& s, std::set<std::string>& recorded) {
+  nlohmann::json extra = nlohmann::json::object();
+  for (const char* key : {"bucket_id_offset", "num_buckets"}) {
+    auto v = s.find(key);
+    if (!v) continue;
+    if (!v->raw().is_null()) {
+      (void)v->as_integer(0, std::int64_t{1} << 40);
+      recorded.insert(std::string("shards/") + key);
+    }
+    extra[key] = v->raw();
+  }
+  return extra;
+}
+
 TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, int world_size, int gpus_per_node,
-                          std::set<std::string>& recorded) {
+                          std::set<std::string>& recorded, std::vector<nlohmann::json>& shard_extras) {
   TableSharding ts;
   const JsonValue type_v = t.at("sharding_type");
   ts.type = *sharding_type_from_name(type_v.as_enum(
@@ -134,6 +166,7 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
     sh.rows = size[0].as_integer(1, spec.rows - sh.row_offset);
     sh.cols = size[1].as_integer(1, spec.dim - sh.col_offset);
     sh.rank = parse_torchrec_placement(s.at("placement"), world_size, gpus_per_node);
+    shard_extras.push_back(shard_extra_fields(s, recorded));
     s.finish();
     ts.shards.push_back(sh);
     placed.push_back(sh.rank);
@@ -185,6 +218,10 @@ ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int
   }
   plan.tables.resize(w.tables.size());
   std::vector<std::string> seen_in(w.tables.size());
+  TorchrecOrigin origin;
+  origin.serialized = serialized;
+  origin.recorded.resize(w.tables.size());
+  origin.shard_extras.resize(w.tables.size());
   const auto modules = root.keys();
   if (modules.empty()) {
     root.fail("", "expected a TorchRec plan: module paths (e.g. \"sparse_arch.embedding_bag_collection\") mapping table names "
@@ -204,9 +241,12 @@ ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int
         tables.fail(name, fmt::format("table \"{}\" is also sharded under module \"{}\"", name, seen_in[it->second]));
       }
       const JsonObject t = tables.object(name);
-      plan.tables[it->second] = parse_table(t, w.tables[it->second], world_size, gpus_per_node, recorded);
+      std::vector<nlohmann::json> shard_extras;
+      plan.tables[it->second] = parse_table(t, w.tables[it->second], world_size, gpus_per_node, recorded, shard_extras);
       t.finish();
       seen_in[it->second] = module;
+      origin.recorded[it->second] = unmodelled_fields(tables.at(name).raw());
+      origin.shard_extras[it->second] = std::move(shard_extras);
     }
     tables.finish();
   }
@@ -217,44 +257,110 @@ ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int
   }
   root.finish();
   if (serialized) top.finish();  // else root is top, finished above
+  origin.modules = seen_in;
+  plan.torchrec = std::move(origin);
   plan.source = fmt::format("{} (TorchRec plan{}{})", doc.file, serialized ? ", ShardingPlan._serialize()" : "",
                             recorded.empty() ? "" : fmt::format("; recorded, not modelled: {}", fmt::join(recorded, ", ")));
   return plan;
 }
 
-std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node, const std::string& module_path) {
-  nlohmann::json tables = nlohmann::json::object();
-  for (std::size_t i = 0; i < p.tables.size(); ++i) {
-    const auto& ts = p.tables[i];
-    if (ts.type == ShardingType::kHybrid)
-      throw ConfigError("--plan-format", "torchrec",
-                        fmt::format("table \"{}\" is sharded hybrid (frequent rows data-parallel, the others model-parallel), "
-                                    "which TorchRec's ParameterSharding cannot express; write the perfcast plan format",
-                                    w.tables[i].name));
-    nlohmann::json entry = {{"sharding_type", torchrec_type_name(ts.type)}};
-    if (ts.type == ShardingType::kDataParallel) {
-      entry["compute_kernel"] = "dense";
-      entry["ranks"] = ts.ranks;
-      entry["sharding_spec"] = nullptr;
-    } else {
-      nlohmann::json shards = nlohmann::json::array();
-      std::vector<int> ranks;
-      for (const auto& sh : ts.shards) {
-        shards.push_back({{"shard_offsets", {sh.row_offset, sh.col_offset}},
-                          {"shard_sizes", {sh.rows, sh.cols}},
-                          {"placement", fmt::format("rank:{}/cuda:{}", sh.rank, sh.rank % gpus_per_node)}});
-        ranks.push_back(sh.rank);
-      }
-      entry["compute_kernel"] = compute_kernel_name(ts);
-      // CacheAlgorithm's member name, which CacheAlgorithm["LRU"] reads back.
-      if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "LRU"}, {"load_factor", ts.cache_load_factor}};
-      entry["ranks"] = ranks;
-      entry["sharding_spec"] = {{"shards", shards}};
+namespace {
+
+/// The cache_params a read plan gave, with load_factor set to the model's where it differs
+/// (a default of 0.2 for an absent load_factor counts as the same).
+nlohmann::json cache_params_back(const nlohmann::json& given, const TableSharding& ts) {
+  nlohmann::json out = given;
+  if (ts.storage != EmbeddingStorage::kHostUvmCaching) return out;
+  if (!out.is_object()) return {{"algorithm", "LRU"}, {"load_factor", ts.cache_load_factor}};
+  const auto lf = out.find("load_factor");
+  const double given_lf = lf != out.end() && lf->is_number() ? lf->get<double>() : kDefaultCacheLoadFactor;
+  if (given_lf != ts.cache_load_factor) out["load_factor"] = ts.cache_load_factor;
+  return out;
+}
+
+/// What a read plan recorded for one table (null pointers: a plan perfcast made).
+struct RecordedTable {
+  const nlohmann::json* fields = nullptr;                     ///< TorchrecOrigin::recorded[t]
+  const std::vector<nlohmann::json>* shard_extras = nullptr;  ///< TorchrecOrigin::shard_extras[t]
+  bool read_serialized = false;                               ///< the plan was _serialize() output
+};
+
+/// One table's ParameterSharding in TorchRec's shape (`serialized`: _serialize()'s, shards
+/// beside sharding_type, compute_kernel and ranks; else dataclasses.asdict's, with
+/// sharding_spec), with what a read plan recorded written back unchanged. _serialize() keeps
+/// no other field; perfcast adds cache_params to a caching table in that shape too (its load
+/// factor changes the prediction) unless a read plan had none and the default is in force.
+/// Fields recorded from an asdict plan are not written in _serialize()'s shape.
+nlohmann::json torchrec_entry(const TableSharding& ts, const std::string& table, int gpus_per_node, bool serialized,
+                              const RecordedTable& rec) {
+  if (ts.type == ShardingType::kHybrid)
+    throw ConfigError("--plan-format", "torchrec",
+                      fmt::format("table \"{}\" is sharded hybrid (frequent rows data-parallel, the others model-parallel), "
+                                  "which TorchRec's ParameterSharding cannot express; write the perfcast plan format",
+                                  table));
+  nlohmann::json entry = {{"sharding_type", torchrec_type_name(ts.type)}};
+  const bool keep_extras = rec.shard_extras && rec.shard_extras->size() == ts.shards.size();
+  if (ts.type == ShardingType::kDataParallel) {
+    entry["compute_kernel"] = "dense";
+    entry["ranks"] = ts.ranks;
+    if (!serialized) entry["sharding_spec"] = nullptr;
+  } else {
+    nlohmann::json shards = nlohmann::json::array();
+    std::vector<int> ranks;
+    for (std::size_t k = 0; k < ts.shards.size(); ++k) {
+      const Shard& sh = ts.shards[k];
+      nlohmann::json one = {{"shard_offsets", {sh.row_offset, sh.col_offset}},
+                            {"shard_sizes", {sh.rows, sh.cols}},
+                            {"placement", fmt::format("rank:{}/cuda:{}", sh.rank, sh.rank % gpus_per_node)}};
+      if (keep_extras) one.update((*rec.shard_extras)[k]);
+      shards.push_back(std::move(one));
+      ranks.push_back(sh.rank);
     }
-    tables[w.tables[i].name] = entry;
+    entry["compute_kernel"] = compute_kernel_name(ts);
+    const bool caching = ts.storage == EmbeddingStorage::kHostUvmCaching;
+    const bool given_default = rec.fields && !rec.fields->contains("cache_params") && ts.cache_load_factor == kDefaultCacheLoadFactor;
+    // CacheAlgorithm's member name, which CacheAlgorithm["LRU"] reads back.
+    if (caching && !given_default) entry["cache_params"] = {{"algorithm", "LRU"}, {"load_factor", ts.cache_load_factor}};
+    entry["ranks"] = ranks;
+    if (serialized) entry["shards"] = shards;
+    else entry["sharding_spec"] = {{"shards", shards}};
   }
-  const nlohmann::json j = {{module_path, tables}};
+  if (rec.fields && (!serialized || rec.read_serialized)) {
+    for (const auto& [key, value] : rec.fields->items()) {
+      if (key == "cache_params") entry[key] = cache_params_back(value, ts);
+      else if (key == "sharding_spec" && serialized) continue;  // _serialize() writes no spec
+      else entry[key] = value;                                  // "ranks" / "sharding_spec" given as null too
+    }
+  } else if (rec.fields && rec.fields->contains("cache_params") && ts.storage == EmbeddingStorage::kHostUvmCaching) {
+    entry["cache_params"] = cache_params_back((*rec.fields)["cache_params"], ts);
+  }
+  return entry;
+}
+
+}  // namespace
+
+std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node, const TorchrecWriteOptions& options) {
+  const TorchrecOrigin* origin = p.torchrec && p.torchrec->recorded.size() == p.tables.size() ? &*p.torchrec : nullptr;
+  const bool serialized = options.shape == TorchrecShape::kSerialize ||
+                          (options.shape == TorchrecShape::kAsRead && origin && origin->serialized);
+  nlohmann::json modules = nlohmann::json::object();
+  for (std::size_t i = 0; i < p.tables.size(); ++i) {
+    const std::string module = !options.module_path.empty() ? options.module_path
+                               : origin                     ? origin->modules[i]
+                                                            : std::string(kTorchrecDlrmModule);
+    RecordedTable rec;
+    if (origin) rec = RecordedTable{&origin->recorded[i], &origin->shard_extras[i], origin->serialized};
+    modules[module][w.tables[i].name] = torchrec_entry(p.tables[i], w.tables[i].name, gpus_per_node, serialized, rec);
+  }
+  const nlohmann::json j = serialized ? nlohmann::json{{"plan", modules}} : modules;
   return json_text(j, 2) + "\n";
+}
+
+std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node, const std::string& module_path) {
+  TorchrecWriteOptions options;
+  options.module_path = module_path;
+  options.shape = TorchrecShape::kAsdict;
+  return plan_to_torchrec_json(p, w, gpus_per_node, options);
 }
 
 }  // namespace perfcast

@@ -41,8 +41,27 @@ inline constexpr const char* kTorchrecDlrmModule = "sparse_arch.embedding_bag_co
 /// ConfigError naming the JSON path.
 [[nodiscard]] ShardingPlan parse_torchrec_plan(const JsonDocument& doc, const DlrmSpec& w, int world_size, int gpus_per_node);
 
-/// Plan text in TorchRec's shape, every table under `module_path`; parse_torchrec_plan
-/// reads it back to the same plan.
+/// The two JSON shapes of a TorchRec plan: dataclasses.asdict's (ParameterSharding with
+/// "sharding_spec": {"shards": [...]}, every field) and ShardingPlan._serialize()'s
+/// ({"plan": {module: {table: {sharding_type, compute_kernel, ranks, shards}}}}); kAsRead
+/// writes a plan read from TorchRec in the shape it was read in (asdict otherwise).
+enum class TorchrecShape { kAsdict, kSerialize, kAsRead };
+
+struct TorchrecWriteOptions {
+  /// Every table under this module path; "" keeps each table's module as read (plans read
+  /// from TorchRec), else kTorchrecDlrmModule.
+  std::string module_path;
+  TorchrecShape shape = TorchrecShape::kAsRead;
+};
+
+/// Plan text in TorchRec's shape; parse_torchrec_plan reads it back to the same plan. A plan
+/// read from TorchRec (p.torchrec) is written back with the fields perfcast records but does
+/// not model unchanged (cache_params' load_factor is the model's), so that reading and
+/// writing a TorchRec plan gives the same JSON value. Throws ConfigError for a hybrid table.
+[[nodiscard]] std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node,
+                                                const TorchrecWriteOptions& options);
+
+/// As above, asdict's shape, every table under `module_path`.
 [[nodiscard]] std::string plan_to_torchrec_json(const ShardingPlan& p, const DlrmSpec& w, int gpus_per_node,
                                                 const std::string& module_path = kTorchrecDlrmModule);
 

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
+#include "model/plan_search/search_order.hpp"
 #include "model/predict/predict_grid.hpp"
 #include "model/predict/runtime_profile.hpp"
 #include "model/predict/workload.hpp"
@@ -23,6 +25,22 @@ std::vector<std::string> resize_overrides(const SystemSpec& system, int gpus) {
   if (gpus < system.gpus_per_node) return {"system.nodes=1", fmt::format("system.gpus_per_node={}", gpus)};
   throw ConfigError("--gpus", std::to_string(gpus),
                     fmt::format("expected whole nodes of {} GPUs, or fewer GPUs than one node", system.gpus_per_node));
+}
+
+SearchCoverage search_coverage(const PlanSearchResult& r) {
+  SearchCoverage c;
+  c.predicted = r.ranked.size();
+  c.not_run = r.not_run.size();
+  c.candidates = c.predicted + c.not_run;
+  std::set<int> all, predicted;
+  for (const auto& p : r.ranked) {
+    all.insert(p.choice.tp);
+    predicted.insert(p.choice.tp);
+  }
+  for (const auto& n : r.not_run) all.insert(n.tp);
+  c.tp_sizes.assign(all.begin(), all.end());
+  c.tp_sizes_predicted.assign(predicted.begin(), predicted.end());
+  return c;
 }
 
 namespace {
@@ -129,6 +147,22 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
     for (auto& o : sc.choice.overrides()) q.overrides.push_back(std::move(o));
     points.push_back(GridPoint{{}, std::move(q)});
     candidates.push_back(&sc);
+  }
+  // Predicted in an order that covers every TP size early (search_order.hpp), so that a
+  // search cut by its budget has run the workload's own choice and the likely winners.
+  {
+    std::vector<ParallelismChoice> choices;
+    choices.reserve(candidates.size());
+    for (const auto* c : candidates) choices.push_back(c->choice);
+    const std::vector<std::size_t> order = search_order(choices, in.workload.global_batch, asked);
+    std::vector<GridPoint> ordered_points;
+    std::vector<const ScreenedChoice*> ordered_candidates;
+    for (const std::size_t i : order) {
+      ordered_points.push_back(std::move(points[i]));
+      ordered_candidates.push_back(candidates[i]);
+    }
+    points = std::move(ordered_points);
+    candidates = std::move(ordered_candidates);
   }
   // The budget covers the whole search: reading and screening above come out of it.
   const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

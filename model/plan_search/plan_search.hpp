@@ -37,7 +37,7 @@ struct PlanSearchResult {
   std::string system_name, workload_name;
   int gpus = 0;
   std::vector<std::string> resize;  ///< the overrides that set the GPU count
-  std::vector<RankedPlan> ranked;   ///< fastest first; ties in enumeration order
+  std::vector<RankedPlan> ranked;   ///< fastest first; ties in the order predicted (search_order.hpp)
   std::vector<ScreenedChoice> rejected;  ///< screened out before simulation
   std::vector<ParallelismChoice> not_run;  ///< candidates left when the timeout hit
   /// The workload file's own parallelism, when it is in the space (index into ranked; -1: not ranked).
@@ -45,6 +45,15 @@ struct PlanSearchResult {
   ParallelismChoice asked;
   double seconds = 0;  ///< wall-clock time of the search
 };
+
+/// How much of the space a search predicted: every candidate that passed screening
+/// (predicted + not_run) and the TP sizes among them and among those predicted, ascending.
+struct SearchCoverage {
+  std::size_t candidates = 0, predicted = 0, not_run = 0;
+  std::vector<int> tp_sizes, tp_sizes_predicted;
+  [[nodiscard]] bool complete() const { return not_run == 0; }
+};
+[[nodiscard]] SearchCoverage search_coverage(const PlanSearchResult& r);
 
 /// The `--set` lines that resize `system` to `gpus` GPUs: whole nodes (system.nodes) when
 /// `gpus` is a multiple of the GPUs per node, else one node with that many GPUs

@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-bool ends_with(const std::string& s, const std::string& tail) {
+bool has_suffix(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
@@ -188,7 +188,7 @@ std::string section(const ReportInput& in) {
 ReportInput load_report_input(const std::string& file) {
   ReportInput in;
   in.file = file;
-  if (ends_with(file, ".jsonl")) {
+  if (has_suffix(file, ".jsonl")) {
     in.kind = ReportInputKind::kValidationLines;
     in.doc = json::array();
     for_each_json_line(file, "a validation result line", [&](const JsonDocument& line) {

@@ -9,7 +9,7 @@
 namespace perfcast {
 namespace {
 
-constexpr double kUs = 1e-6;
+constexpr double kMicrosecond = 1e-6;
 
 /// NCCL kernel end times keyed by (step number, position among the step's NCCL kernels).
 std::map<std::pair<std::int64_t, int>, Seconds> nccl_ends(const KinetoTrace& t) {
@@ -79,7 +79,7 @@ RankAlignment align_ranks(const std::vector<KinetoTrace>& traces) {
   out.matched[0] = static_cast<int>(ref.size());
   for (std::size_t r = 1; r < traces.size(); ++r) {
     // Origins are absolute microseconds; their difference is exact in a double.
-    const Seconds origin_delta = (traces[r].origin_us - traces[0].origin_us) * kUs;
+    const Seconds origin_delta = (traces[r].origin_us - traces[0].origin_us) * kMicrosecond;
     std::vector<Seconds> diffs;
     for (const auto& [key, end] : nccl_ends(traces[r])) {
       const auto it = ref.find(key);

@@ -33,7 +33,7 @@ class SimulationError(RuntimeError):
 
 from . import _perfcast  # noqa: E402  (the translator above needs the classes first)
 
-__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "plan", "import_trace", "replay"]
+__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "convert_plan", "plan", "import_trace", "replay"]
 
 
 def _document(value, kind, config_dir):
@@ -180,6 +180,23 @@ def shard(system, workload, overrides=None, budget="10s", evaluations=0, seed=1,
                                     _integer(seed, "seed"), plan_format,
                                     memory_tiers, dense_layout, module_path, _timeout(timeout))
     return _json.loads(result)
+
+
+def convert_plan(system, workload, plan, plan_format=None, module_path=None, overrides=None, config_dir=None):
+    """``perfcast convert-plan --out -``: ``plan`` (a path or a dict: perfcast's format, or
+    TorchRec's as ``dataclasses.asdict`` or ``ShardingPlan._serialize()`` gives it) checked
+    against the workload and system and returned as a dict in ``plan_format``: "perfcast",
+    "torchrec" (asdict's shape), "torchrec_serialized", or None for the shape it came in (a
+    TorchRec plan then comes back equal to what was given). ``module_path``: every table under
+    this module (None: each table's module as given)."""
+    s, st = _document(system, "system", config_dir)
+    w, wt = _document(workload, "workload", config_dir)
+    p, pt = _document(plan, "plan", config_dir)
+    for value, kind in ((plan_format, "plan_format"), (module_path, "module_path")):
+        if value is not None and not isinstance(value, str):
+            raise TypeError("%s: expected a string or None, got %s" % (kind, type(value).__name__))
+    return _json.loads(_perfcast.convert_plan(s, st, w, wt, p, pt, _override_texts(overrides), plan_format or "",
+                                              module_path or ""))
 
 
 def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, max_tp=0,

@@ -98,5 +98,37 @@ python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert list(p) == [
 expect "a module path that is not one" 2 "--module-path" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 5 \
   --plan-format torchrec --module-path "a/b" --out "$tmp/out.json"
 
+# convert-plan: a TorchRec plan read and written back in its own shape is the same JSON value
+# (asdict and _serialize() shapes), under the module path of the user's choice when asked.
+same_json() {  # NAME A B [MODULE]: A == B as JSON values (with MODULE: B's tables all under MODULE)
+  python3 - "$2" "$3" "${4:-}" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+if sys.argv[3]:
+    merged = {}
+    for tables in (b["plan"] if "plan" in b else b).values():
+        merged.update(tables)
+    b = {"plan": {sys.argv[3]: merged}} if "plan" in b else {sys.argv[3]: merged}
+sys.exit(0 if a == b else 1)
+PY
+  [ $? = 0 ] && echo "ok   $1" || { echo "FAIL $1: $2 differs from $3"; fails=$((fails + 1)); }
+}
+expect "convert-plan writes an asdict plan back" 0 "" -- "$perfcast" convert-plan --system "$sys" --workload "$wl" \
+  --plan "$tmp/torchrec_plan.json" --out "$tmp/asdict_back.json"
+same_json "asdict plan round trip" "$tmp/asdict_back.json" "$tmp/torchrec_plan.json"
+expect "convert-plan writes a _serialize() plan back" 0 "written as torchrec_serialized" -- "$perfcast" convert-plan --system "$sys" \
+  --workload "$wl" --plan "$tmp/serialized.json" --out "$tmp/serialized_back.json"
+same_json "_serialize() plan round trip, recorded fields kept" "$tmp/serialized_back.json" "$tmp/serialized.json"
+expect "convert-plan --module-path" 0 "" -- "$perfcast" convert-plan --system "$sys" --workload "$wl" \
+  --plan "$tmp/serialized.json" --module-path my_model.sparse.ebc --out "$tmp/moved.json"
+same_json "the tables moved under the module path, unchanged" "$tmp/moved.json" "$tmp/serialized.json" my_model.sparse.ebc
+expect "convert-plan to perfcast's format and back" 0 "" -- "$perfcast" convert-plan --system "$sys" --workload "$wl" \
+  --plan "$tmp/torchrec_plan.json" --plan-format perfcast --out "$tmp/flat.json"
+expect "... and back to TorchRec's" 0 "" -- "$perfcast" convert-plan --system "$sys" --workload "$wl" \
+  --plan "$tmp/flat.json" --plan-format torchrec --out "$tmp/flat_back.json"
+same_json "perfcast's format carries a TorchRec plan" "$tmp/flat_back.json" "$tmp/torchrec_plan.json"
+expect "convert-plan: a plan for another system" 2 "rank" -- "$perfcast" convert-plan --system "$sys" --workload "$wl" \
+  --plan "$tmp/torchrec_plan.json" --set system.gpus_per_node=2 --out "$tmp/out.json"
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

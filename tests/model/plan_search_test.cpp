@@ -7,6 +7,7 @@
 #include "core/json_reader.hpp"
 #include "model/graph/memory_estimate.hpp"
 #include "model/plan_search/plan_search.hpp"
+#include "model/plan_search/search_order.hpp"
 
 using namespace perfcast;
 
@@ -201,4 +202,76 @@ TEST_CASE("plan search: memory prunes and a DLRM is refused", "[plan]") {
   dlrm.base.system = src("configs/systems/dgx_h100.json");
   dlrm.base.workload = src("configs/workloads/dlrm_default.json");
   CHECK_THROWS_WITH(search_parallel_plans(dlrm), Catch::Contains("perfcast shard"));
+}
+
+TEST_CASE("search order: the workload's own choice first, then every TP size before any repeats", "[plan][order]") {
+  std::vector<ParallelismChoice> choices;
+  for (const int tp : {1, 2, 4, 8})
+    for (const int pp : {1, 2, 4})
+      for (const std::int64_t mb : {1, 2}) {
+        ParallelismChoice c;
+        c.tp = tp;
+        c.pp = pp;
+        c.dp = 64 / (tp * pp);
+        c.micro_batch = mb;
+        choices.push_back(c);
+      }
+  ParallelismChoice asked;
+  asked.tp = 4;
+  asked.pp = 4;
+  asked.dp = 4;
+  asked.micro_batch = 1;
+  const auto order = search_order(choices, 512, asked);
+  REQUIRE(order.size() == choices.size());
+  // A permutation: every index once.
+  std::vector<std::size_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) CHECK(sorted[i] == i);
+  CHECK(choices[order[0]] == asked);
+  // The next four cover TP 1, 2, 4, 8 in ascending order.
+  for (std::size_t k = 0; k < 4; ++k) CHECK(choices[order[1 + k]].tp == (1 << k));
+  // Within TP 1 the estimate prefers no pipeline (no bubble) and micro-batch 2 over 1:
+  // dp 64, mb 2 -> 4 micro-batches, no bubble; hand-worked cost 1 + 0.05 + 0.02 = 1.07.
+  CHECK(choices[order[1]].pp == 1);
+  CHECK(estimated_relative_cost(choices[order[1]], 512) == Approx(1.07));
+  // Hand-worked: tp 4 pp 4 dp 4 mb 1: m = 512 / 4 = 128 micro-batches; bubble 3/128;
+  // TP 0.04 x 2; DP +0.05; micro-batch 1 +0.04.
+  CHECK(estimated_relative_cost(asked, 512) == Approx(1 + 3.0 / 128 + 0.08 + 0.05 + 0.04));
+}
+
+TEST_CASE("search order: cost estimate grows with the bubble and recomputation", "[plan][order]") {
+  ParallelismChoice c;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 2;
+  c.micro_batch = 1;
+  const double base = estimated_relative_cost(c, 64);
+  c.vp = 2;  // interleaving halves the bubble
+  CHECK(estimated_relative_cost(c, 64) < base);
+  c.vp = 1;
+  c.recompute = Recompute::kSelective;
+  const double selective = estimated_relative_cost(c, 64);
+  c.recompute = Recompute::kFull;
+  CHECK(base < selective);
+  CHECK(selective < estimated_relative_cost(c, 64));
+  CHECK(estimated_relative_cost(c, 64) < estimated_relative_cost(c, 8));  // fewer micro-batches, bigger bubble
+}
+
+TEST_CASE("plan search: a search cut by its time limit says what it covered", "[plan][order]") {
+  PlanSearchResult r;
+  RankedPlan a;
+  a.choice.tp = 1;
+  r.ranked.push_back(a);
+  a.choice.tp = 2;
+  r.ranked.push_back(a);
+  ParallelismChoice n;
+  n.tp = 4;
+  r.not_run = {n, n};
+  const SearchCoverage c = search_coverage(r);
+  CHECK(c.candidates == 4);
+  CHECK(c.predicted == 2);
+  CHECK(c.not_run == 2);
+  CHECK_FALSE(c.complete());
+  CHECK(c.tp_sizes == std::vector<int>{1, 2, 4});
+  CHECK(c.tp_sizes_predicted == std::vector<int>{1, 2});
 }

@@ -98,8 +98,8 @@ TEST_CASE("table_row_wise, table_column_wise and grid are parsed and written bac
   const ShardingPlan back = parse_plan(JsonDocument{j, "round-trip"}, w, 4, 2);
   CHECK(plan_hash(back) == plan_hash(p));
   // The shape helpers build the same shardings.
-  CHECK(plan_hash(ShardingPlan{"", {table_row_wise(w.tables[0], {2, 3})}}) == plan_hash(ShardingPlan{"", {p.tables[0]}}));
-  CHECK(plan_hash(ShardingPlan{"", {table_column_wise(w.tables[1], {0, 1})}}) == plan_hash(ShardingPlan{"", {p.tables[1]}}));
+  CHECK(plan_hash(ShardingPlan{"", {table_row_wise(w.tables[0], {2, 3})}, {}}) == plan_hash(ShardingPlan{"", {p.tables[0]}, {}}));
+  CHECK(plan_hash(ShardingPlan{"", {table_column_wise(w.tables[1], {0, 1})}, {}}) == plan_hash(ShardingPlan{"", {p.tables[1]}, {}}));
   const TableSharding g = grid(w.tables[2], {{0, 1}, {2, 3}});
   REQUIRE(g.shards.size() == 4);
   CHECK(g.shards[2].col_offset == 8);

@@ -279,9 +279,113 @@ TEST_CASE("ShardingPlan._serialize()'s output is read, and the fields perfcast d
 
 TEST_CASE("TorchRec plans are written with CacheAlgorithm's member name and the module path asked for", "[plan][torchrec]") {
   const DlrmSpec w = seven_tables();
-  const ShardingPlan p = parse_plan(JsonDocument{every_type_plan(), "every.json"}, w, 4, 2);
+  ShardingPlan p = parse_plan(JsonDocument{every_type_plan(), "every.json"}, w, 4, 2);
+  p.torchrec.reset();  // a plan perfcast made (one read from TorchRec keeps its own spelling)
   const nlohmann::json out = nlohmann::json::parse(plan_to_torchrec_json(p, w, 2, "model.sparse.ebc"));
   REQUIRE(out.contains("model.sparse.ebc"));
   CHECK(out["model.sparse.ebc"]["t1"]["cache_params"]["algorithm"] == "LRU");
   CHECK(out["model.sparse.ebc"]["t1"]["cache_params"]["load_factor"] == Approx(0.35));
+}
+
+namespace {
+
+/// every_type_plan() as dataclasses.asdict(ParameterSharding) gives it with TorchRec @ a48cef79
+/// (torchrec/distributed/types.py: every field, None as null; CacheParams' seven fields;
+/// ShardMetadata's bucket_id_offset and num_buckets; enums as json.dumps(default=str) writes
+/// them), split over two modules, with some of the planner's fields set.
+nlohmann::json asdict_fixture() {
+  const nlohmann::json every = every_type_plan()["sparse_arch.embedding_bag_collection"];
+  nlohmann::json modules = nlohmann::json::object();
+  for (const auto& [name, given] : every.items()) {
+    nlohmann::json t = given;
+    for (const char* key : {"cache_params", "enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype", "key_value_params"})
+      if (!t.contains(key)) t[key] = nullptr;
+    if (t["sharding_spec"].is_object())
+      for (auto& sh : t["sharding_spec"]["shards"]) sh.update({{"bucket_id_offset", nullptr}, {"num_buckets", nullptr}});
+    const bool first = name < "t4";
+    modules[first ? "model.sparse.ebc_a" : "model.sparse.ebc_b"][name] = t;
+  }
+  auto& t1 = modules["model.sparse.ebc_a"]["t1"];
+  t1["cache_params"] = {{"algorithm", "CacheAlgorithm.LRU"}, {"load_factor", 0.35}, {"reserved_memory", nullptr},
+                        {"precision", "DataType.FP32"}, {"prefetch_pipeline", false}, {"stats", nullptr},
+                        {"multipass_prefetch_config", nullptr}};
+  auto& t2 = modules["model.sparse.ebc_a"]["t2"];
+  t2["enforce_hbm"] = true;
+  t2["bounds_check_mode"] = 1;
+  t2["output_dtype"] = "DataType.FP16";
+  t2["stochastic_rounding"] = false;
+  return modules;
+}
+
+/// The same plan as ShardingPlan._serialize() gives it (torchrec/distributed/types.py: per
+/// table sharding_type, compute_kernel, ranks, and "shards" (asdict of each ShardMetadata,
+/// placement as str) when there is an EnumerableShardingSpec; nothing else).
+nlohmann::json serialized_fixture() {
+  nlohmann::json modules = asdict_fixture();
+  for (auto& [module, tables] : modules.items()) {
+    for (auto& [name, t] : tables.items()) {
+      nlohmann::json out = {{"sharding_type", t["sharding_type"]}, {"compute_kernel", t["compute_kernel"]}, {"ranks", t["ranks"]}};
+      if (t["sharding_spec"].is_object()) out["shards"] = t["sharding_spec"]["shards"];
+      t = out;
+    }
+  }
+  return {{"plan", modules}};
+}
+
+nlohmann::json written(const ShardingPlan& p, const DlrmSpec& w, TorchrecShape shape, const std::string& module = "") {
+  TorchrecWriteOptions o;
+  o.shape = shape;
+  o.module_path = module;
+  return nlohmann::json::parse(plan_to_torchrec_json(p, w, 2, o));
+}
+
+}  // namespace
+
+TEST_CASE("TorchRec plans round-trip to the same JSON in both of TorchRec's shapes, modules kept or chosen", "[plan][torchrec]") {
+  const DlrmSpec w = seven_tables();
+  const nlohmann::json asdict = asdict_fixture();
+  const nlohmann::json serialized = serialized_fixture();
+  const ShardingPlan a = parse_plan(JsonDocument{asdict, "asdict.json"}, w, 4, 2);
+  const ShardingPlan s = parse_plan(JsonDocument{serialized, "serialized.json"}, w, 4, 2);
+  REQUIRE(a.torchrec);
+  CHECK_FALSE(a.torchrec->serialized);
+  CHECK(a.torchrec->modules[0] == "model.sparse.ebc_a");
+  CHECK(a.torchrec->modules[6] == "model.sparse.ebc_b");
+  CHECK(a.tables[1].cache_load_factor == Approx(0.35));
+  CHECK(s.tables[1].cache_load_factor == Approx(kDefaultCacheLoadFactor));  // _serialize() drops cache_params
+
+  // Read and written back in the shape read: the same JSON value.
+  CHECK(written(a, w, TorchrecShape::kAsRead) == asdict);
+  CHECK(written(s, w, TorchrecShape::kAsRead) == serialized);
+  // Across shapes: asdict -> _serialize() is what TorchRec's _serialize() gives for the plan,
+  // except that the caching table keeps its cache_params (its load factor changes the time).
+  nlohmann::json expected = serialized;
+  expected["plan"]["model.sparse.ebc_a"]["t1"]["cache_params"] = asdict["model.sparse.ebc_a"]["t1"]["cache_params"];
+  CHECK(written(a, w, TorchrecShape::kSerialize) == expected);
+  // ... and _serialize() -> asdict reads back to the same plan.
+  const nlohmann::json back = written(s, w, TorchrecShape::kAsdict);
+  require_same(parse_plan(JsonDocument{back, "back.json"}, w, 4, 2), s);
+
+  // A module path of the user's choice: every table under it, the fields unchanged.
+  const nlohmann::json moved = written(a, w, TorchrecShape::kAsRead, "my_model.sparse.ebc");
+  REQUIRE(moved.size() == 1);
+  nlohmann::json merged = asdict["model.sparse.ebc_a"];
+  merged.update(asdict["model.sparse.ebc_b"]);
+  CHECK(moved["my_model.sparse.ebc"] == merged);
+
+  // Bucket-wise shards (bucket_id_offset, num_buckets set) are recorded and written back.
+  nlohmann::json buckets = asdict;
+  buckets["model.sparse.ebc_a"]["t2"]["sharding_spec"]["shards"][1].update({{"bucket_id_offset", 4}, {"num_buckets", 4}});
+  const ShardingPlan b = parse_plan(JsonDocument{buckets, "b.json"}, w, 4, 2);
+  CHECK_THAT(b.source, Catch::Contains("shards/bucket_id_offset") && Catch::Contains("shards/num_buckets"));
+  CHECK(written(b, w, TorchrecShape::kAsRead) == buckets);
+  buckets["model.sparse.ebc_a"]["t2"]["sharding_spec"]["shards"][1]["num_buckets"] = -1;
+  CHECK_THROWS_WITH(parse_plan(JsonDocument{buckets, "b.json"}, w, 4, 2), Catch::Contains("shards/1/num_buckets"));
+
+  // A load factor the model changed is written; the rest of cache_params stays as given.
+  ShardingPlan changed = a;
+  changed.tables[1].cache_load_factor = 0.5;
+  const nlohmann::json c = written(changed, w, TorchrecShape::kAsRead);
+  CHECK(c["model.sparse.ebc_a"]["t1"]["cache_params"]["load_factor"] == Approx(0.5));
+  CHECK(c["model.sparse.ebc_a"]["t1"]["cache_params"]["precision"] == "DataType.FP32");
 }

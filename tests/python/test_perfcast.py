@@ -236,3 +236,31 @@ def test_shard_module_path(src):
     with pytest.raises(perfcast.ConfigError):
         perfcast.shard(src / "configs/systems/dgx_h100.json", src / "configs/workloads/dlrm_default.json",
                        evaluations=3, plan_format="torchrec", module_path="a/b")
+
+
+def test_convert_plan_round_trips_torchrec_plans_and_equals_the_cli(src, cli, tmp_path):
+    sys_file = src / "configs/systems/dgx_h100.json"
+    wl_file = src / "configs/workloads/dlrm_default.json"
+    plan = perfcast.shard(sys_file, wl_file, evaluations=5, plan_format="torchrec")["best"]["plan"]
+    # As dataclasses.asdict(ParameterSharding) gives it: every field, None as null.
+    for tables in plan.values():
+        for t in tables.values():
+            for key in ("cache_params", "enforce_hbm", "stochastic_rounding", "bounds_check_mode", "output_dtype",
+                        "key_value_params"):
+                t.setdefault(key, None)
+            t["bounds_check_mode"] = 1
+    assert perfcast.convert_plan(sys_file, wl_file, plan) == plan
+    # _serialize()'s shape, and a module path of the user's choice.
+    serialized = perfcast.convert_plan(sys_file, wl_file, plan, plan_format="torchrec_serialized")
+    assert list(serialized) == ["plan"]
+    assert perfcast.convert_plan(sys_file, wl_file, serialized) == serialized
+    moved = perfcast.convert_plan(sys_file, wl_file, plan, module_path="my_model.ebc")
+    assert moved == {"my_model.ebc": plan["sparse_arch.embedding_bag_collection"]}
+    # The same JSON as the command line's.
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    expected = run_cli(cli, "convert-plan", "--system", sys_file, "--workload", wl_file, "--plan", path,
+                       "--plan-format", "torchrec_serialized", "--out", "-")
+    assert serialized == expected
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.convert_plan(sys_file, wl_file, plan, plan_format="yaml")
