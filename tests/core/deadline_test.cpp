@@ -8,6 +8,9 @@
 
 #include "core/deadline.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_deadline_test {
+
 using namespace perfcast;
 
 namespace {
@@ -84,3 +87,5 @@ TEST_CASE("deadline: threads do not inherit a limit; a pool passes it on") {
   REQUIRE_FALSE(other_thread_limited);
   REQUIRE(passed_on);
 }
+
+}  // namespace perfcast_test_core_deadline_test

@@ -4,6 +4,9 @@
 
 #include "core/error_stats.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_error_stats_test {
+
 using namespace perfcast;
 
 TEST_CASE("error statistics: hand-worked values", "[core]") {
@@ -34,3 +37,5 @@ TEST_CASE("error statistics: the floor of |error| in the geometric mean, and no 
   CHECK(none.max_abs == 0);
   CHECK(none.mean_signed == 0);
 }
+
+}  // namespace perfcast_test_core_error_stats_test

@@ -3,6 +3,9 @@
 #include "core/file_kind.hpp"
 #include "core/json_reader.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_file_kind_test {
+
 using namespace perfcast;
 
 namespace {
@@ -60,3 +63,5 @@ TEST_CASE("a wrong file's schema error says what it is", "[json][file_kind]") {
   CHECK_THAT(parse_error("bytes,time_us,busbw\n1024,5.0,0.2\n"),
              Catch::StartsWith("x.json: /: invalid JSON at line 1, column 1; this looks like a CSV table"));
 }
+
+}  // namespace perfcast_test_core_file_kind_test

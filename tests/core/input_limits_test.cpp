@@ -10,6 +10,9 @@
 #include "core/limits.hpp"
 #include "core/units.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_input_limits_test {
+
 using namespace perfcast;
 
 namespace {
@@ -101,3 +104,5 @@ TEST_CASE("--set: indices past the end and deep values name the override", "[lim
   CHECK_THAT(error_of([&] { apply_override(d, "tables[0].rows", std::string(1000, '[')); }),
              Catch::Contains("nests deeper than 128 levels"));
 }
+
+}  // namespace perfcast_test_core_input_limits_test

@@ -9,6 +9,9 @@
 
 #include "core/intervals.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_intervals_test {
+
 using namespace perfcast;
 
 namespace {
@@ -51,3 +54,5 @@ TEST_CASE("merge_intervals: runs, scattered and random orders equal sort-then-me
   for (std::size_t i = 0; i + 10 < scattered.size(); i += 10) std::swap(scattered[i], scattered[i + 7]);
   CHECK(merge_intervals(scattered) == reference_merge(scattered));
 }
+
+}  // namespace perfcast_test_core_intervals_test

@@ -2,6 +2,9 @@
 
 #include "core/json_reader.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_json_reader_test {
+
 using namespace perfcast;
 
 namespace {
@@ -100,3 +103,5 @@ TEST_CASE("a key that appears twice in one object is refused with its path", "[j
   // The same key in sibling objects, or at different depths, is fine.
   CHECK(error(R"({"a": {"k": 1}, "b": {"k": 2}, "k": [{"k": 1}, {"k": 2}]})") == "no error");
 }
+
+}  // namespace perfcast_test_core_json_reader_test

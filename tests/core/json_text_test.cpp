@@ -7,6 +7,9 @@
 #include "core/json_text.hpp"
 #include "model/report/trace_sink.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_json_text_test {
+
 using namespace perfcast;
 
 namespace {
@@ -52,3 +55,5 @@ TEST_CASE("trace strings: every byte string gives a valid JSON string") {
     REQUIRE(nlohmann::json::parse(trace_string(ok)).get<std::string>() == ok);
   REQUIRE(trace_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
 }
+
+}  // namespace perfcast_test_core_json_text_test

@@ -2,6 +2,9 @@
 
 #include "core/nnls.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_nnls_test {
+
 using perfcast::nnls;
 
 TEST_CASE("nnls: an interior optimum equals ordinary least squares", "[nnls]") {
@@ -115,3 +118,5 @@ TEST_CASE("nnls rule: never negative, never worse than the best single column", 
     }
   }
 }
+
+}  // namespace perfcast_test_core_nnls_test

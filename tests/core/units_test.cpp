@@ -2,6 +2,9 @@
 
 #include "core/units.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_core_units_test {
+
 using perfcast::Dimension;
 using perfcast::parse_quantity;
 
@@ -33,3 +36,5 @@ TEST_CASE("quantity errors say what was expected", "[units]") {
   CHECK_THAT(message("fast", Dimension::kTime), Catch::Contains("no number"));
   CHECK_THAT(message("5 parsecs", Dimension::kTime), Catch::Contains("unknown unit"));
 }
+
+}  // namespace perfcast_test_core_units_test

@@ -6,6 +6,9 @@
 #include "model/graph/memory_estimate.hpp"
 #include "model/predict/predict.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_dlrm_builder_test {
+
 using namespace perfcast;
 
 namespace {
@@ -331,3 +334,5 @@ TEST_CASE("embedding weights and optimizer state per shard, by hand", "[dlrm][me
     CHECK(embedding_weight_and_state_bytes(w, 1000, 64) == Approx(256000 + state));
   }
 }
+
+}  // namespace perfcast_test_model_dlrm_builder_test

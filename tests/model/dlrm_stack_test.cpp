@@ -10,6 +10,9 @@
 #include "tests/model/dlrm_test_support.hpp"
 #include "model/predict/runtime_profile.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_dlrm_stack_test {
+
 using namespace perfcast;
 using perfcast::test::has_op;
 using perfcast::test::op_named;
@@ -201,3 +204,5 @@ TEST_CASE("reader, CUDA graphs, compiled dense part and host work: what each mar
   CHECK(op_named(g, 0, "dcn.cross.1").same_call);
   CHECK(op_named(g, 0, "top_mlp.0").same_call);
 }
+
+}  // namespace perfcast_test_model_dlrm_stack_test

@@ -9,6 +9,9 @@
 #include "model/predict/predict.hpp"
 #include "model/report/report.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_golden_test {
+
 using namespace perfcast;
 
 namespace {
@@ -73,3 +76,5 @@ TEST_CASE("predict matches the golden files on every shipped pair", "[golden]") 
     }
   }
 }
+
+}  // namespace perfcast_test_model_golden_test

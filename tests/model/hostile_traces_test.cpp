@@ -14,6 +14,9 @@
 #include "model/traces/execution_trace.hpp"
 #include "model/traces/trace_input.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_hostile_traces_test {
+
 using namespace perfcast;
 
 namespace {
@@ -112,3 +115,5 @@ TEST_CASE("gzip: every member of a multi-member file, nothing after it, one budg
   CHECK(budget == 500);
   CHECK_THAT(error_of_gunzip(gzip_member(kb), &budget), Catch::StartsWith("t.gz: /:"));
 }
+
+}  // namespace perfcast_test_model_hostile_traces_test

@@ -11,6 +11,9 @@
 #include "model/sharding/shard_search.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_hybrid_embedding_test {
+
 using namespace perfcast;
 using perfcast::test::has_op;
 using perfcast::test::op_named;
@@ -121,3 +124,5 @@ TEST_CASE("hybrid tables: the search proposes them for skewed tables only", "[hy
   CHECK(hybrid_proposals(skewed(), false) == 0);
   CHECK(hybrid_proposals(load_workload(src("configs/workloads/dlrm_default.json")), true) == 0);
 }
+
+}  // namespace perfcast_test_model_hybrid_embedding_test

@@ -28,6 +28,9 @@
 #include "model/traces/trace_stats.hpp"
 #include "core/json_reader.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_kineto_trace_test {
+
 using namespace perfcast;
 
 namespace {
@@ -322,3 +325,5 @@ TEST_CASE("kineto reader: bad input names file and JSON pointer", "[kineto]") {
   CHECK(t.steps[0].number == -1);
   CHECK(t.steps[0].duration == Approx(15 * us));
 }
+
+}  // namespace perfcast_test_model_kineto_trace_test

@@ -3,6 +3,9 @@
 
 #include "model/sim/link_contention.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_link_contention_test {
+
 using namespace perfcast;
 
 TEST_CASE("max-min speeds: the classic bottleneck example", "[contention]") {
@@ -34,3 +37,5 @@ TEST_CASE("fluid finish times: partial overlap, worked by hand", "[contention]")
   CHECK_FALSE(any_overlap({{0, 100, {{7, 1.0}}}, {100, 100, {{7, 1.0}}}}));  // back to back
   CHECK_FALSE(any_overlap({{0, 100, {{7, 1.0}}}, {50, 100, {{8, 1.0}}}}));   // different links
 }
+
+}  // namespace perfcast_test_model_link_contention_test

@@ -9,6 +9,9 @@
 #include "model/sim/simulator.hpp"
 #include "topology/collective_calibration.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_plan_evaluator_test {
+
 using namespace perfcast;
 
 namespace {
@@ -98,3 +101,5 @@ TEST_CASE("with a system's kernel calibration the evaluator gives predict's iter
   // The calibration changes the objective: the spec-derived evaluator differs.
   CHECK(spec.evaluate(plan).iteration_time != calibrated.evaluate(plan).iteration_time);
 }
+
+}  // namespace perfcast_test_model_plan_evaluator_test

@@ -9,6 +9,9 @@
 #include "model/plan_search/plan_search.hpp"
 #include "model/plan_search/search_order.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_plan_search_test {
+
 using namespace perfcast;
 
 namespace {
@@ -275,3 +278,5 @@ TEST_CASE("plan search: a search cut by its time limit says what it covered", "[
   CHECK(c.tp_sizes == std::vector<int>{1, 2, 4});
   CHECK(c.tp_sizes_predicted == std::vector<int>{1, 2});
 }
+
+}  // namespace perfcast_test_model_plan_search_test

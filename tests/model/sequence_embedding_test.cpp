@@ -13,6 +13,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_sequence_embedding_test {
+
 using namespace perfcast;
 using perfcast::test::has_op;
 using perfcast::test::op_named;
@@ -156,3 +159,5 @@ TEST_CASE("workload key \"sequence\": read, default false, a boolean", "[dlrm][s
   doc["embedding"]["tables"][0]["sequence"] = "yes";
   CHECK_THROWS_AS(parse_workload(JsonDocument{doc, "w.json"}), ConfigError);
 }
+
+}  // namespace perfcast_test_model_sequence_embedding_test

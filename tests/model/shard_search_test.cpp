@@ -6,6 +6,9 @@
 #include "model/sharding/shard_search.hpp"
 #include "topology/collective_calibration.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_shard_search_test {
+
 using namespace perfcast;
 
 namespace {
@@ -223,3 +226,5 @@ TEST_CASE("with memory tiers dlrm_mlperf fits one H100, and no feasible plan exc
     if (tiered) CHECK(r.best_eval.iteration_time <= e.iteration_time);
   }
 }
+
+}  // namespace perfcast_test_model_shard_search_test

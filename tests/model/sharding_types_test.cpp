@@ -12,6 +12,9 @@
 #include "model/sharding/shard_search.hpp"
 #include "topology/collective_calibration.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_sharding_types_test {
+
 using namespace perfcast;
 
 namespace {
@@ -272,3 +275,5 @@ TEST_CASE("search on two nodes proposes node-local types and writes a valid plan
     CHECK_FALSE(better(again.evaluate(b.plan), r.best_eval));
   }
 }
+
+}  // namespace perfcast_test_model_sharding_types_test

@@ -6,6 +6,9 @@
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_simulator_test {
+
 using namespace perfcast;
 
 namespace {
@@ -460,3 +463,5 @@ TEST_CASE("host costs that scale with the job: per table and per sample, capture
   for (auto& op : s.g.ranks[0].ops) op.captured = true;
   CHECK(s.run(h).iteration_time == Approx(102 * us));
 }
+
+}  // namespace perfcast_test_model_simulator_test

@@ -15,6 +15,9 @@
 #include "model/report/report.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_steady_state_test {
+
 using namespace perfcast;
 
 namespace {
@@ -224,3 +227,5 @@ TEST_CASE("steady state: the simulation does not grow with the micro-batches", "
     CHECK(std::get<TransformerSpec>(p->workload).global_batch == m);  // the report's workload is the one asked for
   }
 }
+
+}  // namespace perfcast_test_model_steady_state_test

@@ -6,6 +6,9 @@
 
 #include "model/report/svg_plot.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_svg_plot_test {
+
 using namespace perfcast;
 
 namespace {
@@ -71,3 +74,5 @@ TEST_CASE("line chart: log2 x axis labelled in bytes", "[report][svg]") {
   CHECK(count(svg, "<circle") == 2);
   CHECK(count(svg, "<polyline") == 1);
 }
+
+}  // namespace perfcast_test_model_svg_plot_test

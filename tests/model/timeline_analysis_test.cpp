@@ -7,6 +7,9 @@
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_timeline_analysis_test {
+
 using namespace perfcast;
 
 namespace {
@@ -173,3 +176,5 @@ TEST_CASE("op types replace digit runs; collectives are grouped by their names",
   CHECK(communication_group_of(op("output_dist"), a2a) == CommGroup::kEmbedding);
   CHECK(communication_group_of(op("nccl:all_reduce"), ar) == CommGroup::kOther);
 }
+
+}  // namespace perfcast_test_model_timeline_analysis_test

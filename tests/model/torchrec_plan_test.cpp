@@ -6,6 +6,9 @@
 #include "model/graph/torchrec_plan.hpp"
 #include "model/sharding/plan_shapes.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_torchrec_plan_test {
+
 using namespace perfcast;
 
 namespace {
@@ -389,3 +392,5 @@ TEST_CASE("TorchRec plans round-trip to the same JSON in both of TorchRec's shap
   CHECK(c["model.sparse.ebc_a"]["t1"]["cache_params"]["load_factor"] == Approx(0.5));
   CHECK(c["model.sparse.ebc_a"]["t1"]["cache_params"]["precision"] == "DataType.FP32");
 }
+
+}  // namespace perfcast_test_model_torchrec_plan_test

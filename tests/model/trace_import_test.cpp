@@ -22,6 +22,9 @@
 #include "topology/collective_calibration.hpp"
 #include "core/json_reader.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_trace_import_test {
+
 using namespace perfcast;
 
 namespace {
@@ -428,3 +431,5 @@ TEST_CASE("torch.compile regions: their kernels keep measured times, not a regio
   CHECK(shapes[2].family == TraceKernelFamily::kGemm);
   CHECK(std::get<GemmDesc>(*shapes[2].desc).m == 1024);
 }
+
+}  // namespace perfcast_test_model_trace_import_test

@@ -19,6 +19,9 @@
 #include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_trace_measurements_test {
+
 using namespace perfcast;
 
 namespace {
@@ -238,3 +241,5 @@ TEST_CASE("replay --kernels predicted applies a kernel calibration; selection re
   CHECK(rank0.selected_steps == 1);
   CHECK(rank0.selected_error() == Approx(rank0.ranks[0].error()));
 }
+
+}  // namespace perfcast_test_model_trace_measurements_test

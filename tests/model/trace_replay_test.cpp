@@ -16,6 +16,9 @@
 #include "core/json_reader.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_trace_replay_test {
+
 using namespace perfcast;
 
 namespace {
@@ -285,3 +288,5 @@ TEST_CASE("a GPU-bound trace: launch-queue waits are not host time, so faster ke
   CHECK(h.ranks[0].steps[1].simulated == Approx(25 * ms).epsilon(0.02));
   CHECK(h.ranks[0].steps[1].simulated < 0.6 * r.ranks[0].steps[1].simulated);
 }
+
+}  // namespace perfcast_test_model_trace_replay_test

@@ -12,6 +12,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_builder_test {
+
 using namespace perfcast;
 
 namespace {
@@ -492,3 +495,5 @@ TEST_CASE("GEMM FLOPs per iteration equal Megatron-LM's formula", "[transformer]
     }
   }
 }
+
+}  // namespace perfcast_test_model_transformer_builder_test

@@ -7,6 +7,9 @@
 #include "model/predict/predict.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_context_parallel_test {
+
 using namespace perfcast;
 
 namespace {
@@ -121,3 +124,5 @@ TEST_CASE("cp: config errors name the path", "[transformer][cp][config]") {
   TransformerSpec auto_dp = cp_gpt(2, 2, 1, 0, 4096);
   CHECK(message(auto_dp, 6) == "/parallelism: tp 2 x cp 2 x pp 1 = 4 does not divide the system's 6 GPUs (dp \"auto\")");
 }
+
+}  // namespace perfcast_test_model_transformer_context_parallel_test

@@ -11,6 +11,9 @@
 #include "model/predict/predict.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_interleaved_test {
+
 using namespace perfcast;
 
 namespace {
@@ -185,3 +188,5 @@ TEST_CASE("interleaved: config errors name the path", "[transformer][interleaved
   CHECK(message(chunked_gpt(4, 2, 6, 16), 4) ==
         "/parallelism/vp: the interleaved schedule needs the micro-batch count (6) to be a multiple of pp 4");
 }
+
+}  // namespace perfcast_test_model_transformer_interleaved_test

@@ -11,6 +11,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_mla_test {
+
 using namespace perfcast;
 
 namespace {
@@ -171,3 +174,5 @@ TEST_CASE("mla: refusals name the field", "[transformer][mla]") {
             .find("rank") != std::string::npos);
   CHECK(error_of(base + R"("mla": {"qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6}})").find("kv_lora_rank") != std::string::npos);
 }
+
+}  // namespace perfcast_test_model_transformer_mla_test

@@ -9,6 +9,9 @@
 #include "model/predict/predict.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_moe_test {
+
 using namespace perfcast;
 
 namespace {
@@ -358,3 +361,5 @@ TEST_CASE("moe: the DeepSeekMoE 16B preset: shared experts, a dense first layer,
   CHECK(w.parameters() == Approx(16.4e9).epsilon(0.01));
   CHECK(w.active_parameters() == Approx(2.8e9).epsilon(0.03));
 }
+
+}  // namespace perfcast_test_model_transformer_moe_test

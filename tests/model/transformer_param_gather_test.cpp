@@ -7,6 +7,9 @@
 #include "model/predict/predict.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_param_gather_test {
+
 using namespace perfcast;
 
 namespace {
@@ -70,3 +73,5 @@ TEST_CASE("overlap_param_gather without the distributed optimizer exits with the
     CHECK(e.pointer() == "/overlap_param_gather");
   }
 }
+
+}  // namespace perfcast_test_model_transformer_param_gather_test

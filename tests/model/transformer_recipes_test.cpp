@@ -14,6 +14,9 @@
 #include "model/predict/runtime_profile.hpp"
 #include "tests/model/transformer_test_support.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_transformer_recipes_test {
+
 using namespace perfcast;
 
 namespace {
@@ -229,3 +232,5 @@ TEST_CASE("the recipe presets resolve on their recipes' GPU counts and the 8B an
     if (c.must_fit) CHECK(memory_verdict(estimate_transformer_memory(w, s)).empty());
   }
 }
+
+}  // namespace perfcast_test_model_transformer_recipes_test

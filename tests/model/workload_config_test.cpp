@@ -4,6 +4,9 @@
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/workload_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_model_workload_config_test {
+
 using namespace perfcast;
 
 namespace {
@@ -77,3 +80,5 @@ TEST_CASE("what-if overrides change the prediction the expected way", "[predict]
   const auto two_nodes = predict(r);
   CHECK(two_nodes->system.world_size() == 16);
 }
+
+}  // namespace perfcast_test_model_workload_config_test

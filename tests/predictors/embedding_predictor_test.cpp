@@ -8,6 +8,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_embedding_predictor_test {
+
 using namespace perfcast;
 
 namespace {
@@ -273,3 +276,5 @@ TEST_CASE("embedding calibration recovers known efficiencies, latency and sort c
   CHECK(fb->row_round_time == Approx(cal.find("embedding_backward")->row_round_time).epsilon(1e-4));
   CHECK(predict_with_calibration(big, g, &back).time == Approx(est.time).epsilon(1e-4));
 }
+
+}  // namespace perfcast_test_predictors_embedding_predictor_test

@@ -11,6 +11,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_host_memory_embedding_test {
+
 using namespace perfcast;
 
 namespace {
@@ -110,3 +113,5 @@ TEST_CASE("host-memory rules: never faster than HBM, monotone in cache size and 
     CHECK(predict_embedding(d, gpu).time < uvm);
   }
 }
+
+}  // namespace perfcast_test_predictors_host_memory_embedding_test

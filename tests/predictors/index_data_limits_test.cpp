@@ -13,6 +13,9 @@
 #include "predictors/index_data.hpp"
 #include "predictors/index_stats_file.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_index_data_limits_test {
+
 using namespace perfcast;
 
 namespace {
@@ -93,3 +96,5 @@ TEST_CASE("locality stats: a header line cut after \"processing\" is bad input (
   CHECK(tables_from_dataset_name("fbgemm_t856_bs65536_15.pt") == 856);
   std::filesystem::remove(path);
 }
+
+}  // namespace perfcast_test_predictors_index_data_limits_test

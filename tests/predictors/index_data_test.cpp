@@ -9,6 +9,9 @@
 #include "predictors/index_data.hpp"
 #include "predictors/index_stats_file.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_index_data_test {
+
 using namespace perfcast;
 namespace fs = std::filesystem;
 
@@ -287,3 +290,5 @@ TEST_CASE("Meta locality stats of the public DLRM datasets", "[index_stats][data
     }
   }
 }
+
+}  // namespace perfcast_test_predictors_index_data_test

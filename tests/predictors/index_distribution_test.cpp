@@ -4,6 +4,9 @@
 
 #include "predictors/index_distribution.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_index_distribution_test {
+
 using namespace perfcast;
 
 TEST_CASE("uniform unique rows match the closed form", "[distribution]") {
@@ -58,3 +61,5 @@ TEST_CASE("reuse histogram: mean reuse from bin midpoints", "[distribution]") {
   CHECK(mean_reuse(h) == Approx(2.25));
   CHECK(expected_unique_rows(IndexDistribution::histogram(h), 1e6, 1000) == Approx(1000 / 2.25));
 }
+
+}  // namespace perfcast_test_predictors_index_distribution_test

@@ -9,6 +9,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_kernel_calibration_test {
+
 using namespace perfcast;
 
 namespace {
@@ -103,3 +106,5 @@ TEST_CASE("GEMM calibration recovers known efficiencies and overhead", "[calibra
   CHECK(back.find("gemm.bf16")->compute_efficiency == Approx(f->compute_efficiency));
   CHECK(calibration_file_name("NVIDIA H100 80GB HBM3") == "nvidia_h100_80gb_hbm3.json");
 }
+
+}  // namespace perfcast_test_predictors_kernel_calibration_test

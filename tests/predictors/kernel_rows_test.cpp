@@ -10,6 +10,9 @@
 #include "core/json_reader.hpp"
 #include "predictors/kernel_rows.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_kernel_rows_test {
+
 using namespace perfcast;
 
 namespace {
@@ -127,3 +130,5 @@ TEST_CASE("the public tables: every row read, the inexpressible ones with a reas
   for (const auto& r : emb) expressed += !r.kernels.empty();
   CHECK(expressed >= 12);  // FBGEMM in HBM and in host memory (UVM), forward and backward
 }
+
+}  // namespace perfcast_test_predictors_kernel_rows_test

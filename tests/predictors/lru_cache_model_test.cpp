@@ -12,6 +12,9 @@
 
 #include "predictors/lru_cache_model.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_lru_cache_model_test {
+
 using namespace perfcast;
 
 namespace {
@@ -139,3 +142,5 @@ TEST_CASE("LRU hit rate from a reuse histogram goes through the fitted Zipf expo
   CHECK(lru_hit_rate(d, 1e6, 50000, accesses) == Approx(lru_hit_rate(IndexDistribution::zipf(alpha), 1e6, 50000)));
   CHECK_THROWS(lru_hit_rate(d, 1e6, 50000));
 }
+
+}  // namespace perfcast_test_predictors_lru_cache_model_test

@@ -13,6 +13,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_public_kernel_fit_test {
+
 using namespace perfcast;
 
 namespace {
@@ -233,3 +236,5 @@ TEST_CASE("kernel model 2 calibrations round-trip through their file", "[kernel_
   CHECK(back.find("elementwise")->sources == f.sources);
   CHECK(back.find("attention_forward.cudnn.bf16")->compute_efficiency == Approx(0.65));
 }
+
+}  // namespace perfcast_test_predictors_public_kernel_fit_test

@@ -5,6 +5,9 @@
 #include "predictors/spec_predictors.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_predictors_spec_predictors_test {
+
 using namespace perfcast;
 
 namespace {
@@ -95,3 +98,5 @@ TEST_CASE("every registry entry names a source", "[registry]") {
     CHECK(!e.description.empty());
   }
 }
+
+}  // namespace perfcast_test_predictors_spec_predictors_test

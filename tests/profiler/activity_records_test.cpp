@@ -4,6 +4,9 @@
 #include "profiler/activity_records.hpp"
 #include "profiler/trace_measurements.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_activity_records_test {
+
 using namespace perfcast;
 using namespace perfcast::profiler;
 
@@ -178,3 +181,5 @@ TEST_CASE("the sink collects from several threads and empties on take", "[profil
   CHECK(total.gpu.size() == 1);
   CHECK(total.dropped_records == 3);
 }
+
+}  // namespace perfcast_test_profiler_activity_records_test

@@ -113,6 +113,9 @@ TEST_CASE("each benchmark family measures plausible times", "[profiler][bench][g
 
 #include "profiler/bench_gemm.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_bench_gpu_test {
+
 TEST_CASE("cuBLASLt GEMMs match an fp64 reference for every dtype and transpose", "[profiler][bench][gpu]") {
   if (skip_without_gpu()) return;
   bench::CublasLt lt;
@@ -130,3 +133,5 @@ TEST_CASE("cuBLASLt GEMMs match an fp64 reference for every dtype and transpose"
   }
 }
 #endif
+
+}  // namespace perfcast_test_profiler_bench_gpu_test

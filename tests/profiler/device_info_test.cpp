@@ -4,6 +4,9 @@
 #include "profiler/device_embedding_bag.hpp"
 #include "profiler/device_info.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_device_info_test {
+
 using namespace perfcast::profiler;
 
 TEST_CASE("device availability is reported without throwing", "[profiler][device]") {
@@ -67,3 +70,5 @@ TEST_CASE("peak bandwidth and summary of a hand-made DeviceInfo", "[profiler][de
         "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs @ 1980 MHz, 80.0 GiB @ 3352 GB/s, L2 50 MiB, driver 13.0, "
         "runtime 12.8)");
 }
+
+}  // namespace perfcast_test_profiler_device_info_test

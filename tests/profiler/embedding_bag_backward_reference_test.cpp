@@ -7,6 +7,9 @@
 
 #include "profiler/embedding_bag_reference.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_embedding_bag_backward_reference_test {
+
 using namespace perfcast::profiler;
 
 TEST_CASE("backward SGD, sum pooling, duplicates within a bag", "[profiler][reference][backward]") {
@@ -134,3 +137,5 @@ TEST_CASE("backward checks sizes before changing anything", "[profiler][referenc
   CHECK(w.to_floats() == std::vector<float>(8, 10.0f));
   CHECK(state == std::vector<float>(4, 0.0f));
 }
+
+}  // namespace perfcast_test_profiler_embedding_bag_backward_reference_test

@@ -7,6 +7,9 @@
 
 #include "profiler/embedding_bag_reference.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_embedding_bag_forward_reference_test {
+
 using namespace perfcast::profiler;
 
 namespace {
@@ -87,3 +90,5 @@ TEST_CASE("forward with fp16 and bf16 weights sums the rounded values in fp32", 
     CHECK(out == std::vector<float>{1000.2001953125f, -2.33203125f});
   }
 }
+
+}  // namespace perfcast_test_profiler_embedding_bag_forward_reference_test

@@ -14,6 +14,9 @@
 #include "profiler/device_info.hpp"
 #include "profiler/embedding_bag_reference.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_embedding_bag_gpu_test {
+
 using namespace perfcast::profiler;
 
 namespace {
@@ -177,3 +180,5 @@ TEST_CASE("GPU embedding bag reproduces the hand-worked Adagrad example", "[prof
   CHECK(gpu.download_rowwise_state() == std::vector<float>{25, 25, 4, 7});
   CHECK(gpu.download_weights().to_floats() == std::vector<float>{9, 3, 8, 4, 5, 15, 10, 10});
 }
+
+}  // namespace perfcast_test_profiler_embedding_bag_gpu_test

@@ -6,6 +6,9 @@
 
 #include "profiler/embedding_bag_layout.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_embedding_bag_layout_test {
+
 using namespace perfcast::profiler;
 
 TEST_CASE("layout packs tables and derives offsets", "[profiler][layout]") {
@@ -69,3 +72,5 @@ TEST_CASE("batch validation checks offsets and indices", "[profiler][layout]") {
   CHECK_THROWS_AS(validate_embedding_bag_batch(layout, negative, std::vector<std::int64_t>{0, 2, 3, 3, 5}),
                   std::out_of_range);
 }
+
+}  // namespace perfcast_test_profiler_embedding_bag_layout_test

@@ -6,6 +6,9 @@
 
 #include "profiler/half_precision.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_half_precision_test {
+
 using namespace perfcast::profiler;
 
 TEST_CASE("fp16 conversion of exact values and special cases", "[profiler][half]") {
@@ -67,3 +70,5 @@ TEST_CASE("bf16 conversion rounds to nearest, ties to even", "[profiler][half]")
   CHECK(bfloat16_bits_to_float(0x3f81) == 1.0078125f);
   CHECK(round_to_precision(0.1f, WeightPrecision::kFp32) == 0.1f);
 }
+
+}  // namespace perfcast_test_profiler_half_precision_test

@@ -5,6 +5,9 @@
 
 #include "profiler/sweep.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_sweep_test {
+
 using namespace perfcast;
 using namespace perfcast::profiler;
 
@@ -169,3 +172,5 @@ TEST_CASE("generator memory caps shrink embedding configurations", "[profiler][s
       "distributions": ["uniform"], "dtypes": ["fp32"], "passes": ["forward"], "max_weight_bytes": "8GiB"}]})"),
              Catch::Contains("/generators/0/max_weight_bytes"));
 }
+
+}  // namespace perfcast_test_profiler_sweep_test

@@ -9,6 +9,9 @@
 #include "topology/collective.hpp"
 #include "topology/link_paths.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_collective_algorithms_test {
+
 using namespace perfcast;
 
 namespace {
@@ -199,3 +202,5 @@ TEST_CASE("NVLink mesh: ring over the group's links, all-to-all pays for relays"
     CHECK((c.algorithm == "ring" || c.algorithm == "tree"));
   CHECK(m.estimate({CollectiveKind::kAllReduce, 16e9, {}}, first(8)).bus_bandwidth <= 300e9);
 }
+
+}  // namespace perfcast_test_topology_collective_algorithms_test

@@ -4,6 +4,9 @@
 
 #include "topology/collective_calibration.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_collective_calibration_test {
+
 using namespace perfcast;
 
 namespace {
@@ -271,3 +274,5 @@ TEST_CASE("calibration files: nodes and ramp round-trip; 1.0 files read as one-n
   for (double b : {kMiB, 8 * kMiB, 100 * kMiB, 1024 * kMiB})
     CHECK(back.fits[0].time(b, 16) == Approx(f.time(b, 16)).epsilon(1e-5));
 }
+
+}  // namespace perfcast_test_topology_collective_calibration_test

@@ -2,6 +2,9 @@
 
 #include "topology/collective.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_collective_test {
+
 using namespace perfcast;
 
 namespace {
@@ -101,3 +104,5 @@ TEST_CASE("multi-node all-to-all goes through the NICs", "[collective]") {
   const double alpha = (6.27 + 0.685 * 32) * 1e-6;
   CHECK(e.time == Approx(20e-6 + alpha + 24 * 8e6 / (50e9 * 0.92)).epsilon(1e-9));
 }
+
+}  // namespace perfcast_test_topology_collective_test

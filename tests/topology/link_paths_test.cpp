@@ -4,6 +4,9 @@
 
 #include "topology/link_paths.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_link_paths_test {
+
 using namespace perfcast;
 
 namespace {
@@ -136,3 +139,5 @@ TEST_CASE("NVLink mesh: the links matrix is checked", "[paths][mesh][config]") {
              Catch::Contains("/intra_node/links"));
   CHECK_THAT(error_of({{"intra_node.links", kCubeMesh}}), Catch::Contains("belongs to an \"nvlink_mesh\" fabric"));
 }
+
+}  // namespace perfcast_test_topology_link_paths_test

@@ -9,6 +9,9 @@
 #include "topology/measurement_table_csv.hpp"
 #include "topology/source_spread.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_multi_node_calibration_test {
+
 using namespace perfcast;
 
 namespace {
@@ -86,3 +89,5 @@ TEST_CASE("AWS p5 and p4de: the multi-node all-reduce follows the table it was f
     CHECK(1024 * kMiB * 2 * 15 / 16 / t1g < 2 * s.gpu.nvlink_bandwidth);
   }
 }
+
+}  // namespace perfcast_test_topology_multi_node_calibration_test

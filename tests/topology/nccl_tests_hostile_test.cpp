@@ -12,6 +12,9 @@
 #include "topology/collective_calibration.hpp"
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_nccl_tests_hostile_test {
+
 using namespace perfcast;
 
 namespace {
@@ -96,3 +99,5 @@ TEST_CASE("systems beyond the GPU limit are refused before any per-pair structur
   apply_override(d, "nodes", "12500");  // 100,000 GPUs
   CHECK(parse_system(d).world_size() == 100000);
 }
+
+}  // namespace perfcast_test_topology_nccl_tests_hostile_test

@@ -7,6 +7,9 @@
 
 #include "topology/nccl_tuning.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_nccl_tuning_test {
+
 using namespace perfcast;
 
 namespace {
@@ -177,3 +180,5 @@ TEST_CASE("tree correction: NCCL's bins, and the smooth version times use", "[nc
     }
   }
 }
+
+}  // namespace perfcast_test_topology_nccl_tuning_test

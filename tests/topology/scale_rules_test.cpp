@@ -9,6 +9,9 @@
 
 #include "topology/collective_calibration.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_scale_rules_test {
+
 using namespace perfcast;
 
 namespace {
@@ -219,3 +222,5 @@ TEST_CASE("per-message NIC cost: many small all-to-all messages are bound by the
   CHECK(e.bottleneck == "nic");
   CHECK(e.time > a.estimate({CollectiveKind::kAllToAll, bytes, {}}, g).time);
 }
+
+}  // namespace perfcast_test_topology_scale_rules_test

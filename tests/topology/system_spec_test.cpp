@@ -2,6 +2,9 @@
 
 #include "topology/system_spec.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_topology_system_spec_test {
+
 using namespace perfcast;
 
 namespace {
@@ -60,3 +63,5 @@ TEST_CASE("host: backward_op_overhead is optional and parsed with units", "[syst
   REQUIRE(s.host.backward_op_overhead.has_value());
   CHECK(*s.host.backward_op_overhead == Approx(10e-6));
 }
+
+}  // namespace perfcast_test_topology_system_spec_test

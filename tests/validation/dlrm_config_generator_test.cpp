@@ -11,6 +11,9 @@
 #include "topology/system_spec.hpp"
 #include "validation/dlrm_config_generator.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_dlrm_config_generator_test {
+
 using namespace perfcast;
 using namespace perfcast::validation;
 
@@ -170,3 +173,5 @@ TEST_CASE("config generator: the memory cap holds", "[validation]") {
   const SystemSpec tiny = system_with_memory("h100_sxm.json", "64MB");
   CHECK_THROWS_WITH(generate_dlrm_config(tiny, 1, 0, few), Catch::Contains("fits") && Catch::Contains("5 draws"));
 }
+
+}  // namespace perfcast_test_validation_dlrm_config_generator_test

@@ -12,6 +12,9 @@
 #include "validation/batch_generator.hpp"
 #include "validation/dlrm_reference.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_dlrm_reference_test {
+
 using namespace perfcast;
 using namespace perfcast::validation;
 
@@ -275,3 +278,5 @@ TEST_CASE("DLRM reference: shipped workloads map onto trainable configs", "[vali
   spec.tables[0].sequence = true;  // EmbeddingCollection tables are predicted only
   CHECK_THROWS_WITH(dlrm_config_from_spec(spec, 4), Catch::Contains("sequence (EmbeddingCollection) tables are predicted"));
 }
+
+}  // namespace perfcast_test_validation_dlrm_reference_test

@@ -32,6 +32,9 @@
 #include "validation/dlrm_sharded_reference.hpp"
 #include "validation/multi_gpu_layout.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_dlrm_sharded_reference_test {
+
 using namespace perfcast;
 using namespace perfcast::validation;
 
@@ -476,3 +479,5 @@ TEST_CASE("sharded DLRM: per-rank trace and mismatches", "[validation][sharded]"
   bad.labels.pop_back();
   CHECK_THROWS_AS(sharded_train_step(st, L, w, bad), std::invalid_argument);
 }
+
+}  // namespace perfcast_test_validation_dlrm_sharded_reference_test

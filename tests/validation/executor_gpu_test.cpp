@@ -18,6 +18,9 @@
 #include "validation/executor_trace.hpp"
 #if PERFCAST_HAVE_CUDA
 #include "validation/device_dlrm.hpp"
+
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_executor_gpu_test {
 #endif
 
 using namespace perfcast;
@@ -267,3 +270,5 @@ TEST_CASE("executor trace: GPU ops as a Chrome trace", "[validation]") {
   CHECK(ev[1].at("tid") == 7);
   CHECK(ev[2].at("args").at("name") == "GPU 0");
 }
+
+}  // namespace perfcast_test_validation_executor_gpu_test

@@ -21,6 +21,9 @@
 #include "profiler/cuda_check.hpp"
 #include "validation/multi_gpu_layout.hpp"
 #include "validation/nccl_comm.hpp"
+
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_multi_gpu_gpu_test {
 #endif
 
 namespace {
@@ -156,3 +159,5 @@ TEST_CASE("NCCL: pooled all-to-allv with the layout's per-pair sizes, reduce-sca
   (void)skip_without_two_gpus();
 }
 #endif
+
+}  // namespace perfcast_test_validation_multi_gpu_gpu_test

@@ -14,6 +14,9 @@
 #include "core/json_reader.hpp"
 #include "validation/multi_gpu_layout.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_multi_gpu_layout_test {
+
 using namespace perfcast;
 using namespace perfcast::validation;
 
@@ -337,3 +340,5 @@ TEST_CASE("multi-GPU layout: the bytes the executor exchanges are the ones the m
     CHECK(b->bytes == Approx(static_cast<double>(L.buckets[k].bytes())));
   }
 }
+
+}  // namespace perfcast_test_validation_multi_gpu_layout_test

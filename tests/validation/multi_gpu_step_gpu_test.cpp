@@ -25,6 +25,9 @@
 #include "validation/dlrm_reference.hpp"
 #include "validation/multi_gpu_layout.hpp"
 #include "validation/nccl_comm.hpp"
+
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_multi_gpu_step_gpu_test {
 #endif
 
 using namespace perfcast;
@@ -192,3 +195,5 @@ TEST_CASE("multi-GPU executor: sharded ranks train like the single-process CPU r
   WARN("skipped: built without CUDA or NCCL");
 #endif
 }
+
+}  // namespace perfcast_test_validation_multi_gpu_step_gpu_test

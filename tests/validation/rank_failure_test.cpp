@@ -27,6 +27,9 @@
 
 #include "profiler/cuda_check.hpp"
 #include "validation/nccl_comm.hpp"
+
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_rank_failure_test {
 #endif
 
 using namespace perfcast::validation;
@@ -417,3 +420,5 @@ TEST_CASE("NcclComm::abort releases a rank whose peer never joins the collective
   CHECK(rethrown_message(failure) == "rank 1: cuBLASLt failed");
 #endif
 }
+
+}  // namespace perfcast_test_validation_rank_failure_test

@@ -12,6 +12,9 @@
 #include "topology/system_spec.hpp"
 #include "validation/validate_harness.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_validation_validate_harness_test {
+
 using namespace perfcast;
 using namespace perfcast::validation;
 
@@ -148,3 +151,5 @@ TEST_CASE("validate harness: file-name-safe GPU names", "[validation]") {
   CHECK(safe_file_name("  A100-SXM4 (40GB) ") == "a100_sxm4_40gb");
   CHECK(safe_file_name("") == "unknown");
 }
+
+}  // namespace perfcast_test_validation_validate_harness_test
