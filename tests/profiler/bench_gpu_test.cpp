@@ -7,6 +7,9 @@
 #include "profiler/cupti_tracer.hpp"
 #include "profiler/device_info.hpp"
 
+// One namespace per test file, so that files can share a unity batch.
+namespace perfcast_test_profiler_bench_gpu_test {
+
 using namespace perfcast;
 using namespace perfcast::profiler;
 
@@ -108,13 +111,17 @@ TEST_CASE("each benchmark family measures plausible times", "[profiler][bench][g
   }
 }
 
+}  // namespace perfcast_test_profiler_bench_gpu_test
+
 #if PERFCAST_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "profiler/bench_gemm.hpp"
+#endif
 
-// One namespace per test file, so that files can share a unity batch.
 namespace perfcast_test_profiler_bench_gpu_test {
+#if PERFCAST_HAVE_CUDA
+
 
 TEST_CASE("cuBLASLt GEMMs match an fp64 reference for every dtype and transpose", "[profiler][bench][gpu]") {
   if (skip_without_gpu()) return;

@@ -18,10 +18,10 @@
 #include "validation/executor_trace.hpp"
 #if PERFCAST_HAVE_CUDA
 #include "validation/device_dlrm.hpp"
+#endif
 
 // One namespace per test file, so that files can share a unity batch.
 namespace perfcast_test_validation_executor_gpu_test {
-#endif
 
 using namespace perfcast;
 using namespace perfcast::validation;

@@ -21,10 +21,10 @@
 #include "profiler/cuda_check.hpp"
 #include "validation/multi_gpu_layout.hpp"
 #include "validation/nccl_comm.hpp"
+#endif
 
 // One namespace per test file, so that files can share a unity batch.
 namespace perfcast_test_validation_multi_gpu_gpu_test {
-#endif
 
 namespace {
 

@@ -25,10 +25,10 @@
 #include "validation/dlrm_reference.hpp"
 #include "validation/multi_gpu_layout.hpp"
 #include "validation/nccl_comm.hpp"
+#endif
 
 // One namespace per test file, so that files can share a unity batch.
 namespace perfcast_test_validation_multi_gpu_step_gpu_test {
-#endif
 
 using namespace perfcast;
 

@@ -27,10 +27,10 @@
 
 #include "profiler/cuda_check.hpp"
 #include "validation/nccl_comm.hpp"
+#endif
 
 // One namespace per test file, so that files can share a unity batch.
 namespace perfcast_test_validation_rank_failure_test {
-#endif
 
 using namespace perfcast::validation;
 
