@@ -4,17 +4,10 @@
 #include <iostream>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "cli/commands.hpp"
-#include "core/limits.hpp"
-#include "model/commands/command_context.hpp"
 #include "cli/output_file.hpp"
-#include "predictors/index_data.hpp"
-#include "predictors/index_stats_file.hpp"
 #include "core/json_reader.hpp"
-#include "topology/system_spec.hpp"
-#include "core/json_text.hpp"
+#include "model/commands/index_stats_command.hpp"
 
 namespace perfcast::cli {
 namespace {
@@ -60,64 +53,28 @@ Action add_index_stats(CLI::App& app) {
   offsets->excludes(lengths);
   indices->excludes(locality)->excludes(stats);
   locality->excludes(stats);
-  return [a, indices, offsets, lengths, locality, stats]() {
-    IndexStatsOptions opt;
-    opt.rows = a->rows;
-    for (const auto r : opt.rows)  // checked here for every mode (the Zipf fit loops over rows)
-      if (r < 1 || r > limits::kMaxRows)
-        throw ConfigError("--rows", "", fmt::format("rows must be in [1, {}] (core/limits.hpp), got {}", limits::kMaxRows, r));
-    opt.dim = a->dim;
-    opt.row_element_bytes = a->weight_dtype == "fp32" ? 4 : a->weight_dtype == "int8" ? 1 : 2;
-    if (!a->system.empty()) opt.l2_cache = load_system(a->system).gpu.l2_cache;
-
-    std::vector<TableIndexSummary> tables;
-    std::vector<TableBatchStats> per_batch;
-    if (*indices) {
-      if (!*offsets && !*lengths) throw ConfigError("--indices", "", "needs --offsets FILE or --lengths FILE");
-      if (a->tables < 1 || a->batch < 1) throw ConfigError("--indices", "", "needs --tables T and --batch B");
-      const IndexDType dt = a->dtype == "int32" ? IndexDType::kInt32 : IndexDType::kInt64;
-      IndexData d;
-      d.tables = a->tables;
-      d.batch = a->batch;
-      d.indices_file = a->indices;
-      d.indices = read_index_array(a->indices, dt);
-      d.encoding = *offsets ? BagEncoding::kOffsets : BagEncoding::kLengths;
-      d.bags_file = *offsets ? a->offsets : a->lengths;
-      d.bags = read_index_array(d.bags_file, dt);
-      per_batch = compute_index_stats(d, opt);
-      tables = summarize_index_stats(per_batch, opt);
-    } else if (*locality) {
-      for (const auto& b : read_locality_stats(a->locality)) {
-        TableIndexSummary s = locality_summary(b, tables_from_dataset_name(b.dataset));
-        s.table = static_cast<int>(tables.size());
-        s.dim = opt.dim;
-        complete_summary(s, opt);  // working set; no Zipf fit: the blocks cover all tables at once
-        tables.push_back(s);
-      }
-    } else if (*stats) {
-      tables = read_index_stats_file(a->stats, opt);
-    } else {
-      throw ConfigError("index-stats", "", "give --indices with --offsets or --lengths, or --locality FILE, or --stats FILE");
-    }
+  return [a]() {
     if (a->as_distribution && a->json.empty()) throw ConfigError("--as-distribution", "", "needs --json FILE or --json -");
-
+    IndexStatsRequest req;
+    req.indices = a->indices;
+    req.offsets = a->offsets;
+    req.lengths = a->lengths;
+    req.locality = a->locality;
+    req.stats = a->stats;
+    req.tables = a->tables;
+    req.batch = a->batch;
+    req.rows = a->rows;
+    req.dtype = a->dtype;
+    req.dim = a->dim;
+    req.weight_dtype = a->weight_dtype;
+    req.system = a->system;
+    req.as_distribution = a->as_distribution;
+    req.histogram = a->histogram;
+    const IndexStatsOutcome r = run_index_stats(req);
     std::vector<std::pair<std::string, std::string>> outputs;
-    if (!a->json.empty()) {
-      nlohmann::json j = a->as_distribution ? distributions_to_json(tables, a->histogram)
-                                            : index_stats_to_json(tables, per_batch, opt.l2_cache);
-      // The distributions are pasted into workload files as they are; the stats file gets
-      // its provenance.
-      if (!a->as_distribution && j.is_object()) {
-        std::vector<std::string> inputs;
-        for (const std::string* f : {&a->indices, &a->offsets, &a->lengths, &a->locality, &a->stats, &a->system})
-          if (!f->empty()) inputs.push_back(*f);
-        j["context"] = command_context("index-stats", inputs);
-      }
-      outputs.emplace_back(a->json, json_text(j, 2) + "\n");
-    }
-    const std::string text = render_index_stats_text(tables, opt.l2_cache);
+    if (!a->json.empty()) outputs.emplace_back(a->json, r.json);
     write_outputs(outputs);
-    if (a->json != "-") std::cout << text;
+    if (a->json != "-") std::cout << r.text;
     return 0;
   };
 }

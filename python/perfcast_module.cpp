@@ -14,6 +14,8 @@
 #include "model/commands/comm_command.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/commands/convert_plan_command.hpp"
+#include "model/commands/index_stats_command.hpp"
+#include "model/commands/kernels_command.hpp"
 #include "model/commands/plan_command.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
@@ -140,6 +142,25 @@ std::string convert_plan_json(const std::string& system, const std::optional<std
   return convert_plan(std::move(req)).plan;
 }
 
+std::string trace_stats_json(const std::vector<std::string>& files, int top, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  return run_trace_stats(TraceStatsRequest{files, top}).json;
+}
+
+std::string index_stats_json(const IndexStatsRequest& req, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  return run_index_stats(req).json;
+}
+
+std::string kernels_json(const KernelsRequest& req, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  if (!req.fit_systems.empty()) throw ConfigError("fit", "", "fitting writes calibration files: use perfcast kernels --fit");
+  return run_kernels(req).json;
+}
+
 std::pair<std::string, std::string> import_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
                                                 const std::string& name, std::int64_t batch, const std::string& timeout) {
   py::gil_scoped_release release;
@@ -214,6 +235,41 @@ PYBIND11_MODULE(_perfcast, m) {
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
         py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));
+  m.def("trace_stats", &trace_stats_json, py::arg("files"), py::arg("top"), py::arg("timeout"));
+  m.def(
+      "index_stats",
+      [](const std::string& indices, const std::string& offsets, const std::string& lengths, const std::string& locality,
+         const std::string& stats, int tables, std::int64_t batch, const std::vector<std::int64_t>& rows, const std::string& dtype,
+         std::int64_t dim, const std::string& weight_dtype, const std::string& system, bool as_distribution, bool histogram,
+         const std::string& timeout) {
+        IndexStatsRequest r{indices, offsets, lengths, locality, stats, tables, batch, rows, dtype, dim, weight_dtype, system,
+                            as_distribution, histogram};
+        return index_stats_json(r, timeout);
+      },
+      py::arg("indices"), py::arg("offsets"), py::arg("lengths"), py::arg("locality"), py::arg("stats"), py::arg("tables"),
+      py::arg("batch"), py::arg("rows"), py::arg("dtype"), py::arg("dim"), py::arg("weight_dtype"), py::arg("system"),
+      py::arg("as_distribution"), py::arg("histogram"), py::arg("timeout"));
+  m.def(
+      "kernels",
+      [](const std::vector<std::string>& systems, const std::vector<std::string>& gemm, const std::vector<std::string>& attention,
+         const std::vector<std::string>& memory_bound, const std::vector<std::string>& embedding,
+         const std::vector<std::string>& measurements, const std::string& calibration, bool spec_derived,
+         bool leave_one_source_out, const std::string& timeout) {
+        KernelsRequest r;
+        r.systems = systems;
+        r.gemm = gemm;
+        r.attention = attention;
+        r.memory_bound = memory_bound;
+        r.embedding = embedding;
+        r.measurements = measurements;
+        r.calibration = calibration;
+        r.spec_derived = spec_derived;
+        r.leave_one_source_out = leave_one_source_out;
+        return kernels_json(r, timeout);
+      },
+      py::arg("systems"), py::arg("gemm"), py::arg("attention"), py::arg("memory_bound"), py::arg("embedding"),
+      py::arg("measurements"), py::arg("calibration"), py::arg("spec_derived"), py::arg("leave_one_source_out"),
+      py::arg("timeout"));
   m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"), py::arg("timeout"));
   m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
         py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"), py::arg("timeout"));

@@ -11,12 +11,21 @@
 #include "model/traces/kineto_trace.hpp"
 #include "model/traces/trace_measurements.hpp"
 #include "model/traces/trace_reports.hpp"
+#include "model/traces/trace_stats.hpp"
 #include "model/traces/trace_workload.hpp"
 #include "predictors/kernel_calibration.hpp"
 #include "predictors/measurement.hpp"
 #include "topology/system_spec.hpp"
 
 namespace perfcast {
+
+TraceStatsOutcome run_trace_stats(const TraceStatsRequest& req) {
+  if (req.top < 0 || req.top > 100000) throw ConfigError("--top", std::to_string(req.top), "expected kernels per trace in [0, 100000]");
+  if (req.files.empty()) throw ConfigError("trace-stats", "", "expected at least one Kineto trace");
+  const auto traces = load_kineto_traces(req.files);
+  const auto stats = compute_trace_stats(traces);
+  return {render_trace_stats_text(stats, req.top), render_trace_stats_json(stats, req.files, req.top)};
+}
 
 ImportOutcome run_import(const ImportRequest& req) {
   if (req.kineto.empty()) throw ConfigError("--kineto", "", "at least one Kineto trace is needed");

@@ -1,6 +1,7 @@
 #pragma once
 /// \file trace_commands.hpp
-/// `perfcast import` and `perfcast replay` as library calls on PyTorch profiler traces.
+/// `perfcast import`, `perfcast replay` and `perfcast trace-stats` as library calls on PyTorch
+/// profiler traces.
 
 #include <cstdint>
 #include <string>
@@ -9,6 +10,19 @@
 #include "model/traces/trace_replay.hpp"
 
 namespace perfcast {
+
+struct TraceStatsRequest {
+  std::vector<std::string> files;  ///< Kineto traces (.json, .json.gz, or a .tar.gz of several ranks')
+  int top = 10;                    ///< kernels to list per trace, [0, 100000]
+};
+
+struct TraceStatsOutcome {
+  std::string text;  ///< the report for people
+  std::string json;  ///< as `--json` writes it
+};
+
+/// Throws ConfigError for unreadable traces or a `top` out of range.
+[[nodiscard]] TraceStatsOutcome run_trace_stats(const TraceStatsRequest& request);
 
 struct ImportRequest {
   std::vector<std::string> kineto;  ///< Kineto traces, one per rank (.json, .json.gz, or a .tar.gz of several)

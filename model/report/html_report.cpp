@@ -39,13 +39,16 @@ bool array_of_objects_with(const json& j, const char* key, const char* a, const 
 ReportInputKind kind_of(const json& j, const std::string& file) {
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object written by perfcast (predict, comm, shard, replay --json)");
   if (j.contains("iteration_time_s") && j.contains("ranks")) return ReportInputKind::kPredict;
+  if (array_of_objects_with(j, "points", "settings", "result")) return ReportInputKind::kGrid;
+  if (j.contains("plans") && j.contains("search") && j.at("plans").is_array()) return ReportInputKind::kPlan;
   if (j.contains("tables") || array_of_objects_with(j, "results", "busbw_GBps", "bytes")) return ReportInputKind::kComm;
   if (j.contains("baselines") && j.contains("best")) return ReportInputKind::kShard;
   if (array_of_objects_with(j, "ranks", "measured_s", "simulated_s")) return ReportInputKind::kReplay;
   if (array_of_objects_with(j, "results", "predicted_s", "measured_s")) return ReportInputKind::kValidationLines;
   const std::string kind = describe_json_kind(j);
   throw ConfigError(file, "",
-                    "not a result perfcast can plot: expected predict --json (iteration_time_s, ranks), comm --json "
+                    "not a result perfcast can plot: expected predict --json (iteration_time_s, ranks), predict --sweep / "
+                    "--compare --json (points with settings and result), plan --json (plans, search), comm --json "
                     "(results or tables), shard --json (baselines, best), replay --json (ranks with measured_s and "
                     "simulated_s) or validation result lines (.jsonl)" + (kind.empty() ? std::string() : "; " + kind));
 }
@@ -65,6 +68,38 @@ std::string context_line(const json& doc) {
       if (f.is_object()) inputs += (inputs.empty() ? "" : ", ") + str(f, "file");
   return fmt::format("<p class=\"ctx\">perfcast {} ({}), {}; inputs: {}</p>\n", xml_escape(str(*c, "perfcast_version")),
                      xml_escape(str(*c, "git_commit")), xml_escape(str(*c, "date")), xml_escape(inputs));
+}
+
+/// GiB for memory charts.
+constexpr double kPerGiB = 1.0 / (1024.0 * 1024 * 1024);
+
+/// Per-rank memory of a predict result: HBM by kind against capacity (ranks that do not fit
+/// faded and marked), and host memory where tables live there.
+std::string predict_memory_charts(const json& ranks, std::size_t stride, const std::vector<double>& notable) {
+  const std::vector<std::string> parts{"embedding tables", "dense (weights, gradients, optimizer)", "activations", "io", "reserved", "free"};
+  std::vector<StackedBar> hbm, host;
+  bool any_host = false;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const json& r = ranks[i];
+    const double rank = num(r, "rank");
+    if (i % stride != 0 && std::find(notable.begin(), notable.end(), rank) == notable.end()) continue;
+    const auto m = r.find("memory");
+    if (m == r.end() || !m->is_object()) continue;
+    const double total = num(*m, "total_bytes"), cap = num(*m, "capacity_bytes");
+    const bool fits = m->value("fits", true);
+    const std::string label = fmt::format("rank {:.0f}", rank);
+    hbm.emplace_back(label,
+                     std::vector<double>{num(*m, "embedding_bytes"), num(*m, "dense_bytes"), num(*m, "activation_bytes"), num(*m, "io_bytes"),
+                                         num(*m, "reserved_bytes"), std::max(0.0, cap - total)},
+                     fits ? "" : fmt::format("does not fit ({:.1f} GiB capacity)", cap * kPerGiB), !fits);
+    const double host_bytes = num(*m, "host_bytes"), host_cap = num(*m, "host_capacity_bytes");
+    any_host = any_host || host_bytes > 0;
+    host.emplace_back(label, std::vector<double>{host_bytes, std::max(0.0, host_cap - host_bytes)});
+  }
+  std::string out;
+  if (!hbm.empty()) out += svg_stacked_bars("per-rank device memory", parts, hbm, "GiB", kPerGiB);
+  if (any_host) out += svg_stacked_bars("per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB);
+  return out;
 }
 
 std::string predict_section(const ReportInput& in) {
@@ -91,6 +126,7 @@ std::string predict_section(const ReportInput& in) {
     bars.push_back({fmt::format("rank {:.0f}", rank), {compute, comm, copy, host, other}});
   }
   out += svg_stacked_bars(fmt::format("per-rank iteration ({} of {} ranks)", bars.size(), n), parts, bars, "ms", 1e3);
+  out += predict_memory_charts(ranks, stride, notable);
   if (const auto split = d.find("iteration_split"); split != d.end() && split->is_object() && split->contains("parts")) {
     std::vector<std::string> names;
     StackedBar bar{fmt::format("rank {:.0f}", num(*split, "rank")), {}};
@@ -101,6 +137,73 @@ std::string predict_section(const ReportInput& in) {
     out += svg_stacked_bars("iteration split of the critical-path rank", names, {bar}, "ms", 1e3);
   }
   return out;
+}
+
+/// "tp 4 cp 2 pp 4 vp 5 dp 2 mb 1, none, dist-opt" for a plan --json entry.
+std::string choice_label(const json& c) {
+  std::string label = fmt::format("tp {:.0f}", num(c, "tp"));
+  for (const char* k : {"cp", "pp", "vp"})
+    if (num(c, k) > 1) label += fmt::format(" {} {:.0f}", k, num(c, k));
+  label += fmt::format(" dp {:.0f}", num(c, "dp"));
+  if (num(c, "ep") > 1) label += fmt::format(" ep {:.0f}", num(c, "ep"));
+  label += fmt::format(" mb {:.0f}, {}", num(c, "micro_batch"), str(c, "recompute"));
+  if (c.value("distributed_optimizer", false)) label += ", dist-opt";
+  return label;
+}
+
+/// plan --json: the ranked plans (at most 30), what the search covered and rejected.
+std::string plan_section(const ReportInput& in) {
+  const json& d = in.doc;
+  const json& search = d.at("search");
+  std::string out = fmt::format("<h2>plan: {}</h2>\n{}", xml_escape(base_name(in.file)), context_line(d));
+  const json& plans = d.at("plans");
+  const auto coverage = search.find("coverage");
+  const bool complete = coverage == search.end() || !coverage->is_object() || coverage->value("complete", true);
+  out += fmt::format("<p>{} on {} ({:.0f} GPUs): {} plans predicted, {} rejected by screening{}</p>\n", xml_escape(str(search, "workload")),
+                     xml_escape(str(search, "system")), num(search, "gpus"), plans.size(),
+                     d.contains("rejected") && d.at("rejected").is_array() ? d.at("rejected").size() : 0,
+                     complete ? "" : fmt::format("; <b>partial search</b>: {:.0f} of {:.0f} candidates predicted before the time limit, "
+                                                 "a faster plan may be among the others",
+                                                 num(*coverage, "predicted"), num(*coverage, "candidates")));
+  const auto asked = d.find("asked");
+  const double asked_rank = asked != d.end() && asked->is_object() ? num(*asked, "rank") : 0;
+  std::vector<StackedBar> bars;
+  const std::size_t shown = std::min<std::size_t>(plans.size(), 30);
+  for (std::size_t k = 0; k < shown; ++k) {
+    const json& p = plans[k];
+    std::string note = k == 0 ? (complete ? "fastest" : "fastest of those predicted") : "";
+    if (num(p, "rank") == asked_rank) note += std::string(note.empty() ? "" : "; ") + "the workload's own";
+    bars.emplace_back(fmt::format("{:.0f}. {}", num(p, "rank"), choice_label(p)), std::vector<double>{num(p, "iteration_time_s")}, note);
+  }
+  if (asked_rank > double(shown) && asked_rank <= double(plans.size()))
+    bars.emplace_back(fmt::format("{:.0f}. {}", asked_rank, choice_label(*asked)),
+                      std::vector<double>{num(plans[static_cast<std::size_t>(asked_rank) - 1], "iteration_time_s")}, "the workload's own");
+  out += svg_stacked_bars(fmt::format("iteration time of the {} fastest plans", shown), {"iteration time"}, bars, "s", 1.0);
+  return out;
+}
+
+/// predict --sweep / --compare --json: one bar per point; points not run or not fitting marked.
+std::string grid_section(const ReportInput& in) {
+  const json& d = in.doc;
+  std::string out = fmt::format("<h2>predict grid: {}</h2>\n{}", xml_escape(base_name(in.file)), context_line(d));
+  std::vector<StackedBar> bars;
+  for (const auto& p : d.at("points")) {
+    std::string label;
+    if (const auto s = p.find("settings"); s != p.end() && s->is_object())
+      for (const auto& [k, v] : s->items()) label += (label.empty() ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+    const json& result = p.at("result");
+    if (!result.is_object()) {
+      bars.emplace_back(label, std::vector<double>{0.0}, "not run (" + str(p, "not_run") + ")", true);
+      continue;
+    }
+    bool fits = true;
+    if (const auto ranks = result.find("ranks"); ranks != result.end() && ranks->is_array())
+      for (const auto& r : *ranks)
+        if (r.is_object() && r.contains("memory") && !r.at("memory").value("fits", true)) fits = false;
+    bars.emplace_back(label, std::vector<double>{num(result, "iteration_time_s")}, fits ? "" : "does not fit in memory", !fits);
+  }
+  out += fmt::format("<p>{} points</p>\n", bars.size());
+  return out + svg_stacked_bars("predicted iteration time per point", {"iteration time"}, bars, "ms", 1e3);
 }
 
 std::string comm_section(const ReportInput& in) {
@@ -131,22 +234,33 @@ std::string shard_section(const ReportInput& in) {
   std::string out = fmt::format("<h2>shard: {}</h2>\n{}", xml_escape(base_name(in.file)), context_line(d));
   std::vector<StackedBar> plans;
   for (const auto& b : d.at("baselines"))
-    if (b.is_object()) plans.push_back({str(b, "name") + (b.value("feasible", true) ? "" : " (does not fit)"), {num(b, "iteration_time_s")}});
+    if (b.is_object()) {
+      const bool fits = b.value("feasible", true);
+      plans.emplace_back(str(b, "name"), std::vector<double>{num(b, "iteration_time_s")}, fits ? "" : "does not fit", !fits);
+    }
   const json& best = d.at("best");
-  plans.push_back({"best (search)", {num(best, "iteration_time_s")}});
+  const bool best_fits = best.value("feasible", true);
+  plans.emplace_back("best (search)", std::vector<double>{num(best, "iteration_time_s")}, best_fits ? "" : "does not fit", !best_fits);
   out += svg_stacked_bars("iteration time per plan", {"iteration time"}, plans, "ms", 1e3);
   if (const auto ranks = best.find("ranks"); ranks != best.end() && ranks->is_array() && !ranks->empty()) {
-    std::vector<StackedBar> time, memory;
+    std::vector<StackedBar> time, memory, host;
+    bool any_host = false;
     for (const auto& r : *ranks) {
       const std::string label = fmt::format("rank {:.0f}", num(r, "rank"));
       const double compute = num(r, "compute_busy_s"), comm = num(r, "exposed_communication_s");
-      time.push_back({label, {compute, comm, std::max(0.0, num(r, "period_s") - compute - comm)}});
+      time.emplace_back(label, std::vector<double>{compute, comm, std::max(0.0, num(r, "period_s") - compute - comm)});
       const double emb = num(r, "embedding_bytes"), total = num(r, "memory_total_bytes"), cap = num(r, "memory_capacity_bytes");
-      memory.push_back({label, {emb, std::max(0.0, total - emb), std::max(0.0, cap - total)}});
+      const bool fits = total <= cap || cap <= 0;
+      memory.emplace_back(label, std::vector<double>{emb, std::max(0.0, total - emb), std::max(0.0, cap - total)},
+                          fits ? "" : "does not fit", !fits);
+      const double host_bytes = num(r, "host_memory_bytes"), host_cap = num(r, "host_memory_capacity_bytes");
+      any_host = any_host || host_bytes > 0;
+      host.emplace_back(label, std::vector<double>{host_bytes, std::max(0.0, host_cap - host_bytes)});
     }
     out += svg_stacked_bars("best plan: per-rank time", {"compute", "exposed communication", "other"}, time, "ms", 1e3);
-    out += svg_stacked_bars("best plan: per-rank memory", {"embedding tables", "other memory", "free"}, memory, "GiB",
-                            1.0 / (1024.0 * 1024 * 1024));
+    out += svg_stacked_bars("best plan: per-rank device memory", {"embedding tables", "other memory", "free"}, memory, "GiB", kPerGiB);
+    if (any_host)
+      out += svg_stacked_bars("best plan: per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB);
   }
   return out;
 }
@@ -174,6 +288,8 @@ std::string scatter_section(const ReportInput& in, const json& rows, const char*
 std::string section(const ReportInput& in) {
   switch (in.kind) {
     case ReportInputKind::kPredict: return predict_section(in);
+    case ReportInputKind::kGrid: return grid_section(in);
+    case ReportInputKind::kPlan: return plan_section(in);
     case ReportInputKind::kComm: return comm_section(in);
     case ReportInputKind::kShard: return shard_section(in);
     case ReportInputKind::kReplay: return scatter_section(in, in.doc.at("ranks"), "simulated_s", "replay");
@@ -211,6 +327,8 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const std
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError(in.file, "", fmt::format("unexpected structure for a {} result ({})",
                                                  in.kind == ReportInputKind::kPredict  ? "predict"
+                                                 : in.kind == ReportInputKind::kGrid   ? "predict grid"
+                                                 : in.kind == ReportInputKind::kPlan   ? "plan"
                                                  : in.kind == ReportInputKind::kComm   ? "comm"
                                                  : in.kind == ReportInputKind::kShard  ? "shard"
                                                  : in.kind == ReportInputKind::kReplay ? "replay"

@@ -3,10 +3,15 @@
 /// `perfcast report`: one self-contained HTML file (well-formed XHTML, inline SVG from
 /// svg_plot.hpp, no scripts, no network) from perfcast's result files:
 /// - predict --json: per-rank stacked bars (compute, exposed communication, exposed
-///   copies, host-bound idle, other idle) and the critical rank's iteration split;
+///   copies, host-bound idle, other idle), per-rank memory (and host memory when tables live
+///   there) and the critical rank's iteration split;
 /// - comm --json: bus bandwidth against message size, one line per node count;
 /// - shard --json: baselines and the best plan's iteration time, the best plan's per-rank
-///   time and memory;
+///   time, HBM and host memory (plans that do not fit drawn faded and marked);
+/// - predict --sweep / --compare --json (a grid of points): iteration time per point, points
+///   that do not fit or were not run marked;
+/// - plan --json: the ranked plans' iteration times (the workload's own marked), what the
+///   search covered and what screening rejected;
 /// - replay --json: simulated against measured step time per rank (scatter, y = x, bands);
 /// - validation result lines (JSON lines of schema perfcast.validation_result, as
 ///   `perfcast validate` writes them): predicted against measured (scatter).
@@ -18,7 +23,7 @@
 
 namespace perfcast {
 
-enum class ReportInputKind { kPredict, kComm, kShard, kReplay, kValidationLines };
+enum class ReportInputKind { kPredict, kGrid, kPlan, kComm, kShard, kReplay, kValidationLines };
 
 struct ReportInput {
   std::string file;

@@ -100,7 +100,9 @@ std::vector<double> nice_ticks(double max, int n) {
 
 std::string svg_stacked_bars(const std::string& title, const std::vector<std::string>& parts, const std::vector<StackedBar>& bars,
                              const std::string& unit, double scale) {
-  const int label_w = 150, plot_w = 560, row_h = 18, top = 44;
+  std::size_t longest = 0;
+  for (const auto& b : bars) longest = std::max(longest, b.label.size());
+  const int label_w = std::clamp(static_cast<int>(longest) * 7 + 12, 90, 420), plot_w = 560, value_w = 170, row_h = 18, top = 44;
   const int height = top + row_h * static_cast<int>(bars.size()) + 40;
   double max_total = 0;
   for (const auto& b : bars) {
@@ -110,7 +112,7 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
   }
   const std::vector<double> ticks = nice_ticks(max_total);
   const double axis_max = ticks.back() > 0 ? ticks.back() : 1;
-  std::string out = open_svg(label_w + plot_w + 20, height, title);
+  std::string out = open_svg(label_w + plot_w + value_w, height, title);
   out += legend(parts, 8, 24);
   const int axis_y = top + row_h * static_cast<int>(bars.size()) + 4;
   for (double t : ticks) {
@@ -123,16 +125,23 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
   for (std::size_t r = 0; r < bars.size(); ++r) {
     const int y = top + row_h * static_cast<int>(r);
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 6, y + 12, xml_escape(bars[r].label));
-    double x = label_w;
+    double x = label_w, total = 0;
+    const std::string style = bars[r].muted ? " fill-opacity=\"0.35\" stroke=\"#555\" stroke-dasharray=\"3,2\"" : "";
     for (std::size_t i = 0; i < bars[r].values.size() && i < parts.size(); ++i) {
       const double v = bars[r].values[i];
       if (!usable(v) || v == 0) continue;
       const double w = plot_w * v * scale / axis_max;
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {} {}</title></rect>\n", x,
-                         y + 2, w, row_h - 4, colour(i), xml_escape(bars[r].label + " " + parts[i]), number(v * scale),
+      out += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"{}><title>{}: {} {}</title></rect>\n", x,
+                         y + 2, w, row_h - 4, colour(i), style, xml_escape(bars[r].label + " " + parts[i]), number(v * scale),
                          xml_escape(unit));
       x += w;
+      total += v * scale;
     }
+    // The bar's value (and note) after its end: readable without hovering.
+    const std::string value = total > 0 ? number(total) + " " + unit : std::string();
+    const std::string text = value + (bars[r].note.empty() ? "" : (value.empty() ? "" : ", ") + bars[r].note);
+    if (!text.empty())
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#333\">{}</text>\n", x + 4, y + 12, xml_escape(text));
   }
   return out + "</svg>\n";
 }

@@ -19,12 +19,18 @@ namespace perfcast {
 [[nodiscard]] std::vector<double> nice_ticks(double max, int n = 5);
 
 struct StackedBar {
+  StackedBar(std::string label_, std::vector<double> values_, std::string note_ = "", bool muted_ = false)
+      : label(std::move(label_)), values(std::move(values_)), note(std::move(note_)), muted(muted_) {}
   std::string label;
   std::vector<double> values;  ///< one per part, in the parts' order
+  std::string note;            ///< printed after the bar's value (e.g. "does not fit"); "" none
+  bool muted = false;          ///< drawn faded with a dashed outline (e.g. a plan that does not fit)
 };
 
-/// One horizontal bar per row, split into `parts` (a legend names them). `unit` names the
-/// axis ("ms"); values are multiplied by `scale` for display (e.g. 1e3 for seconds -> ms).
+/// One horizontal bar per row, split into `parts` (a legend names them), its total printed
+/// after it (and its note). `unit` names the axis ("ms"); values are multiplied by `scale`
+/// for display (e.g. 1e3 for seconds -> ms). The label column is as wide as the longest
+/// label (about 7 px per character, 90 to 420 px), so that no label is clipped.
 [[nodiscard]] std::string svg_stacked_bars(const std::string& title, const std::vector<std::string>& parts,
                                            const std::vector<StackedBar>& bars, const std::string& unit, double scale);
 

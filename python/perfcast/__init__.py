@@ -33,7 +33,8 @@ class SimulationError(RuntimeError):
 
 from . import _perfcast  # noqa: E402  (the translator above needs the classes first)
 
-__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "convert_plan", "plan", "import_trace", "replay"]
+__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "convert_plan", "plan", "import_trace", "replay", "trace_stats",
+           "index_stats", "kernels"]
 
 
 def _document(value, kind, config_dir):
@@ -215,6 +216,51 @@ def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, 
                                    _integers(vp, "vp"), _integers(ep, "ep"), _integer(max_tp, "max_tp"), overlaps,
                                    _seconds(budget, "budget"), _integer(threads, "threads"), _timeout(timeout))
     return _json.loads(result)
+
+
+def trace_stats(files, top=10, timeout=None):
+    """``perfcast trace-stats --json -``: per-iteration times, GPU busy, communication and the
+    ``top`` kernels of Kineto traces (a path or a list of paths: .json, .json.gz, .tar.gz)."""
+    return _json.loads(_perfcast.trace_stats(_paths(files, "files"), _integer(top, "top"), _timeout(timeout)))
+
+
+def index_stats(indices=None, offsets=None, lengths=None, locality=None, stats=None, tables=0, batch=0, rows=None,
+                dtype="int64", dim=0, weight_dtype="fp32", system=None, as_distribution=False, histogram=False, timeout=None):
+    """``perfcast index-stats --json -``: embedding index statistics from raw arrays
+    (``indices`` with ``offsets`` or ``lengths``, ``tables``, ``batch``), Meta's ``locality``
+    stats or a ``stats`` file of ours; ``as_distribution`` gives the per-table "distribution"
+    objects a workload table accepts."""
+    def path(value, name):
+        if value is None:
+            return ""
+        if not isinstance(value, (str, _os.PathLike)):
+            raise TypeError("%s: expected a file path, got %s" % (name, type(value).__name__))
+        return _os.fspath(value)
+    return _json.loads(_perfcast.index_stats(path(indices, "indices"), path(offsets, "offsets"), path(lengths, "lengths"),
+                                             path(locality, "locality"), path(stats, "stats"), _integer(tables, "tables"),
+                                             _integer(batch, "batch"), _integers(rows, "rows"), dtype, _integer(dim, "dim"),
+                                             weight_dtype, path(system, "system"), bool(as_distribution), bool(histogram),
+                                             _timeout(timeout)))
+
+
+def kernels(system, gemm=None, attention=None, memory_bound=None, embedding=None, measurements=None, calibration=None,
+            spec_derived=False, leave_one_source_out=False, timeout=None):
+    """``perfcast kernels --json -``: single kernels on a system (``gemm``, ``attention``,
+    ``memory_bound``, ``embedding``: a spec string such as "m=1,n=8192,k=8192,dtype=bf16" or a
+    list of them), or every row of ``measurements`` files with its prediction and error.
+    ``system``: a system file or a list (measured rows use the one of their GPU). Fitting
+    (``perfcast kernels --fit``) writes files and stays on the command line."""
+    def specs(value, name):
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        return [str(v) for v in _list(value, name)]
+    return _json.loads(_perfcast.kernels(_paths(system, "system"), specs(gemm, "gemm"), specs(attention, "attention"),
+                                         specs(memory_bound, "memory_bound"), specs(embedding, "embedding"),
+                                         _paths(measurements, "measurements"),
+                                         _os.fspath(calibration) if calibration is not None else "", bool(spec_derived),
+                                         bool(leave_one_source_out), _timeout(timeout)))
 
 
 def import_trace(kineto, et=None, name="", batch=0, timeout=None):

@@ -10,22 +10,43 @@ wl=$src/configs/workloads/dlrm_mlperf.json
 "$perfcast" -q predict --system "$sys" --workload "$wl" --json "$tmp/predict.json" > /dev/null
 "$perfcast" -q comm --system "$sys" --collective all_reduce --sizes 1MiB:64MiB --nodes 1,2 --json "$tmp/comm.json" > /dev/null
 "$perfcast" -q shard --system "$sys" --workload "$wl" --evaluations 50 --json "$tmp/shard.json" > /dev/null
-inputs=("$tmp/predict.json" "$tmp/comm.json" "$tmp/shard.json" "$src/tests/data/validation_results_small.jsonl")
+# A grid (predict --sweep) whose second point does not fit in memory (micro-batch 64 of GPT-3
+# 13B on 8 GPUs), and a plan search cut by its budget.
+gpt=$src/configs/workloads/gpt3_13b.json
+"$perfcast" -q predict --system "$sys" --workload "$gpt" --sweep workload.micro_batch=1,64 --json "$tmp/grid.json" > /dev/null
+"$perfcast" -q plan --system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 4 --set workload.global_batch=16 \
+  --micro-batches 1,2 --json "$tmp/plan.json" > /dev/null
+inputs=("$tmp/predict.json" "$tmp/comm.json" "$tmp/shard.json" "$src/tests/data/validation_results_small.jsonl" "$tmp/grid.json"
+        "$tmp/plan.json")
 "$perfcast" report "${inputs[@]}" --title "a <test> & more" --out "$tmp/report.html" > /dev/null
 check "report exits 0" test $? = 0
-# Sections: 4; charts: predict 2 (ranks, split), comm 1, shard 3, validate 1 = 7; the
-# validation file has 3 lines with a measured time (index 2 failed): 3 markers.
-check "well-formed XHTML with 4 sections and 7 charts, 3 validation markers, escaped title" python3 - "$tmp/report.html" <<'PY'
+# Sections: 6; charts: predict 3 (ranks, device memory, split), comm 1, shard 3, validate 1,
+# grid 1, plan 1 = 10; the validation file has 3 lines with a measured time (index 2
+# failed): 3 markers.
+check "well-formed XHTML with 6 sections and 10 charts, 3 validation markers, escaped title" python3 - "$tmp/report.html" <<'PY'
 import sys, xml.etree.ElementTree as ET
 ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
 root = ET.parse(sys.argv[1]).getroot()
 sections = root.findall(".//h:section", ns)
-assert len(sections) == 4, len(sections)
+assert len(sections) == 6, len(sections)
 charts = root.findall(".//h:section/s:svg", ns)
-assert len(charts) == 7, len(charts)
+assert len(charts) == 10, len(charts)
 assert len(sections[3].findall(".//s:circle", ns)) == 3
 assert root.find(".//h:title", ns).text == "a <test> & more"
 assert "<script" not in open(sys.argv[1]).read()
+PY
+check "values on the bars; the grid point that does not fit faded and marked; the plan's fastest named" python3 - "$tmp/report.html" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+sections = root.findall(".//h:section", ns)
+texts = lambda sec: [t.text or "" for t in sec.findall(".//s:text", ns)]
+assert any(t.endswith(" ms") for t in texts(sections[0])), "predict: no value on a bar"
+grid = texts(sections[4])
+assert sum("does not fit in memory" in t for t in grid) == 1, grid
+assert len(sections[4].findall(".//s:rect[@fill-opacity]", ns)) == 1
+plan = texts(sections[5])
+assert any("fastest" in t for t in plan) and any("the workload's own" in t for t in plan), plan
 PY
 check "comm: one line per node count" python3 -c "
 import sys, xml.etree.ElementTree as ET

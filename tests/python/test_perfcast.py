@@ -1,5 +1,6 @@
 """The perfcast Python package against the command line (same JSON) and hand-worked values."""
 import json
+import struct
 import subprocess
 import threading
 import time
@@ -264,3 +265,29 @@ def test_convert_plan_round_trips_torchrec_plans_and_equals_the_cli(src, cli, tm
     assert serialized == expected
     with pytest.raises(perfcast.ConfigError):
         perfcast.convert_plan(sys_file, wl_file, plan, plan_format="yaml")
+
+
+def test_trace_stats_index_stats_and_kernels_equal_the_cli(src, cli, tmp_path):
+    # trace-stats on the hand-written two-rank fixture.
+    k0, k1 = src / "tests/data/kineto_rank0.json", src / "tests/data/kineto_rank1.json"
+    expected = run_cli(cli, "trace-stats", k0, k1, "--top", 3, "--json", "-")
+    assert perfcast.trace_stats([k0, k1], top=3) == expected
+    # index-stats on hand-built int32 arrays: 2 tables x 3 bags, CSR offsets.
+    idx, off = tmp_path / "idx.bin", tmp_path / "off.bin"
+    idx.write_bytes(struct.pack("<11i", 0, 1, 1, 2, 3, 0, 0, 5, 4, 4, 4))
+    off.write_bytes(struct.pack("<7i", 0, 2, 4, 5, 7, 9, 11))
+    args = ["index-stats", "--indices", idx, "--offsets", off, "--tables", 2, "--batch", 3, "--dtype", "int32", "--rows", 8]
+    expected = run_cli(cli, *args, "--json", "-")
+    got = perfcast.index_stats(indices=idx, offsets=off, tables=2, batch=3, dtype="int32", rows=[8])
+    assert without_date(got) == without_date(expected)
+    assert perfcast.index_stats(indices=idx, offsets=off, tables=2, batch=3, dtype="int32", rows=[8], as_distribution=True) == \
+        run_cli(cli, *args, "--as-distribution", "--json", "-")
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.index_stats(indices=idx, tables=2, batch=3, dtype="int32")  # neither offsets nor lengths
+    # kernels: one GEMM and one attention on an H100.
+    h100 = src / "configs/systems/h100_sxm.json"
+    gemm, attention = "m=1,n=8192,k=8192,dtype=bf16", "batch=1,heads=32,kv_heads=8,seq=4096,head_dim=128,causal=1"
+    expected = run_cli(cli, "kernels", "--system", h100, "--gemm", gemm, "--attention", attention, "--json", "-")
+    assert without_date(perfcast.kernels(h100, gemm=gemm, attention=attention)) == without_date(expected)
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.kernels(h100, gemm="m=1,n=8192")
