@@ -43,6 +43,8 @@ const ScreenedChoice* find_rejected(const PlanSearchResult& r, const Parallelism
 }
 
 std::string asked_line(const PlanSearchResult& r) {
+  if (!r.asked_unresolved.empty())
+    return fmt::format("the workload file's own parallelism does not resolve on {} GPUs: {}\n", r.gpus, r.asked_unresolved);
   const std::string label = r.asked.label();
   if (r.asked_rank >= 0) {
     const auto& p = r.ranked[static_cast<std::size_t>(r.asked_rank)];
@@ -178,7 +180,9 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
                         {"plans", plans},
                         {"rejected", rejected},
                         {"not_run", not_run}};
-  if (r.asked.tp > 0) {
+  if (!r.asked_unresolved.empty()) {
+    doc["asked"] = {{"unresolved", r.asked_unresolved}};
+  } else if (r.asked.tp > 0) {
     doc["asked"] = choice_json(r.asked);
     doc["asked"]["rank"] = r.asked_rank >= 0 ? nlohmann::json(r.asked_rank + 1) : nlohmann::json(nullptr);
   }

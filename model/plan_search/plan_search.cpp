@@ -68,11 +68,13 @@ ParsedInputs parse_inputs(const PredictRequest& base, const std::vector<std::str
   return in;
 }
 
-/// The workload file's own parallelism on `world` GPUs, when it resolves.
-std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world) {
+/// The workload file's own parallelism on `world` GPUs, when it resolves; else nullopt and
+/// `why` says what does not divide.
+std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world, std::string& why) {
   try {
     resolve_parallelism(w, world);
-  } catch (const ConfigError&) {
+  } catch (const ConfigError& e) {
+    why = e.what();
     return std::nullopt;
   }
   ParallelismChoice c;
@@ -132,7 +134,7 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
   r.gpus = in.system.world_size();
 
   const std::vector<ScreenedChoice> screened = screen_parallelism_space(in.workload, in.system, req.space);
-  const std::optional<ParallelismChoice> asked = asked_choice(in.workload, r.gpus);
+  const std::optional<ParallelismChoice> asked = asked_choice(in.workload, r.gpus, r.asked_unresolved);
   std::vector<GridPoint> points;
   std::vector<const ScreenedChoice*> candidates;
   for (const auto& sc : screened) {

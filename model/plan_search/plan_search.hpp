@@ -42,7 +42,8 @@ struct PlanSearchResult {
   std::vector<ParallelismChoice> not_run;  ///< candidates left when the timeout hit
   /// The workload file's own parallelism, when it is in the space (index into ranked; -1: not ranked).
   int asked_rank = -1;
-  ParallelismChoice asked;
+  ParallelismChoice asked;      ///< meaningful when asked_unresolved is empty
+  std::string asked_unresolved;  ///< why the workload's own parallelism does not resolve on these GPUs ("" when it does)
   double seconds = 0;  ///< wall-clock time of the search
 };
 

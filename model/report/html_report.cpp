@@ -139,7 +139,7 @@ std::string predict_section(const ReportInput& in) {
   return out;
 }
 
-/// "tp 4 cp 2 pp 4 vp 5 dp 2 mb 1, none, dist-opt" for a plan --json entry.
+/// "tp 4 cp 2 pp 4 vp 5 dp 2 mb 1, none, dist-opt, overlap grad+tp" for a plan --json entry.
 std::string choice_label(const json& c) {
   std::string label = fmt::format("tp {:.0f}", num(c, "tp"));
   for (const char* k : {"cp", "pp", "vp"})
@@ -148,6 +148,8 @@ std::string choice_label(const json& c) {
   if (num(c, "ep") > 1) label += fmt::format(" ep {:.0f}", num(c, "ep"));
   label += fmt::format(" mb {:.0f}, {}", num(c, "micro_batch"), str(c, "recompute"));
   if (c.value("distributed_optimizer", false)) label += ", dist-opt";
+  const bool grad = c.value("overlap_grad_reduce", false), tp = c.value("tp_comm_overlap", false);
+  if (grad || tp) label += std::string(", overlap ") + (grad && tp ? "grad+tp" : grad ? "grad" : "tp");
   return label;
 }
 

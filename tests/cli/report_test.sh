@@ -11,11 +11,11 @@ wl=$src/configs/workloads/dlrm_mlperf.json
 "$perfcast" -q comm --system "$sys" --collective all_reduce --sizes 1MiB:64MiB --nodes 1,2 --json "$tmp/comm.json" > /dev/null
 "$perfcast" -q shard --system "$sys" --workload "$wl" --evaluations 50 --json "$tmp/shard.json" > /dev/null
 # A grid (predict --sweep) whose second point does not fit in memory (micro-batch 64 of GPT-3
-# 13B on 8 GPUs), and a plan search cut by its budget.
+# 13B on 8 GPUs), and a plan search of GPT-2 on 4 GPUs.
 gpt=$src/configs/workloads/gpt3_13b.json
-"$perfcast" -q predict --system "$sys" --workload "$gpt" --sweep workload.micro_batch=1,64 --json "$tmp/grid.json" > /dev/null
+"$perfcast" -q predict --system "$sys" --workload "$gpt" --set workload.global_batch=128 --sweep workload.micro_batch=1,64 --json "$tmp/grid.json" > /dev/null
 "$perfcast" -q plan --system "$sys" --workload "$src/configs/workloads/gpt2.json" --gpus 4 --set workload.global_batch=16 \
-  --micro-batches 1,2 --json "$tmp/plan.json" > /dev/null
+  --set workload.micro_batch=1 --micro-batches 1,2 --json "$tmp/plan.json" > /dev/null
 inputs=("$tmp/predict.json" "$tmp/comm.json" "$tmp/shard.json" "$src/tests/data/validation_results_small.jsonl" "$tmp/grid.json"
         "$tmp/plan.json")
 "$perfcast" report "${inputs[@]}" --title "a <test> & more" --out "$tmp/report.html" > /dev/null

@@ -25,7 +25,7 @@ std::string trace_string(std::string_view s) {
 TEST_CASE("json text: bytes that are not UTF-8 become U+FFFD, the rest is kept") {
   // A Latin-1 file name (0xFE), a lone continuation byte, a truncated 3-byte sequence, an
   // overlong '/', a surrogate: each was nlohmann's type_error.316 (exit 1) before.
-  for (const std::string bad : {std::string("sys\xfe.json"), std::string("a\x80z"), std::string("\xe2\x82"),
+  for (const std::string& bad : {std::string("sys\xfe.json"), std::string("a\x80z"), std::string("\xe2\x82"),
                                 std::string("\xc0\xaf"), std::string("\xed\xa0\x80")}) {
     const nlohmann::json j = {{"file", bad}};
     std::string text;
@@ -51,7 +51,7 @@ TEST_CASE("trace strings: every byte string gives a valid JSON string") {
       REQUIRE_NOTHROW(nlohmann::json::parse(trace_string(s)));
     }
   // Well-formed sequences pass unchanged: 2, 3 and 4 bytes.
-  for (const std::string ok : {std::string("\xc3\xa9"), std::string("\xe2\x82\xac"), std::string("\xf0\x9f\x98\x80")})
+  for (const std::string& ok : {std::string("\xc3\xa9"), std::string("\xe2\x82\xac"), std::string("\xf0\x9f\x98\x80")})
     REQUIRE(nlohmann::json::parse(trace_string(ok)).get<std::string>() == ok);
   REQUIRE(trace_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
 }
