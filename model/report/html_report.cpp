@@ -97,8 +97,8 @@ std::string predict_memory_charts(const json& ranks, std::size_t stride, const s
     host.emplace_back(label, std::vector<double>{host_bytes, std::max(0.0, host_cap - host_bytes)});
   }
   std::string out;
-  if (!hbm.empty()) out += svg_stacked_bars("per-rank device memory", parts, hbm, "GiB", kPerGiB);
-  if (any_host) out += svg_stacked_bars("per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB);
+  if (!hbm.empty()) out += svg_stacked_bars("per-rank device memory", parts, hbm, "GiB", kPerGiB, true);
+  if (any_host) out += svg_stacked_bars("per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB, true);
   return out;
 }
 
@@ -180,7 +180,11 @@ std::string plan_section(const ReportInput& in) {
   if (asked_rank > double(shown) && asked_rank <= double(plans.size()))
     bars.emplace_back(fmt::format("{:.0f}. {}", asked_rank, choice_label(*asked)),
                       std::vector<double>{num(plans[static_cast<std::size_t>(asked_rank) - 1], "iteration_time_s")}, "the workload's own");
-  out += svg_stacked_bars(fmt::format("iteration time of the {} fastest plans", shown), {"iteration time"}, bars, "s", 1.0);
+  double longest = 0;
+  for (const auto& b : bars) longest = std::max(longest, b.values.front());
+  const bool seconds = longest >= 2.0;  // seconds for long iterations, else milliseconds
+  out += svg_stacked_bars(fmt::format("iteration time of the {} fastest plans", shown), {"iteration time"}, bars, seconds ? "s" : "ms",
+                          seconds ? 1.0 : 1e3);
   return out;
 }
 
@@ -192,7 +196,8 @@ std::string grid_section(const ReportInput& in) {
   for (const auto& p : d.at("points")) {
     std::string label;
     if (const auto s = p.find("settings"); s != p.end() && s->is_object())
-      for (const auto& [k, v] : s->items()) label += (label.empty() ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+      for (const auto& [k, v] : s->items())  // files by their names: the folders are in the context line
+        label += (label.empty() ? "" : ", ") + k + "=" + (v.is_string() ? base_name(v.get<std::string>()) : v.dump());
     const json& result = p.at("result");
     if (!result.is_object()) {
       bars.emplace_back(label, std::vector<double>{0.0}, "not run (" + str(p, "not_run") + ")", true);
@@ -205,7 +210,10 @@ std::string grid_section(const ReportInput& in) {
     bars.emplace_back(label, std::vector<double>{num(result, "iteration_time_s")}, fits ? "" : "does not fit in memory", !fits);
   }
   out += fmt::format("<p>{} points</p>\n", bars.size());
-  return out + svg_stacked_bars("predicted iteration time per point", {"iteration time"}, bars, "ms", 1e3);
+  double longest = 0;
+  for (const auto& b : bars) longest = std::max(longest, b.values.front());
+  const bool seconds = longest >= 2.0;  // seconds for long iterations, else milliseconds
+  return out + svg_stacked_bars("predicted iteration time per point", {"iteration time"}, bars, seconds ? "s" : "ms", seconds ? 1.0 : 1e3);
 }
 
 std::string comm_section(const ReportInput& in) {
@@ -260,9 +268,9 @@ std::string shard_section(const ReportInput& in) {
       host.emplace_back(label, std::vector<double>{host_bytes, std::max(0.0, host_cap - host_bytes)});
     }
     out += svg_stacked_bars("best plan: per-rank time", {"compute", "exposed communication", "other"}, time, "ms", 1e3);
-    out += svg_stacked_bars("best plan: per-rank device memory", {"embedding tables", "other memory", "free"}, memory, "GiB", kPerGiB);
+    out += svg_stacked_bars("best plan: per-rank device memory", {"embedding tables", "other memory", "free"}, memory, "GiB", kPerGiB, true);
     if (any_host)
-      out += svg_stacked_bars("best plan: per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB);
+      out += svg_stacked_bars("best plan: per-rank host memory (tables in host memory)", {"embedding tables", "free"}, host, "GiB", kPerGiB, true);
   }
   return out;
 }
@@ -342,7 +350,7 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const std
       "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
       "<title>{0}</title>\n<style>body{{font-family:sans-serif;max-width:900px;margin:2em auto;color:#222}}"
       "section{{margin-bottom:2em}}h2{{font-size:1.1em;border-bottom:1px solid #ccc}}.ctx{{color:#666;font-size:0.85em}}"
-      "svg{{display:block;margin:0.5em 0}}</style>\n</head>\n<body>\n<h1>{0}</h1>\n"
+      "svg{{display:block;margin:0.5em 0;max-width:100%;height:auto}}</style>\n</head>\n<body>\n<h1>{0}</h1>\n"
       "<p class=\"ctx\">Written by perfcast report from {1} result file(s). Times are predictions unless marked measured; "
       "hover a bar or point for its value.</p>\n{2}</body>\n</html>\n",
       xml_escape(title), inputs.size(), body);

@@ -99,10 +99,12 @@ std::vector<double> nice_ticks(double max, int n) {
 }
 
 std::string svg_stacked_bars(const std::string& title, const std::vector<std::string>& parts, const std::vector<StackedBar>& bars,
-                             const std::string& unit, double scale) {
+                             const std::string& unit, double scale, bool last_part_is_free) {
   std::size_t longest = 0;
   for (const auto& b : bars) longest = std::max(longest, b.label.size());
-  const int label_w = std::clamp(static_cast<int>(longest) * 7 + 12, 90, 420), plot_w = 560, value_w = 170, row_h = 18, top = 44;
+  // The whole chart fits the page's 900 px: a wide label column narrows the plot (to 300 px).
+  const int label_w = std::clamp(static_cast<int>(longest) * 7 + 12, 90, 420), value_w = 170, row_h = 18, top = 44;
+  const int plot_w = std::clamp(900 - label_w - value_w, 300, 560);
   const int height = top + row_h * static_cast<int>(bars.size()) + 40;
   double max_total = 0;
   for (const auto& b : bars) {
@@ -125,7 +127,7 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
   for (std::size_t r = 0; r < bars.size(); ++r) {
     const int y = top + row_h * static_cast<int>(r);
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 6, y + 12, xml_escape(bars[r].label));
-    double x = label_w, total = 0;
+    double x = label_w, total = 0, used = 0;
     const std::string style = bars[r].muted ? " fill-opacity=\"0.35\" stroke=\"#555\" stroke-dasharray=\"3,2\"" : "";
     for (std::size_t i = 0; i < bars[r].values.size() && i < parts.size(); ++i) {
       const double v = bars[r].values[i];
@@ -136,9 +138,12 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
                          xml_escape(unit));
       x += w;
       total += v * scale;
+      if (!last_part_is_free || i + 1 < parts.size()) used += v * scale;
     }
     // The bar's value (and note) after its end: readable without hovering.
-    const std::string value = total > 0 ? number(total) + " " + unit : std::string();
+    const std::string value = !(total > 0)       ? std::string()
+                              : last_part_is_free ? number(used) + " of " + number(total) + " " + unit
+                                                  : number(total) + " " + unit;
     const std::string text = value + (bars[r].note.empty() ? "" : (value.empty() ? "" : ", ") + bars[r].note);
     if (!text.empty())
       out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#333\">{}</text>\n", x + 4, y + 12, xml_escape(text));

@@ -30,9 +30,13 @@ struct StackedBar {
 /// One horizontal bar per row, split into `parts` (a legend names them), its total printed
 /// after it (and its note). `unit` names the axis ("ms"); values are multiplied by `scale`
 /// for display (e.g. 1e3 for seconds -> ms). The label column is as wide as the longest
-/// label (about 7 px per character, 90 to 420 px), so that no label is clipped.
+/// label (about 7 px per character, 90 to 420 px), so that no label is clipped; the plot
+/// takes what is left of 900 px (300 to 560 px).
+/// `last_part_is_free`: the last part is headroom (free memory), and the printed value is
+/// "used of total" ("27.3 of 74.5 GiB").
 [[nodiscard]] std::string svg_stacked_bars(const std::string& title, const std::vector<std::string>& parts,
-                                           const std::vector<StackedBar>& bars, const std::string& unit, double scale);
+                                           const std::vector<StackedBar>& bars, const std::string& unit, double scale,
+                                           bool last_part_is_free = false);
 
 struct Series {
   std::string label;

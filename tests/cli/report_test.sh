@@ -72,4 +72,19 @@ else
   echo "skip Chromium rendering (no chromium installed)"
 fi
 
+# Tables in host memory: the shard's best plan with every sharded table moved to fused_uvm.
+"$perfcast" -q shard --system "$sys" --workload "$wl" --evaluations 20 --out "$tmp/plan.json" > /dev/null
+sed 's/"compute_kernel": "fused"/"compute_kernel": "fused_uvm"/' "$tmp/plan.json" > "$tmp/uvm_plan.json"
+"$perfcast" -q predict --system "$sys" --workload "$wl" --plan "$tmp/uvm_plan.json" --json "$tmp/uvm.json" > /dev/null
+"$perfcast" report "$tmp/uvm.json" --out "$tmp/uvm.html" > /dev/null
+check "host memory drawn when tables live there, memory values as used of total" python3 - "$tmp/uvm.html" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+titles = [t.text for t in root.findall(".//s:svg/s:title", ns)]
+assert "per-rank host memory (tables in host memory)" in titles, titles
+texts = [t.text or "" for t in root.findall(".//s:text", ns)]
+assert any(" of " in t and t.endswith(" GiB") for t in texts), texts
+PY
+
 [ "$fails" = 0 ] && echo "all report tests passed" || { echo "$fails failed"; exit 1; }
