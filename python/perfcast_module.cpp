@@ -20,6 +20,7 @@
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
 #include "model/predict/predict.hpp"
+#include "model/report/html_report.hpp"
 #include "model/report/report.hpp"
 #include "model/sim/simulator.hpp"
 
@@ -161,6 +162,13 @@ std::string kernels_json(const KernelsRequest& req, const std::string& timeout) 
   return run_kernels(req).json;
 }
 
+std::string report_html(const std::vector<std::string>& files, const std::string& title) {
+  py::gil_scoped_release release;
+  std::vector<ReportInput> inputs;
+  for (const auto& f : files) inputs.push_back(load_report_input(f));
+  return render_html_report(inputs, title);
+}
+
 std::pair<std::string, std::string> import_json(const std::vector<std::string>& kineto, const std::vector<std::string>& et,
                                                 const std::string& name, std::int64_t batch, const std::string& timeout) {
   py::gil_scoped_release release;
@@ -235,6 +243,7 @@ PYBIND11_MODULE(_perfcast, m) {
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
         py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));
+  m.def("report", &report_html, py::arg("files"), py::arg("title"));
   m.def("trace_stats", &trace_stats_json, py::arg("files"), py::arg("top"), py::arg("timeout"));
   m.def(
       "index_stats",

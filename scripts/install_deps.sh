@@ -6,7 +6,8 @@
 set -euo pipefail
 
 default_packages=(cmake ninja-build g++ make libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev catch2
-          libarchive-dev zlib1g-dev pybind11-dev python3-pybind11 python3-dev python3-pytest python3-jsonschema)
+          libarchive-dev zlib1g-dev pybind11-dev python3-pybind11 python3-dev python3-pytest python3-jsonschema
+          python3-venv)
 if [ $# -gt 0 ]; then packages=("$@"); else packages=("${default_packages[@]}"); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -34,7 +34,7 @@ class SimulationError(RuntimeError):
 from . import _perfcast  # noqa: E402  (the translator above needs the classes first)
 
 __all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "convert_plan", "plan", "import_trace", "replay", "trace_stats",
-           "index_stats", "kernels"]
+           "index_stats", "kernels", "report"]
 
 
 def _document(value, kind, config_dir):
@@ -216,6 +216,14 @@ def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, 
                                    _integers(vp, "vp"), _integers(ep, "ep"), _integer(max_tp, "max_tp"), overlaps,
                                    _seconds(budget, "budget"), _integer(threads, "threads"), _timeout(timeout))
     return _json.loads(result)
+
+
+def report(results, title="perfcast report"):
+    """``perfcast report --out -``: the self-contained HTML page (a str) of result files
+    (paths: predict, predict grids, plan, comm, shard, replay --json; validation .jsonl)."""
+    if not isinstance(title, str):
+        raise TypeError("title: expected a string, got %s" % type(title).__name__)
+    return _perfcast.report(_paths(results, "results"), title)
 
 
 def trace_stats(files, top=10, timeout=None):

@@ -291,3 +291,15 @@ def test_trace_stats_index_stats_and_kernels_equal_the_cli(src, cli, tmp_path):
     assert without_date(perfcast.kernels(h100, gemm=gemm, attention=attention)) == without_date(expected)
     with pytest.raises(perfcast.ConfigError):
         perfcast.kernels(h100, gemm="m=1,n=8192")
+
+
+def test_report_equals_the_cli(src, cli, tmp_path):
+    k0, k1 = src / "tests/data/kineto_rank0.json", src / "tests/data/kineto_rank1.json"
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps(perfcast.replay([k0, k1])))
+    inputs = [replay, src / "tests/data/validation_results_small.jsonl"]
+    out = subprocess.run([cli, "report", *map(str, inputs), "--title", "t", "--out", "-"], check=True, capture_output=True,
+                         text=True).stdout
+    assert perfcast.report(inputs, title="t") == out
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.report([src / "configs/systems/dgx_h100.json"])
