@@ -149,3 +149,93 @@ def to_sharding_plan(result, module_path=DLRM_MODULE):
                 key_value_params=KeyValueParams(**kv) if isinstance(kv, dict) else kv)
         modules[module] = shardings
     return ShardingPlan(plan=modules)
+
+
+#: TorchRec's planner assumes this many indices per sample for a feature whose
+#: ParameterConstraints give no pooling_factors (torchrec/distributed/planner/constants.py,
+#: POOLING_FACTOR).
+DEFAULT_POOLING_FACTOR = 1.0
+
+_DTYPES = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16"}
+
+
+def _field(obj, name, default=None):
+    """A field of a TorchRec dataclass object or of a dict with the same keys."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _bad(path, message):
+    raise ConfigError("<torchrec model>: %s: %s" % (path or "/", message), "<torchrec model>", path)
+
+
+def _enum_name(value):
+    """DataType.FP16 / "DataType.FP16" / "FP16" -> "FP16"."""
+    name = getattr(value, "name", None) or str(value)
+    return name.split(".")[-1]
+
+
+def workload_from_torchrec(tables, base, constraints=None, batch_size=None, name=None):
+    """A perfcast DLRM workload dict from a TorchRec model description.
+
+    ``tables``: EmbeddingBagConfig objects, or dicts with their fields (``name``,
+    ``num_embeddings``, ``embedding_dim``, ``feature_names``, ``data_type``, ``pooling``).
+    ``constraints``: {table name: ParameterConstraints object or dict}; its
+    ``pooling_factors`` (one per feature) give the indices per sample, TorchRec's planner
+    default (1.0) otherwise. ``base``: a DLRM workload (path or dict) whose dense part,
+    optimizer and batch are kept and whose tables are replaced; ``batch_size`` overrides its
+    global batch. TorchRec's description has no index distribution: the tables are uniform
+    (set ``distribution`` from ``perfcast index-stats --as-distribution`` for skewed data).
+    A table shared by several features, or tables of different data types, raise
+    :class:`perfcast.ConfigError` naming the table (perfcast models one bag per table and
+    sample, and one embedding precision)."""
+    if isinstance(base, (str, _os.PathLike)):
+        with open(base) as f:
+            workload = _json.load(f)
+    elif isinstance(base, dict):
+        workload = _json.loads(_json.dumps(base))
+    else:
+        raise TypeError("base: expected a DLRM workload path or dict, got %s" % type(base).__name__)
+    if workload.get("model", "dlrm") != "dlrm" or "embedding" not in workload:
+        _bad("/model", "base: expected a DLRM workload (model \"dlrm\" with an \"embedding\" section)")
+    constraints = constraints or {}
+    out_tables, dtypes = [], set()
+    for i, t in enumerate(tables):
+        path = "/tables/%d" % i
+        table = _field(t, "name")
+        rows, dim = _field(t, "num_embeddings"), _field(t, "embedding_dim")
+        if not isinstance(table, str) or not table:
+            _bad(path + "/name", "expected the table's name")
+        for value, key in ((rows, "num_embeddings"), (dim, "embedding_dim")):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                _bad("%s/%s" % (path, key), "expected a positive integer, got %r" % (value,))
+        features = list(_field(t, "feature_names", None) or [table])
+        if len(features) != 1:
+            _bad(path + "/feature_names", "table %s is shared by %d features (%s): perfcast models one bag per table and "
+                  "sample; give each feature its own table" % (table, len(features), ", ".join(map(str, features))))
+        c = constraints.get(table)
+        factors = _field(c, "pooling_factors", None) if c is not None else None
+        pooling = float(factors[0]) if factors else DEFAULT_POOLING_FACTOR
+        if not pooling > 0:
+            _bad("/constraints/%s/pooling_factors" % table, "expected a positive pooling factor, got %r" % (pooling,))
+        data_type = _enum_name(_field(t, "data_type", "FP32"))
+        if data_type not in _DTYPES:
+            _bad(path + "/data_type", "data type %s is not modelled (FP32, FP16, BF16)" % data_type)
+        dtypes.add(_DTYPES[data_type])
+        out_tables.append({"name": table, "rows": rows, "dim": dim, "pooling": pooling, "distribution": {"kind": "uniform"}})
+    if not out_tables:
+        _bad("/tables", "expected at least one table")
+    if len(dtypes) > 1:
+        _bad("/tables", "tables of different data types (%s): perfcast models one embedding precision" % ", ".join(sorted(dtypes)))
+    workload["embedding"]["tables"] = out_tables
+    workload["embedding"]["dtype"] = dtypes.pop()
+    if batch_size is not None:
+        workload["batch_size"] = int(batch_size)
+    if name is not None:
+        workload["name"] = str(name)
+    sources = workload.setdefault("sources", {})
+    sources["embedding"] = ("TorchRec model description: %d EmbeddingBagConfig tables (rows, dim, data type); indices per "
+                            "sample from ParameterConstraints.pooling_factors, TorchRec's planner default %.1f where none; "
+                            "index distribution uniform (the description has none)" % (len(out_tables), DEFAULT_POOLING_FACTOR))
+    return workload

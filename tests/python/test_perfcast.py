@@ -303,3 +303,31 @@ def test_report_equals_the_cli(src, cli, tmp_path):
     assert perfcast.report(inputs, title="t") == out
     with pytest.raises(perfcast.ConfigError):
         perfcast.report([src / "configs/systems/dgx_h100.json"])
+
+
+def test_workload_from_torchrec_model_description(src):
+    import types
+    base = src / "configs/workloads/dlrm_default.json"
+    # As EmbeddingBagConfig objects (attributes) and as dicts, with ParameterConstraints' pooling_factors.
+    tables = [types.SimpleNamespace(name="t_user", num_embeddings=1_000_000, embedding_dim=64, feature_names=["user"],
+                                    data_type="DataType.FP16"),
+              {"name": "t_item", "num_embeddings": 50_000, "embedding_dim": 64, "feature_names": ["item"], "data_type": "FP16"}]
+    w = perfcast.torchrec.workload_from_torchrec(tables, base, constraints={"t_user": {"pooling_factors": [20.0]}},
+                                                  batch_size=4096)
+    assert w["embedding"]["dtype"] == "fp16"
+    assert w["batch_size"] == 4096
+    assert w["embedding"]["tables"] == [
+        {"name": "t_user", "rows": 1_000_000, "dim": 64, "pooling": 20.0, "distribution": {"kind": "uniform"}},
+        {"name": "t_item", "rows": 50_000, "dim": 64, "pooling": 1.0, "distribution": {"kind": "uniform"}}]
+    # It predicts, and more indices per sample never make the iteration faster.
+    sys_file = src / "configs/systems/dgx_h100.json"
+    t1 = perfcast.predict(sys_file, w)["iteration_time_s"]
+    heavier = perfcast.torchrec.workload_from_torchrec(tables, base, constraints={"t_user": {"pooling_factors": [80.0]}},
+                                                       batch_size=4096)
+    assert perfcast.predict(sys_file, heavier)["iteration_time_s"] >= t1 > 0
+    with pytest.raises(perfcast.ConfigError, match="shared by 2 features"):
+        perfcast.torchrec.workload_from_torchrec([dict(tables[1], feature_names=["a", "b"])], base)
+    with pytest.raises(perfcast.ConfigError, match="different data types"):
+        perfcast.torchrec.workload_from_torchrec([tables[1], dict(tables[1], name="x", data_type="FP32")], base)
+    with pytest.raises(perfcast.ConfigError, match="/tables/0/num_embeddings"):
+        perfcast.torchrec.workload_from_torchrec([dict(tables[1], num_embeddings=0)], base)
