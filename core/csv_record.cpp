@@ -1,5 +1,9 @@
 #include "core/csv_record.hpp"
 
+#include <fmt/format.h>
+
+#include "core/json_reader.hpp"
+
 namespace perfcast {
 
 std::vector<std::string> split_csv_record(const std::string& line) {
@@ -34,6 +38,17 @@ std::string trim_blanks(const std::string& text) {
   const auto b = text.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
   return text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::map<std::string, std::size_t> csv_header_columns(const std::vector<std::string>& header, const std::string& file,
+                                                     const std::string& where) {
+  std::map<std::string, std::size_t> columns;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const std::string name = trim_blanks(header[i]);
+    if (!columns.emplace(name, i).second)
+      throw ConfigError(file, where, fmt::format("column \"{}\" appears twice in the header (fields {} and {})", name, columns[name] + 1, i + 1));
+  }
+  return columns;
 }
 
 }  // namespace perfcast

@@ -127,8 +127,9 @@ std::vector<TableIndexSummary> read_stats_csv(const std::filesystem::path& path,
   std::map<std::string, std::size_t> col;
   {
     std::stringstream ss(lines[0]);
-    std::size_t i = 0;
-    for (std::string c; std::getline(ss, c, ',');) col[trim_blanks(c)] = i++;
+    std::vector<std::string> header;
+    for (std::string c; std::getline(ss, c, ',');) header.push_back(c);
+    col = csv_header_columns(header, file);
   }
   const std::vector<std::string> required = {"table", "rows", "batch", "accesses", "unique_rows"};
   for (const auto& r : required)

@@ -345,7 +345,7 @@ std::vector<KernelRow> read_csv_rows(const std::filesystem::path& path, const st
     }
     if (header.empty()) {
       header = split_csv_record(line);
-      for (std::size_t i = 0; i < header.size(); ++i) t.columns[trim_blanks(header[i])] = i;
+      for (const auto& [column, i] : csv_header_columns(header, t.file)) t.columns[column] = i;
       if (!table_kind(t))
         throw ConfigError(t.file, "line 1",
                           "not a measurement table: expected the columns of data/public-measurements/hopper-kernels/*.csv "

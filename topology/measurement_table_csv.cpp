@@ -83,7 +83,7 @@ std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text
     if (trim_blanks(line).empty()) continue;
     const auto fields = split_csv_record(line);
     if (col.empty()) {
-      for (std::size_t i = 0; i < fields.size(); ++i) col[trim_blanks(fields[i])] = i;
+      col = csv_header_columns(fields, name);
       for (const char* r : required)
         if (!col.count(r)) throw ConfigError(name, "line 1", fmt::format("missing column \"{}\"", r));
       continue;

@@ -135,7 +135,7 @@ std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
   auto header = split_csv_record(line);
   for (auto& name : header) name = trim_blanks(name);
-  for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  col = csv_header_columns(header, path);
   for (const char* need : {"workload", "measured"})
     if (!col.count(need)) throw ConfigError(path, "line 1", fmt::format("no \"{}\" column (expected workload, measured[, set, plan, split])", need));
   for (const auto& [name, _] : col)

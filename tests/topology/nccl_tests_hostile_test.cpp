@@ -10,6 +10,7 @@
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
 #include "topology/collective_calibration.hpp"
+#include "topology/measurement_table_csv.hpp"
 #include "topology/system_spec.hpp"
 
 // One namespace per test file, so that files can share a unity batch.
@@ -75,6 +76,17 @@ TEST_CASE("nccl-tests: text that is not UTF-8 names the line", "[nccl-tests][lim
   std::string t = handwritten();
   t.replace(t.find("NVIDIA H100"), 6, "NVIDIA\xff");
   CHECK_THAT(error_of([&] { (void)parse_collective_log_text(t, "u.txt"); }), Catch::Contains("u.txt: line 6: invalid UTF-8"));
+}
+
+TEST_CASE("measurement tables: a column named twice is refused, not read past the record", "[calibration][limits]") {
+  // fuzz_calibrate's finding (docs/robustness.md): the header "...,gpu" repeated made the
+  // column map one shorter than the header, so a record of that many fields passed the count
+  // check and a lookup read beyond its end.
+  const std::string header =
+      "source_url,gpu,gpus_per_node,nodes,nccl_version,env,collective,bytes,time_us,notes,inplace_time_us,inplace_busbw_GBps";
+  CHECK(parse_measurement_table_csv_text(header + "\nx,h100,8,1,2.18,,all_reduce,1024,10,,,\n", "ok.csv").size() == 1);
+  CHECK_THROWS_WITH(parse_measurement_table_csv_text(header + ",gpu\nx,h100,8,1,2.18,,all_reduce,1024,10,,,\n", "twice.csv"),
+                    Catch::Contains("twice.csv: line 1") && Catch::Contains("\"gpu\" appears twice"));
 }
 
 TEST_CASE("collective fit start values on a one-GPU system stay inside the system", "[calibration][limits]") {
