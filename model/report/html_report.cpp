@@ -16,10 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-bool has_suffix(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 /// A number at `key` of `j`, or 0 when absent or not a number.
 double num(const json& j, const char* key) {
   const auto it = j.find(key);
@@ -139,6 +135,14 @@ std::string predict_section(const ReportInput& in) {
   return out;
 }
 
+/// The axis of one-part time bars (seconds): seconds when the longest is 2 s or more, else
+/// milliseconds. Returns (unit, scale from seconds).
+std::pair<const char*, double> time_axis(const std::vector<StackedBar>& bars) {
+  double longest = 0;
+  for (const auto& b : bars) longest = std::max(longest, b.values.empty() ? 0.0 : b.values.front());
+  return longest >= 2.0 ? std::pair<const char*, double>{"s", 1.0} : std::pair<const char*, double>{"ms", 1e3};
+}
+
 /// "tp 4 cp 2 pp 4 vp 5 dp 2 mb 1, none, dist-opt, overlap grad+tp" for a plan --json entry.
 std::string choice_label(const json& c) {
   std::string label = fmt::format("tp {:.0f}", num(c, "tp"));
@@ -180,11 +184,8 @@ std::string plan_section(const ReportInput& in) {
   if (asked_rank > double(shown) && asked_rank <= double(plans.size()))
     bars.emplace_back(fmt::format("{:.0f}. {}", asked_rank, choice_label(*asked)),
                       std::vector<double>{num(plans[static_cast<std::size_t>(asked_rank) - 1], "iteration_time_s")}, "the workload's own");
-  double longest = 0;
-  for (const auto& b : bars) longest = std::max(longest, b.values.front());
-  const bool seconds = longest >= 2.0;  // seconds for long iterations, else milliseconds
-  out += svg_stacked_bars(fmt::format("iteration time of the {} fastest plans", shown), {"iteration time"}, bars, seconds ? "s" : "ms",
-                          seconds ? 1.0 : 1e3);
+  const auto [unit, scale] = time_axis(bars);
+  out += svg_stacked_bars(fmt::format("iteration time of the {} fastest plans", shown), {"iteration time"}, bars, unit, scale);
   return out;
 }
 
@@ -210,10 +211,8 @@ std::string grid_section(const ReportInput& in) {
     bars.emplace_back(label, std::vector<double>{num(result, "iteration_time_s")}, fits ? "" : "does not fit in memory", !fits);
   }
   out += fmt::format("<p>{} points</p>\n", bars.size());
-  double longest = 0;
-  for (const auto& b : bars) longest = std::max(longest, b.values.front());
-  const bool seconds = longest >= 2.0;  // seconds for long iterations, else milliseconds
-  return out + svg_stacked_bars("predicted iteration time per point", {"iteration time"}, bars, seconds ? "s" : "ms", seconds ? 1.0 : 1e3);
+  const auto [unit, scale] = time_axis(bars);
+  return out + svg_stacked_bars("predicted iteration time per point", {"iteration time"}, bars, unit, scale);
 }
 
 std::string comm_section(const ReportInput& in) {
@@ -314,7 +313,7 @@ std::string section(const ReportInput& in) {
 ReportInput load_report_input(const std::string& file) {
   ReportInput in;
   in.file = file;
-  if (has_suffix(file, ".jsonl")) {
+  if (file.ends_with(".jsonl")) {
     in.kind = ReportInputKind::kValidationLines;
     in.doc = json::array();
     for_each_json_line(file, "a validation result line", [&](const JsonDocument& line) {

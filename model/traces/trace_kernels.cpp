@@ -12,7 +12,6 @@ namespace perfcast {
 namespace {
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 using Dims = std::vector<std::vector<std::int64_t>>;
 
@@ -126,7 +125,7 @@ std::optional<GemmDesc> gemm_shape(std::string_view op, const OpShapes& s, std::
 }
 
 bool is_tbe_forward_op(std::string_view n) {
-  return has_prefix(n, "fbgemm::split_embedding_codegen_lookup_") || n == "fbgemm::dense_embedding_codegen_lookup_function";
+  return n.starts_with("fbgemm::split_embedding_codegen_lookup_") || n == "fbgemm::dense_embedding_codegen_lookup_function";
 }
 
 /// "rowwise_adagrad", "adagrad", "sgd", ... of a TBE forward op; "Dense" for the dense op.
@@ -141,7 +140,7 @@ std::string tbe_optimizer(std::string_view op) {
 /// The TBE backward autograd node ("torch::autograd::CppNode<SplitLookupFunction_<opt>_Op>").
 std::optional<std::string> tbe_backward_optimizer(std::string_view n) {
   constexpr std::string_view kPre = "torch::autograd::CppNode<SplitLookupFunction_", kPost = "_Op>";
-  if (!has_prefix(n, kPre) || n.size() <= kPre.size() + kPost.size() || n.substr(n.size() - kPost.size()) != kPost)
+  if (!n.starts_with(kPre) || n.size() <= kPre.size() + kPost.size() || n.substr(n.size() - kPost.size()) != kPost)
     return std::nullopt;
   return std::string(n.substr(kPre.size(), n.size() - kPre.size() - kPost.size()));
 }
@@ -198,12 +197,12 @@ bool is_elementwise_kernel(std::string_view k) {
 /// call. Kernels inside them are generated (Triton) or fused, and the region's input
 /// shapes say nothing about any one of them.
 bool is_compiled_region(std::string_view op) {
-  return op == "CompiledFunction" || op == "CompiledFunctionBackward" || has_prefix(op, "Torch-Compiled Region") ||
-         contains(op, "CompiledFxGraph") || has_prefix(op, "torch_compile");
+  return op == "CompiledFunction" || op == "CompiledFunctionBackward" || op.starts_with("Torch-Compiled Region") ||
+         contains(op, "CompiledFxGraph") || op.starts_with("torch_compile");
 }
 
 /// Triton kernels as TorchInductor names them (triton_poi_*, triton_red_*, triton_per_*, ...).
-bool is_triton_kernel(std::string_view k) { return has_prefix(k, "triton_") || contains(k, "_triton_"); }
+bool is_triton_kernel(std::string_view k) { return k.starts_with("triton_") || contains(k, "_triton_"); }
 
 bool is_reduction_op(std::string_view op) {
   for (std::string_view r : {"sum", "mean", "max", "min", "norm", "prod", "amax", "std", "var", "all", "any"})
@@ -229,7 +228,7 @@ std::optional<ElementwiseDesc> elementwise_shape(std::string_view op, const OpSh
   }
   ElementwiseDesc e;
   std::string name(op);
-  if (has_prefix(name, "aten::")) name = name.substr(6);
+  if (name.starts_with("aten::")) name = name.substr(6);
   const bool cat = name == "cat" || name == "_cat";
   e.op = cat ? "concat" : name;
   e.elements = static_cast<std::int64_t>(largest);
