@@ -17,14 +17,14 @@ if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=c
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPERFCAST_ENABLE_CUDA=ON "${launcher[@]}" ${CMAKE_FLAGS:-} \
   > "$build.configure.log"
 grep -q 'PERFCAST_HAVE_CUDA=1' "$build/build.ninja" || { echo "error: CUDA was not enabled (see $build.configure.log)" >&2; exit 1; }
-cmake --build "$build" --target perfcast perfcast_profiler_tests perfcast_validation_tests perfcast_inject
+cmake --build "$build" --target perfcast perfcast-gpu perfcast_profiler_tests perfcast_validation_tests perfcast_inject
 rm -rf "$stage" && mkdir -p "$stage/lib"
-cp "$build/cli/perfcast" "$build/tests/profiler/perfcast_profiler_tests" "$build/tests/perfcast_validation_tests" \
+cp "$build/cli/perfcast" "$build/cli/perfcast-gpu" "$build/tests/profiler/perfcast_profiler_tests" "$build/tests/perfcast_validation_tests" \
    "$build/profiler/libperfcast_inject.so" "$stage/"
-strip "$stage/perfcast" "$stage/perfcast_profiler_tests" "$stage/perfcast_validation_tests" "$stage/libperfcast_inject.so"
+strip "$stage/perfcast" "$stage/perfcast-gpu" "$stage/perfcast_profiler_tests" "$stage/perfcast_validation_tests" "$stage/libperfcast_inject.so"
 # Non-CUDA shared libraries a GPU machine may lack (fmt, spdlog, ...). The CUDA libraries come
 # from the GPU machine's own toolkit (cuBLASLt and NCCL are hundreds of MB each).
-ldd "$stage/perfcast" "$stage/perfcast_validation_tests" "$stage/libperfcast_inject.so" | awk '/=> \// {print $3}' |
+ldd "$stage/perfcast" "$stage/perfcast-gpu" "$stage/perfcast_validation_tests" "$stage/libperfcast_inject.so" | awk '/=> \// {print $3}' |
   { grep -v -E 'libcuda|libcupti|libcublas|libnccl|libc\.so|libm\.so|libstdc|libgcc|ld-linux|libdl|libpthread|librt|libutil' || true; } |
   sort -u | xargs -r -I{} cp -L {} "$stage/lib/"
-echo "staged $(du -sm "$stage" | cut -f1) MiB in $stage: perfcast, perfcast_profiler_tests, perfcast_validation_tests, libperfcast_inject.so, lib/"
+echo "staged $(du -sm "$stage" | cut -f1) MiB in $stage: perfcast, perfcast-gpu, perfcast_profiler_tests, perfcast_validation_tests, libperfcast_inject.so, lib/"
