@@ -396,6 +396,17 @@ std::string table_of(const KernelDesc& k) {
   return "memory_bound";
 }
 
+/// The source of a `perfcast profile` line (no "source" of its own): the measuring program,
+/// GPU class and day, e.g. "perfcast_profile_h200_2026-11-27", so that the sweeps of one
+/// machine and day form one source however many files they fill; the file name when the
+/// line has no date.
+std::string profile_source(const Measurement& m, const std::filesystem::path& path) {
+  if (m.date.size() < 10) return path.filename().string();
+  std::string gpu = lower(gpu_class_of(m.device.name));
+  std::replace(gpu.begin(), gpu.end(), ' ', '_');
+  return fmt::format("perfcast_profile_{}_{}", gpu, m.date.substr(0, 10));
+}
+
 std::vector<KernelRow> read_jsonl_rows(const std::filesystem::path& path) {
   std::vector<KernelRow> out;
   std::size_t line = 0;
@@ -405,7 +416,7 @@ std::vector<KernelRow> read_jsonl_rows(const std::filesystem::path& path) {
     r.file = path.string();
     r.row_id = fmt::format("line {}", line);
     r.where = r.row_id;
-    r.source = m.source.empty() ? path.filename().string() : m.source;
+    r.source = m.source.empty() ? profile_source(m, path) : m.source;
     r.table = table_of(m.kernel);
     r.gpu = m.device.name;
     r.gpu_class = gpu_class_of(m.device.name);

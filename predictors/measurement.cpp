@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -79,6 +80,9 @@ TimingStats timing_stats(std::vector<Seconds> v, std::string timer) {
   double ss = 0;
   for (double x : v) ss += (x - t.mean) * (x - t.mean);
   t.stddev = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
+  // Identical samples (CUPTI times are whole nanoseconds) leave rounding noise of the mean
+  // (1e-22 s), not a spread: anything under a billionth of the mean is written as 0.
+  if (t.stddev <= 1e-9 * t.mean) t.stddev = 0;
   t.cv = t.mean > 0 ? t.stddev / t.mean : 0.0;
   return t;
 }
@@ -222,6 +226,24 @@ std::string measurement_to_jsonl(const Measurement& m) {
   return json_text(j) + "\n";
 }
 
+namespace {
+
+/// A timing spread (stddev). perfcast profile up to faf104f wrote the zero spread of identical
+/// samples as rounding noise ("4.34519e-16us", below the 1 ps that times may have): a spread
+/// written in us under one picosecond reads as 0; anything else must be a valid time.
+Seconds timing_spread(const JsonObject& t, std::string_view key) {
+  if (!t.has(key)) return 0;
+  if (t.at(key).is_string()) {
+    const std::string text = t.string(key);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() && std::isfinite(v) && v >= 0 && v < 1e-6 && std::string_view(end) == "us") return 0;
+  }
+  return t.quantity(key, Dimension::kTime);
+}
+
+}  // namespace
+
 std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
   std::vector<Measurement> out;
   for_each_json_line(path, "one measurement object per line", [&](const JsonDocument& doc) {
@@ -238,7 +260,7 @@ std::vector<Measurement> read_measurements(const std::filesystem::path& path) {
     m.timing.mean = t.quantity_or("mean", Dimension::kTime, m.timing.median);
     m.timing.p10 = t.quantity_or("p10", Dimension::kTime, m.timing.median);
     m.timing.p90 = t.quantity_or("p90", Dimension::kTime, m.timing.median);
-    m.timing.stddev = t.quantity_or("stddev", Dimension::kTime, 0);
+    m.timing.stddev = timing_spread(t, "stddev");
     m.timing.cv = t.number_or("cv", 0, 1e6, 0);
     t.finish();
     const JsonObject d = root.object("device");

@@ -38,6 +38,34 @@ double attention_mask_fraction(const AttentionDesc& a) {
   return std::clamp(blocks / (nq * nk), 0.0, 1.0);
 }
 
+struct Tile {
+  double m, n;
+};
+
+/// The tile a library heuristic would run (GemmTiling::choose_tile): among power-of-two
+/// tiles within the bounds, no edge above the power of two at or above the matrix edge, the
+/// one whose waves of tile FLOPs take least (fewer, larger tiles for large matrices; smaller
+/// tiles that occupy more SMs for small ones); a tie keeps the larger tile.
+Tile chosen_tile(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tiling, bool simt) {
+  const double sms = gpu.sm_count;
+  const double lo_m = simt ? tiling.min_m_fp32 : tiling.min_m, lo_n = simt ? tiling.min_m_fp32 : tiling.min_n;
+  const double hi_m = tile_edge(g.m, lo_m, tiling.max_m);
+  const double hi_n = tile_edge(g.n, lo_n, simt ? tiling.max_n_fp32 : tiling.max_n);
+  Tile best{hi_m, hi_n};
+  double best_time = INFINITY;
+  for (double tm = hi_m; tm >= lo_m; tm /= 2) {
+    for (double tn = hi_n; tn >= lo_n; tn /= 2) {
+      const double waves = ceil_div(ceil_div(g.m, tm) * ceil_div(g.n, tn) * g.batch, sms);
+      const double t = waves * tm * tn;  // x 2k / per-SM rate, the same for every tile
+      if (t < best_time * (1 - 1e-12)) {
+        best_time = t;
+        best = {tm, tn};
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tiling) {
@@ -46,8 +74,10 @@ GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tili
   const double sms = gpu.sm_count;
   const double per_sm = gpu.peak(g.dtype) / sms;
   const bool simt = g.dtype == DType::kFp32;
-  const double tm = tile_edge(g.m, simt ? tiling.min_m_fp32 : tiling.min_m, tiling.max_m);
-  const double tn = tile_edge(g.n, tiling.min_n, simt ? tiling.max_n_fp32 : tiling.max_n);
+  const Tile chosen = tiling.choose_tile ? chosen_tile(g, gpu, tiling, simt)
+                                         : Tile{tile_edge(g.m, simt ? tiling.min_m_fp32 : tiling.min_m, tiling.max_m),
+                                                tile_edge(g.n, tiling.min_n, simt ? tiling.max_n_fp32 : tiling.max_n)};
+  const double tm = chosen.m, tn = chosen.n;
   const double tiles = ceil_div(g.m, tm) * ceil_div(g.n, tn) * g.batch;
   double split = 1;
   if (tiles < sms && g.k >= 1024) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(g.k / 512.0)));

@@ -37,14 +37,22 @@ struct GemmTiling {
   double min_m = 16, max_m = 128, min_n = 16, max_n = 128;
   double min_m_fp32 = 16, max_n_fp32 = 128;  ///< FP32 (SIMT) kernels
   bool split_k_traffic = true;  ///< count the fp32 partial sums split-K writes and reduces
+  /// Pick the tile as a library's heuristic does instead of the power of two above each edge:
+  /// of the power-of-two tiles within the bounds (no edge beyond the matrix's), the one whose
+  /// waves of tile FLOPs finish first. Fitted on 6,000 cuBLASLt GEMMs of an H200
+  /// (data/gpu-measurements/h200-2026-11-27): a 3080x128x200 fp32 GEMM ran 10.0 us in cuBLAS's
+  /// 32x32 SIMT tiles where one wave of 128x128 tiles predicted 18.7 us.
+  bool choose_tile = false;
 };
 /// The spec-derived model's tiles (and v1 calibrations'): 16..128 on both edges.
 inline constexpr GemmTiling kSpecGemmTiling{};
 /// Hopper kernels (calibrations fitted by `perfcast kernels --fit`, kernel model 2): M tiles
 /// 64..128 (a warpgroup MMA covers 64 rows; FP32 SIMT kernels 32..128), N tiles 64..256
 /// (CUTLASS 3 / cuBLAS sm90 tile shapes 128x128, 128x256, 64x256 ...; FP32 up to 128), and
-/// split-K's partial sums left to the fitted memory term.
-inline constexpr GemmTiling kHopperGemmTiling{64, 128, 64, 256, 32, 128, false};
+/// split-K's partial sums left to the fitted memory term; the tile chosen per shape
+/// (choose_tile; FP32 SIMT tiles 64..128 on both edges: allowing 32 fitted the H200's fp32
+/// GEMMs of 8-30 us 38% too fast, 64 within 19-23%).
+inline constexpr GemmTiling kHopperGemmTiling{64, 128, 64, 256, 64, 128, false, true};
 
 [[nodiscard]] GemmWork gemm_work(const GemmDesc& g, const GpuSpec& gpu, const GemmTiling& tiling = kSpecGemmTiling);
 

@@ -169,14 +169,17 @@ double GemmCase::check_sampled(void* stream) {
   double worst = 0;
   for (int t = 0; t < 64; ++t) {
     const std::int64_t i = (t * 7919) % g.m, j = (t * 104729) % g.n;
-    double ref = 0;
+    double ref = 0, magnitude = 0;
     for (std::int64_t p = 0; p < g.k; ++p) {
       const double av = s.ta ? a[static_cast<std::size_t>(p * g.m + i)] : a[static_cast<std::size_t>(i * g.k + p)];
       const double bv = s.tb ? b[static_cast<std::size_t>(j * g.k + p)] : b[static_cast<std::size_t>(p * g.n + j)];
       ref += av * bv;
+      magnitude += std::fabs(av * bv);
     }
     const double got = c[static_cast<std::size_t>(i * g.n + j)];
-    const double denom = std::max(std::fabs(ref), 1e-3 * std::sqrt(static_cast<double>(g.k)));
+    // Rounding errors of a dot product are bounded relative to the sum of |products|, not to
+    // the result (which cancellation can bring near 0): error / sum |a_p b_p|.
+    const double denom = std::max(magnitude, 1e-30);
     if (!std::isfinite(got)) return INFINITY;
     worst = std::max(worst, std::fabs(got - ref) / denom);
   }

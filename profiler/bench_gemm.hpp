@@ -43,7 +43,8 @@ class GemmCase {
   /// Enqueues one GEMM on `stream`.
   void launch(void* stream);
   /// Checks C against an fp64 host product on up to 64 sampled elements of batch 0; returns
-  /// the largest relative error (|c - ref| / max(|ref|, 1e-3 * sqrt(k))). Synchronizes.
+  /// the largest error relative to the products' magnitude, |c - ref| / sum_p |a_p b_p|, the
+  /// quantity rounding bounds (a result near 0 by cancellation is not an error). Synchronizes.
   [[nodiscard]] double check_sampled(void* stream);
 
  private:

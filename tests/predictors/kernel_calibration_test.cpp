@@ -38,6 +38,36 @@ TEST_CASE("timing statistics: hand-worked values", "[measurement]") {
   CHECK_THROWS(timing_stats({}, "cupti"));
 }
 
+TEST_CASE("identical samples have no spread, and the rounding noise older files wrote reads as 0", "[measurement]") {
+  // 1.9 us three times: the mean differs from 1.9e-6 in its last bits, (x - mean)^2 is not 0.
+  const auto t = timing_stats({1.9e-6, 1.9e-6, 1.9e-6}, "cupti");
+  CHECK(t.stddev == 0);
+  CHECK(t.cv == 0);
+  const auto path = std::filesystem::temp_directory_path() / "perfcast_measurement_spread_test.jsonl";
+  const std::string head = R"({"schema": "perfcast.measurement", "schema_version": "1.0", )"
+                           R"("kernel": {"family": "gemm", "m": 64, "n": 64, "k": 64, "batch": 1, "dtype": "fp32"}, )"
+                           R"("timing": {"timer": "cupti", "repetitions": 20, "median": "6us", "stddev": )";
+  const std::string tail = R"(}, "device": {"name": "NVIDIA H200"}, "date": "2026-11-27", "commit": "faf104f"})";
+  {
+    std::ofstream out(path);
+    out << head << R"("4.34519e-16us")" << tail << "\n";  // as perfcast profile wrote it up to faf104f
+  }
+  const auto back = read_measurements(path);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].timing.stddev == 0);
+  {
+    std::ofstream out(path);
+    out << head << R"("-1us")" << tail << "\n";
+  }
+  CHECK_THROWS_WITH(read_measurements(path), Catch::Contains("line 1") && Catch::Contains("/timing/stddev"));
+  {
+    std::ofstream out(path);
+    out << head << R"("4.34519e-16ns")" << tail << "\n";  // only the us form perfcast wrote is read as 0
+  }
+  CHECK_THROWS_WITH(read_measurements(path), Catch::Contains("outside the supported range"));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("measurement lines round-trip and bad lines name their line", "[measurement]") {
   EmbeddingDesc e;
   e.batch = 512;

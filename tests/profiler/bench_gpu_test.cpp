@@ -134,8 +134,12 @@ TEST_CASE("cuBLASLt GEMMs match an fp64 reference for every dtype and transpose"
       gc.launch(nullptr);
       const double err = gc.check_sampled(nullptr);
       INFO(kernel_label(KernelDesc{g}) << " transposes " << tr << ": max rel error " << err);
-      // fp32 far under 1e-3, tf32 ~3e-4, 16-bit inputs with a 16-bit output 1e-3..1e-2.
-      CHECK(err < (t == DType::kFp32 ? 1e-4 : t == DType::kTf32 ? 3e-3 : 2e-2));
+      // The error relative to sum |a_p b_p| (check_sampled). fp32: K x 2^-24 = 1.6e-5 at most.
+      // tf32 rounds both inputs to 10 mantissa bits: each product off by at most 2 x 2^-10
+      // (truncation), 2e-3 in all; the bound is twice that. 16-bit inputs are exact, the
+      // 16-bit output rounds by 2^-8 (bf16) at most. On an H200 (cuBLAS 13.1) the former
+      // per-element check (error / |result|) read 0.6-2.3% for tf32: cancellation, not error.
+      CHECK(err < (t == DType::kFp32 ? 1e-4 : t == DType::kTf32 ? 4e-3 : 2e-2));
     }
   }
 }
