@@ -205,10 +205,12 @@ def h100_steps(r):
 def hopper_kernels(r):
     """The Hopper kernel fit of docs/calibration.md: leave-one-source-out error per family."""
     S, HK = 'configs/systems', 'data/public-measurements/hopper-kernels'
+    H200 = 'data/gpu-measurements/h200-2026-11-27'
     fit_dir = r.tmp / 'kernel-fit'
     fit_dir.mkdir(exist_ok=True)
     systems = [a for n in ('h100_sxm', 'h200', 'h800', 'pcie_8gpu', 'h100_nvl', 'gh200') for a in ('--system', f'{S}/{n}.json')]
     tables = [a for n in ('gemm', 'attention', 'memory_bound') for a in ('--measurements', f'{HK}/{n}.csv')]
+    tables += [a for n in ('gemm.jsonl', 'torch_attention.csv', 'torch_gemm.csv') for a in ('--measurements', f'{H200}/{n}')]
     j = r.json('perfcast', 'kernels', *systems, *tables, '--fit', f'{S}/h100_sxm.json', '--fit', f'{S}/h200.json',
                '--fit-dir', str(fit_dir))
     return {f['family']: f['held_out'] for f in j['summary']['by_family']}
@@ -309,8 +311,10 @@ def rows(r):
          f'{pct(moe["h100"]["geomean_abs"])} geomean held out (mean {pct(moe["h100"]["mape"])}; MoE host cost fitted '
          f'on the DGX A100 rows)' + (f'; pp 1 rows {span(pp1, 0)} {pp1_way}' if pp1 else '') +
          ' ([details](docs/transformers.md#mixture-of-experts-rows))'),
-        ('Hopper kernels: shipped H100 SXM / H200 calibrations fitted on public measurements',
-         'the public Hopper kernel tables (`data/public-measurements/hopper-kernels/`), each source left out in turn',
+        ('Hopper kernels: shipped H100 SXM / H200 calibrations fitted on public measurements and on perfcast\'s own '
+         'H200 measurements',
+         'the public Hopper kernel tables (`data/public-measurements/hopper-kernels/`) and 8,050 H200 kernels timed by '
+         'perfcast (`data/gpu-measurements/h200-2026-11-27/`), each source left out in turn',
          f'GEMM **{pct(hk["gemm"]["per_source_geomean_abs_error"])}**, attention '
          f'**{pct(hk["attention"]["per_source_geomean_abs_error"])}**, '
          f'memory-bound **{pct(hk["memory_bound"]["per_source_geomean_abs_error"])}** (geometric mean over the held-out '

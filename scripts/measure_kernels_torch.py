@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Times attention (PyTorch SDPA: flash and cuDNN backends, forward and backward) and GEMMs
 (fp8 per-tensor-scaled torch._scaled_mm, bf16 torch.matmul) on this machine's GPU and writes
-them in the columns of data/public-measurements/hopper-kernels/{attention,gemm}.csv, so that
-`perfcast kernels --measurements OUT/attention.csv OUT/gemm.csv` compares them with perfcast's
-predictions. These are the kernel families perfcast's own profiler (`perfcast profile`) does
+them in the columns of the public Hopper tables (data/public-measurements/hopper-kernels/attention.csv
+and gemm.csv), so that `perfcast kernels --measurements OUT/attention.csv OUT/gemm.csv` compares
+them with perfcast's predictions. These are the kernel families perfcast's own profiler (`perfcast profile`) does
 not time. Needs python3 with PyTorch and one CUDA GPU.
 
     scripts/measure_kernels_torch.py --out DIR [--seconds 60] [--source-id ID]
