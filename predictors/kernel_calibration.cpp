@@ -214,7 +214,11 @@ std::vector<std::string> model2_families(const KernelDesc& k) {
   if (const auto* a = std::get_if<AttentionDesc>(&k)) {
     const std::string pass = a->pass == AttentionPass::kForward ? "attention_forward" : "attention_backward";
     const std::string dtype(dtype_name(a->dtype));
-    return {pass + "." + std::string(attention_kernel_name(a->impl)) + "." + dtype, pass + "." + dtype};
+    const std::string impl = pass + "." + std::string(attention_kernel_name(a->impl));
+    // fp16 runs at bf16's tensor-core rate (H100/H200 datasheets): an fp16 kernel without a
+    // family of its own takes its implementation's bf16 family, and pools with bf16.
+    if (a->dtype == DType::kFp16) return {impl + ".fp16", impl + ".bf16", pass + ".bf16"};
+    return {impl + "." + dtype, pass + "." + dtype};
   }
   if (std::holds_alternative<ElementwiseDesc>(k)) return {"elementwise"};
   return {};

@@ -91,7 +91,8 @@ struct KernelCalibration {
 /// Kernel model 2: the families that may cover a kernel, most specific first: a GEMM's
 /// "gemm.<type>.<library>" (no library suffix for cuBLAS; <type> is "bf16" for bf16 and
 /// fp16, "fp8_block" for block-scaled fp8), then "gemm.<type>"; an attention's
-/// "attention_<pass>.<impl>.<dtype>", then "attention_<pass>.<dtype>"; "elementwise".
+/// "attention_<pass>.<impl>.<dtype>", then "attention_<pass>.<dtype>" (fp16: "<impl>.fp16",
+/// "<impl>.bf16", then "attention_<pass>.bf16": the same tensor-core rate); "elementwise".
 [[nodiscard]] std::vector<std::string> model2_families(const KernelDesc& k);
 
 /// Fits every family with at least 10 samples. `gpu` provides the peaks the work terms

@@ -91,6 +91,16 @@ TEST_CASE("kernel model 2: library families fall back to the dtype's", "[kernel_
   a.head_dim = 128;
   a.impl = AttentionKernel::kCudnn;
   CHECK(model2_families(a) == std::vector<std::string>{"attention_forward.cudnn.bf16", "attention_forward.bf16"});
+  // fp16 has bf16's tensor-core rate: without an fp16 family of its own, an fp16 kernel is
+  // predicted by its implementation's bf16 family, not by another implementation's fp16 one.
+  a.dtype = DType::kFp16;
+  a.impl = AttentionKernel::kFlash2;
+  CHECK(model2_families(a) ==
+        std::vector<std::string>{"attention_forward.flash2.fp16", "attention_forward.flash2.bf16", "attention_forward.bf16"});
+  const KernelCalibration cudnn_fp16_only =
+      model2({family("attention_forward.cudnn.fp16", 0.65, 0.9, 2e-6), family("attention_forward.flash2.bf16", 0.35, 0.9, 2e-6)});
+  const KernelCalibration flash_bf16_only = model2({family("attention_forward.flash2.bf16", 0.35, 0.9, 2e-6)});
+  CHECK(predict_with_calibration(a, h100, &cudnn_fp16_only).time == Approx(predict_with_calibration(a, h100, &flash_bf16_only).time));
 }
 
 TEST_CASE("attention work: the mask in 128 x 128 blocks, waves and head dims", "[kernel_model2]") {
