@@ -275,6 +275,11 @@ Sweep parse_sweep(const JsonDocument& doc) {
     if (type == "memcpy_grid") memcpy_grid(g, s.cases);
     if (type == "embedding_random") embedding_random(g, rng, s.cases);
   }
+  // An elementwise kernel timed after the L2 flush reads its operands from HBM: say so in its
+  // description, or the model serves working sets up to twice its L2 share from L2.
+  if (s.settings.flush_l2)
+    for (auto& c : s.cases)
+      if (auto* e = std::get_if<ElementwiseDesc>(&c.kernel)) e->cold_l2 = true;
   root.finish();
   return s;
 }

@@ -210,7 +210,7 @@ def hopper_kernels(r):
     fit_dir.mkdir(exist_ok=True)
     systems = [a for n in ('h100_sxm', 'h200', 'h800', 'pcie_8gpu', 'h100_nvl', 'gh200') for a in ('--system', f'{S}/{n}.json')]
     tables = [a for n in ('gemm', 'attention', 'memory_bound') for a in ('--measurements', f'{HK}/{n}.csv')]
-    tables += [a for n in ('gemm.jsonl', 'torch_attention.csv', 'torch_gemm.csv') for a in ('--measurements', f'{H200}/{n}')]
+    tables += [a for n in ('gemm.jsonl', 'memcpy_elementwise.jsonl', 'torch_attention.csv', 'torch_gemm.csv') for a in ('--measurements', f'{H200}/{n}')]
     j = r.json('perfcast', 'kernels', *systems, *tables, '--fit', f'{S}/h100_sxm.json', '--fit', f'{S}/h200.json',
                '--fit-dir', str(fit_dir))
     return {f['family']: f['held_out'] for f in j['summary']['by_family']}

@@ -120,6 +120,7 @@ TEST_CASE("the shipped elementwise and memcpy sweeps expand to their grids", "[p
   CHECK(e.cases.size() == 19 * 7);
   for (const auto& c : e.cases) {
     const auto& d = std::get<ElementwiseDesc>(c.kernel);
+    CHECK(d.cold_l2 == e.settings.flush_l2);  // timed after the L2 flush: operands come from HBM
     if (d.op == "bias_grad") {
       REQUIRE(c.bias_cols > 0);
       CHECK(d.elements % c.bias_cols == 0);
