@@ -52,6 +52,29 @@ KernelRow row(const std::string& source, KernelDesc k, Seconds time, const std::
 
 }  // namespace
 
+TEST_CASE("kernel model 2 picks the tile whose waves finish first, hand-worked", "[kernel_model2]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  // 3080 x 128 x 200 fp32 (SIMT tiles 64..128): 128 x 128 makes 25 tiles, one wave of
+  // 128 x 128; 64 x 64 makes 49 x 2 = 98 tiles, still one wave of 132 SMs, of a quarter the
+  // work: 2 x 64 x 64 x 200 FLOPs at 67 / 132 TFLOP/s per SM.
+  const GemmWork fp32 = gemm_work(GemmDesc{3080, 128, 200, 1, DType::kFp32}, h100, kHopperGemmTiling);
+  CHECK(fp32.compute_at_peak == Approx(2.0 * 64 * 64 * 200 / (67e12 / 132)));
+  // The spec tiling keeps the power of two above each edge: one wave of 128 x 128.
+  const GemmWork spec = gemm_work(GemmDesc{3080, 128, 200, 1, DType::kFp32}, h100, kSpecGemmTiling);
+  CHECK(spec.compute_at_peak == Approx(2.0 * 128 * 128 * 200 / (67e12 / 132)));
+  // 384 x 4104 x 72 bf16, waves x tile area: 128 x 256 gives 3 x 17 = 51 tiles, one wave
+  // (32768); 128 x 128 (99 tiles), 64 x 256 (102) one wave and 128 x 64 (195), 64 x 128 (198)
+  // two waves all give 16384; 64 x 64 gives 6 x 65 = 390 tiles, 3 waves: 12288, the least.
+  const GemmWork bf16 = gemm_work(GemmDesc{384, 4104, 72, 1, DType::kBf16}, h100, kHopperGemmTiling);
+  CHECK(bf16.compute_at_peak == Approx(3 * 2.0 * 64 * 64 * 72 / (989.4e12 / 132)));
+  // Never faster than the GEMM's FLOPs at the peak, whichever tile.
+  for (const auto& g : {GemmDesc{3080, 128, 200, 1, DType::kFp32}, GemmDesc{384, 4104, 72, 1, DType::kBf16},
+                        GemmDesc{33, 4097, 1000, 3, DType::kTf32}, GemmDesc{8192, 8192, 8192, 1, DType::kBf16}}) {
+    const GemmWork w = gemm_work(g, h100, kHopperGemmTiling);
+    CHECK(w.compute_at_peak >= w.flops / h100.peak(g.dtype) * (1 - 1e-12));
+  }
+}
+
 TEST_CASE("kernel model 2: a GEMM on Hopper tiles, hand-worked", "[kernel_model2]") {
   const GpuSpec h100 = gpu("h100_sxm");
   // 4096^3 bf16: tiles 128 x 256 -> 32 x 16 = 512 tiles, ceil(512 / 132) = 4 waves; per SM
