@@ -96,7 +96,7 @@ step() {
 # Extra seconds after a sweep's budget for the case under way and the file's close.
 margin=30
 
-log "1/6 [gpu] tests${tests_seconds:+ (at most $tests_seconds s each)}"
+log "1/6 [gpu] tests$([ "$tests_seconds" -gt 0 ] && echo " (at most $tests_seconds s each)")"
 step "profiler [gpu] tests" "$tests_seconds" bash -c "'$profiler_tests' '[gpu]' --durations yes > '$results/profiler_gpu_tests.log' 2>&1"
 tail -3 "$results/profiler_gpu_tests.log"
 step "validation [gpu] tests" "$tests_seconds" bash -c "'$validation_tests' '[gpu]' --durations yes > '$results/validation_gpu_tests.log' 2>&1"
@@ -157,7 +157,7 @@ for seed in $seeds; do
 done
 
 log "6/6 perfcast run beside perfcast predict (dlrm_default)"
-step "run dlrm_default" $((validate_seconds > 0 ? validate_seconds : 0)) "$perfcast" run --system "$system" --workload configs/workloads/dlrm_default.json --warmup 5 \
+step "run dlrm_default" "$validate_seconds" "$perfcast" run --system "$system" --workload configs/workloads/dlrm_default.json --warmup 5 \
   --iterations "$iterations" --json "$results/run_dlrm_default.json" --trace "$results/run_dlrm_default.trace.json"
 step "predict dlrm_default" 0 "$perfcast" predict --system "$system" --workload configs/workloads/dlrm_default.json \
   --json "$results/predict_dlrm_default.json"
