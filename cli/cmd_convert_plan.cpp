@@ -3,7 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/commands/convert_plan_command.hpp"
 
 namespace perfcast::cli {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "core/json_reader.hpp"
 #include "model/commands/index_stats_command.hpp"
 

@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/commands/kernels_command.hpp"
 
 namespace perfcast::cli {

@@ -8,7 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "core/deadline.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/predict/predict.hpp"

@@ -8,10 +8,14 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
+#include "core/json_text.hpp"
+#include "core/output_files.hpp"
+#include "core/run_context.hpp"
 #include "predictors/measurement.hpp"
 #include "profiler/bench_runner.hpp"
 #include "profiler/device_info.hpp"
@@ -23,6 +27,7 @@ namespace {
 struct ProfileArgs {
   std::vector<std::string> sweeps;
   std::string out;
+  std::string json;  ///< the --json result: FILE, "-" or "" (none)
   profiler::ProfileOptions options;
   double time_budget_s = 0;
   bool append = false;
@@ -38,7 +43,15 @@ int run_profile(const ProfileArgs& a) {
     sweeps.push_back(profiler::load_sweep(f));
     total += sweeps.back().cases.size();
   }
+  nlohmann::json result = {{"context", command_context("profile", a.sweeps)}, {"dry_run", a.dry_run}, {"sweeps", nlohmann::json::array()},
+                            {"cases", total}};
+  for (const auto& s : sweeps) {
+    result["sweeps"].push_back({{"file", s.file}, {"name", s.name}, {"cases", s.cases.size()}, {"warmup", s.settings.warmup},
+                                {"repetitions", s.settings.repetitions}, {"flush_l2", s.settings.flush_l2}});
+  }
   if (a.dry_run) {
+    if (!a.json.empty()) write_outputs({{a.json, json_text(result, 2) + "\n"}});
+    if (a.json == "-") return 0;
     for (const auto& s : sweeps) {
       std::cout << fmt::format("{}: sweep \"{}\", {} cases, {} warm-up + {} timed runs each{}\n", s.file, s.name,
                                s.cases.size(), s.settings.warmup, s.settings.repetitions,
@@ -47,6 +60,7 @@ int run_profile(const ProfileArgs& a) {
     std::cout << fmt::format("{} cases in all\n", total);
     return 0;
   }
+  if (!a.json.empty() && a.json != "-") check_output_targets({a.out, a.json});
   if (!profiler::cuda_support_built()) {
     log().error("perfcast profile needs a GPU: {}", run_gpu_binary());
     return 1;
@@ -81,6 +95,12 @@ int run_profile(const ProfileArgs& a) {
              summary.failed, summary.not_run, summary.timer, summary.cupti_error.empty() ? "" : " (" + summary.cupti_error + ")");
   for (const auto& f : summary.failures) log().warn("failed: {}", f);
   log().info("wrote {}", a.out);
+  if (!a.json.empty()) {
+    result.update({{"measured", summary.measured}, {"failed", summary.failed}, {"not_run", summary.not_run},
+                   {"timer", summary.timer}, {"cupti_error", summary.cupti_error}, {"failures", summary.failures},
+                   {"written", a.out}});
+    write_outputs({{a.json, json_text(result, 2) + "\n"}});
+  }
   return summary.measured == 0 && summary.failed > 0 ? 1 : 0;
 }
 
@@ -100,6 +120,7 @@ Action add_profile(CLI::App& app) {
   cmd->add_flag("--no-cupti", a->no_cupti, "time with CUDA events instead of CUPTI");
   cmd->add_flag("--progress,!--no-progress", a->options.progress, "progress bar on standard error (a terminal only)");
   cmd->add_flag("--dry-run", a->dry_run, "validate the sweeps and print their case counts; run nothing");
+  cmd->add_option("--json", a->json, "also write the sweeps' case counts and the run's summary as JSON to FILE, or - for standard output");
   a->options.progress = true;
   return [a]() {
     if (!a->dry_run && a->out.empty()) {

@@ -6,7 +6,7 @@
 #include "cli/commands.hpp"
 #include "model/commands/command_context.hpp"
 #include "cli/log.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/commands/trace_commands.hpp"
 
 namespace perfcast::cli {

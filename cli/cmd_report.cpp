@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/report/html_report.hpp"
 
 namespace perfcast::cli {

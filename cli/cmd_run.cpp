@@ -14,7 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/graph/sharding_plan.hpp"
 #include "model/graph/workload_spec.hpp"
 #include "perfcast/build_info.hpp"

@@ -9,7 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/log.hpp"
 #include "model/commands/command_context.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/graph/torchrec_plan.hpp"
 

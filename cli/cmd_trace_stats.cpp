@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "model/commands/trace_commands.hpp"
 
 namespace perfcast::cli {

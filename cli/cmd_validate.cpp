@@ -21,7 +21,7 @@
 #include "cli/gpu_binary.hpp"
 #include "cli/log.hpp"
 #include "model/commands/command_context.hpp"
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 #include "perfcast/build_info.hpp"
 #include "profiler/device_info.hpp"
 #include "core/json_reader.hpp"

@@ -5,17 +5,22 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "core/deadline.hpp"
+#include "core/output_files.hpp"
+#include "core/staged_output.hpp"
+#include "model/commands/calibrate_command.hpp"
 #include "model/commands/comm_command.hpp"
 #include "model/commands/command_context.hpp"
 #include "model/commands/convert_plan_command.hpp"
 #include "model/commands/index_stats_command.hpp"
 #include "model/commands/kernels_command.hpp"
+#include "model/commands/list_command.hpp"
 #include "model/commands/plan_command.hpp"
 #include "model/commands/shard_command.hpp"
 #include "model/commands/trace_commands.hpp"
@@ -158,8 +163,43 @@ std::string index_stats_json(const IndexStatsRequest& req, const std::string& ti
 std::string kernels_json(const KernelsRequest& req, const std::string& timeout) {
   py::gil_scoped_release release;
   const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
-  if (!req.fit_systems.empty()) throw ConfigError("fit", "", "fitting writes calibration files: use perfcast kernels --fit");
-  return run_kernels(req).json;
+  KernelsOutcome r = run_kernels(req);
+  write_outputs(r.calibrations);  // the fitted calibrations (fit=), whole or none
+  return std::move(r.json);
+}
+
+/// A calibration's result for the Python side: (the --json document or "" where the fit
+/// was refused before one, the errors that refuse it, the warnings). The calibration file
+/// is written (whole or not at all) unless the fit was refused.
+using CalibrateResult = std::tuple<std::string, std::vector<std::string>, std::vector<std::string>>;
+
+CalibrateResult finish_calibration(CalibrateOutcome r) {
+  if (!r.content.empty()) write_outputs({{r.out, r.content}});
+  return {std::move(r.json), std::move(r.errors), std::move(r.warnings)};
+}
+
+CalibrateResult calibrate_comms_json(const CalibrateCommsRequest& req, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  return finish_calibration(calibrate_comms(req));
+}
+
+CalibrateResult calibrate_kernels_json(const CalibrateKernelsRequest& req, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  return finish_calibration(calibrate_kernels(req));
+}
+
+CalibrateResult calibrate_runtime_json(const CalibrateRuntimeRequest& req, const std::string& timeout) {
+  py::gil_scoped_release release;
+  const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
+  check_output_targets({req.out});
+  return finish_calibration(calibrate_runtime(req));
+}
+
+std::string list_json(const std::string& systems) {
+  py::gil_scoped_release release;
+  return run_list(systems).json;
 }
 
 std::string report_html(const std::vector<std::string>& files, const std::string& title) {
@@ -227,6 +267,8 @@ PYBIND11_MODULE(_perfcast, m) {
       PyErr_SetObject(cls.ptr(), cls(std::string(e.what())).ptr());
     } catch (const DeadlineExceeded& e) {
       PyErr_SetString(PyExc_TimeoutError, e.what());  // timeout= passed before a result
+    } catch (const OutputError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());  // an output file that could not be written
     }
   });
   m.def("predict", &predict_json, py::arg("system"), py::arg("system_text"), py::arg("workload"), py::arg("workload_text"),
@@ -263,8 +305,12 @@ PYBIND11_MODULE(_perfcast, m) {
       [](const std::vector<std::string>& systems, const std::vector<std::string>& gemm, const std::vector<std::string>& attention,
          const std::vector<std::string>& memory_bound, const std::vector<std::string>& embedding,
          const std::vector<std::string>& measurements, const std::string& calibration, bool spec_derived,
-         bool leave_one_source_out, const std::string& timeout) {
+         bool leave_one_source_out, const std::vector<std::string>& fit, const std::string& fit_dir, const std::string& note,
+         const std::string& timeout) {
         KernelsRequest r;
+        r.fit_systems = fit;
+        r.fit_dir = fit_dir;
+        r.note = note;
         r.systems = systems;
         r.gemm = gemm;
         r.attention = attention;
@@ -277,8 +323,35 @@ PYBIND11_MODULE(_perfcast, m) {
         return kernels_json(r, timeout);
       },
       py::arg("systems"), py::arg("gemm"), py::arg("attention"), py::arg("memory_bound"), py::arg("embedding"),
-      py::arg("measurements"), py::arg("calibration"), py::arg("spec_derived"), py::arg("leave_one_source_out"),
-      py::arg("timeout"));
+      py::arg("measurements"), py::arg("calibration"), py::arg("spec_derived"), py::arg("leave_one_source_out"), py::arg("fit"),
+      py::arg("fit_dir"), py::arg("note"), py::arg("timeout"));
+  m.def(
+      "calibrate_comms",
+      [](const std::string& system, const std::vector<std::string>& logs, const std::string& collective, int ranks,
+         const std::string& out, bool leave_one_out, bool leave_one_source_out, bool force, const std::vector<std::string>& only,
+         const std::string& timeout) {
+        CalibrateCommsRequest r{system, logs, collective, ranks, out, leave_one_out, leave_one_source_out, force, only};
+        return calibrate_comms_json(r, timeout);
+      },
+      py::arg("system"), py::arg("logs"), py::arg("collective"), py::arg("ranks"), py::arg("out"), py::arg("leave_one_out"),
+      py::arg("leave_one_source_out"), py::arg("force"), py::arg("only"), py::arg("timeout"));
+  m.def(
+      "calibrate_kernels",
+      [](const std::string& system, const std::vector<std::string>& measurements, const std::string& out,
+         const std::vector<std::string>& families, const std::string& note, const std::string& timeout) {
+        CalibrateKernelsRequest r{system, measurements, out, families, note};
+        return calibrate_kernels_json(r, timeout);
+      },
+      py::arg("system"), py::arg("measurements"), py::arg("out"), py::arg("families"), py::arg("note"), py::arg("timeout"));
+  m.def(
+      "calibrate_runtime",
+      [](const std::string& system, const std::string& measurements, const std::string& out, const std::string& base, bool force,
+         const std::string& timeout) {
+        CalibrateRuntimeRequest r{system, measurements, out, base, force};
+        return calibrate_runtime_json(r, timeout);
+      },
+      py::arg("system"), py::arg("measurements"), py::arg("out"), py::arg("base"), py::arg("force"), py::arg("timeout"));
+  m.def("list", &list_json, py::arg("systems"));
   m.def("import_trace", &import_json, py::arg("kineto"), py::arg("et"), py::arg("name"), py::arg("batch"), py::arg("timeout"));
   m.def("replay", &replay_json, py::arg("kineto"), py::arg("et"), py::arg("host"), py::arg("kernels"), py::arg("infer_waits"),
         py::arg("system"), py::arg("calibration"), py::arg("ranks"), py::arg("steps"), py::arg("timeout"));

@@ -1,7 +1,9 @@
 """A PEP 517 build backend for `pip install .` that needs nothing from the network.
 
 The wheel is the package CMake assembles (python/CMakeLists.txt): perfcast/__init__.py,
-perfcast/torchrec.py and the pybind11 extension _perfcast. It is built in build-wheel/ of
+perfcast/torchrec.py and the pybind11 extension _perfcast, with the build's executables in
+perfcast/bin/ (`perfcast`, and `perfcast-gpu` where the build has CUDA), which the GPU
+commands (perfcast.profile, run, validate) run. It is built in build-wheel/ of
 the source tree (no tests, benches or CUDA parts; a second install rebuilds only what
 changed), or taken from an existing build folder named by PERFCAST_BUILD_DIR (e.g.
 PERFCAST_BUILD_DIR=build after `make test`). Only the standard library is used, so pip's
@@ -45,11 +47,19 @@ def _package_dir():
         configure += ["-G", "Ninja"]
     if not (build / "CMakeCache.txt").exists():
         subprocess.run(configure, check=True)
-    subprocess.run(["cmake", "--build", str(build), "--target", "perfcast_python", "-j", str(os.cpu_count() or 1)], check=True)
+    subprocess.run(["cmake", "--build", str(build), "--target", "perfcast_python", "perfcast", "-j", str(os.cpu_count() or 1)],
+                   check=True)
     package = build / "python" / NAME
     if not list(package.glob("_perfcast*.so")):
         raise RuntimeError("the build made no %s/_perfcast*.so: is pybind11 installed (scripts/install_deps.sh)?" % package)
     return package
+
+
+def _executables(package):
+    """The build's `perfcast` and `perfcast-gpu` (cli/ of the build folder that holds
+    python/perfcast), those that exist."""
+    cli = package.parent.parent / "cli"
+    return [cli / name for name in ("perfcast", "perfcast-gpu") if (cli / name).is_file()]
 
 
 def _metadata():
@@ -81,12 +91,21 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     for path in sorted(package.iterdir()):
         if path.is_file() and (path.suffix == ".py" or (path.name.startswith("_perfcast") and path.suffix == ".so")):
             files["%s/%s" % (NAME, path.name)] = path.read_bytes()
+    executables = set()
+    for exe in _executables(package):
+        name = "%s/bin/%s" % (NAME, exe.name)
+        files[name] = exe.read_bytes()
+        executables.add(name)
     files[info + "/METADATA"] = _metadata().encode()
     files[info + "/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: perfcast_build\nRoot-Is-Purelib: false\nTag: %s\n" % _tag()).encode()
     record = "".join(_record_line(name, data) for name, data in files.items()) + info + "/RECORD,,\n"
     target = pathlib.Path(wheel_directory) / wheel_name
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as wheel:
         for name, data in files.items():
-            wheel.writestr(name, data)
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            # A regular file (0o100000) with its mode: pip keeps the executable bit only for those.
+            entry.external_attr = (0o100755 if name in executables else 0o100644) << 16
+            wheel.writestr(entry, data)
         wheel.writestr(info + "/RECORD", record)
     return wheel_name

@@ -14,6 +14,7 @@ and other work not finished in time raises the built-in :class:`TimeoutError`.
 See docs/python.md.
 """
 
+import builtins as _builtins
 import json as _json
 import os as _os
 
@@ -33,8 +34,9 @@ class SimulationError(RuntimeError):
 
 from . import _perfcast  # noqa: E402  (the translator above needs the classes first)
 
-__all__ = ["ConfigError", "SimulationError", "predict", "predict_text", "comm", "shard", "convert_plan", "plan", "import_trace", "replay", "trace_stats",
-           "index_stats", "kernels", "report"]
+__all__ = ["ConfigError", "SimulationError", "FitRefused", "predict", "predict_text", "comm", "shard", "convert_plan", "plan",
+           "import_trace", "replay", "trace_stats", "index_stats", "kernels", "report", "list", "calibrate_comms",
+           "calibrate_kernels", "calibrate_runtime", "profile", "run", "validate"]
 
 
 def _document(value, kind, config_dir):
@@ -91,7 +93,7 @@ def _integer(value, name):
 def _list(values, name):
     if isinstance(values, (bytes, dict)) or not hasattr(values, "__iter__"):
         raise TypeError("%s: expected a list, got %s" % (name, type(values).__name__))
-    return list(values)
+    return _builtins.list(values)
 
 
 def _integers(values, name):
@@ -157,7 +159,7 @@ def comm(system, collective="all_reduce", sizes="8B:16GiB", ranks=0, nodes=0, co
     s, st = _document(system, "system", config_dir)
     if not isinstance(sizes, str):
         sizes = ",".join(v if isinstance(v, str) else "%dB" % _integer(v, "sizes") for v in _list(sizes, "sizes"))
-    if isinstance(nodes, (list, tuple)):
+    if isinstance(nodes, (_builtins.list, tuple)):
         nodes = ",".join(str(n) for n in _integers(nodes, "nodes"))
     else:
         nodes = str(_integer(nodes, "nodes")) if _integer(nodes, "nodes") != 0 else ""
@@ -252,12 +254,14 @@ def index_stats(indices=None, offsets=None, lengths=None, locality=None, stats=N
 
 
 def kernels(system, gemm=None, attention=None, memory_bound=None, embedding=None, measurements=None, calibration=None,
-            spec_derived=False, leave_one_source_out=False, timeout=None):
+            spec_derived=False, leave_one_source_out=False, fit=None, fit_dir=None, note="", timeout=None):
     """``perfcast kernels --json -``: single kernels on a system (``gemm``, ``attention``,
     ``memory_bound``, ``embedding``: a spec string such as "m=1,n=8192,k=8192,dtype=bf16" or a
     list of them), or every row of ``measurements`` files with its prediction and error.
-    ``system``: a system file or a list (measured rows use the one of their GPU). Fitting
-    (``perfcast kernels --fit``) writes files and stays on the command line."""
+    ``system``: a system file or a list (measured rows use the one of their GPU). ``fit``: a
+    system file or a list (``--fit``): fit those systems' GPUs' kernel-model-2 calibrations
+    on the measurements and write them (to ``fit_dir``, default ``../calibration/`` beside
+    each system file), all of them or none; ``note`` is recorded in them."""
     def specs(value, name):
         if value is None:
             return []
@@ -268,7 +272,76 @@ def kernels(system, gemm=None, attention=None, memory_bound=None, embedding=None
                                          specs(memory_bound, "memory_bound"), specs(embedding, "embedding"),
                                          _paths(measurements, "measurements"),
                                          _os.fspath(calibration) if calibration is not None else "", bool(spec_derived),
-                                         bool(leave_one_source_out), _timeout(timeout)))
+                                         bool(leave_one_source_out), _paths(fit, "fit"),
+                                         _os.fspath(fit_dir) if fit_dir is not None else "", str(note), _timeout(timeout)))
+
+
+def list(systems=None):  # noqa: A001  (the command's name; the built-in list stays reachable as builtins.list)
+    """``perfcast list --json -``: the built-in predictors and collective models with the
+    sources of their constants, and the system files of the folder ``systems`` (default:
+    configs/systems under the current folder, when it exists)."""
+    return _json.loads(_perfcast.list(_os.fspath(systems) if systems is not None else ""))
+
+
+class FitRefused(RuntimeError):
+    """A calibration that was refused (the command line's exit 1): a fit worse than the
+    model it replaces on held-out data, or measurements that do not constrain it. Nothing
+    was written. ``report`` is the fit report dict (``--json``) where one was produced,
+    else None."""
+
+    def __init__(self, message, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+def _calibration(result):
+    """The report dict of a calibration; FitRefused when it was refused; its warnings as
+    Python warnings."""
+    document, errors, warnings_ = result
+    if warnings_:
+        import warnings as _warnings
+        for w in warnings_:
+            _warnings.warn(w, stacklevel=3)
+    report = _json.loads(document) if document else None
+    if errors:
+        raise FitRefused("; ".join(errors), report)
+    return report
+
+
+def calibrate_comms(system, nccl_tests, collective=None, ranks=0, out=None, leave_one_out=False, leave_one_source_out=False,
+                    only=None, force=False, timeout=None):
+    """``perfcast calibrate comms --json -``: fit the collective model to nccl-tests logs or
+    measurement-table CSVs (``nccl_tests``: a path or a list) and write the calibration to
+    ``out`` (default: ``<system>.comms.json`` beside the system file). Returns the fit
+    report; raises :class:`FitRefused` (nothing written) when a fit is worse than the
+    spec-derived model on held-out sizes, unless ``force``."""
+    return _calibration(_perfcast.calibrate_comms(_os.fspath(system), _paths(nccl_tests, "nccl_tests"), collective or "",
+                                                  _integer(ranks, "ranks"), _os.fspath(out) if out is not None else "",
+                                                  bool(leave_one_out), bool(leave_one_source_out), bool(force),
+                                                  [str(o) for o in _list(only, "only")] if only is not None else [],
+                                                  _timeout(timeout)))
+
+
+def calibrate_kernels(system, measurements, out=None, families=None, note="", timeout=None):
+    """``perfcast calibrate kernels --json -``: fit the kernel predictors of ``system``'s
+    GPU to measurement JSONL files (``perfcast profile`` output) and write the calibration
+    to ``out`` (default: ``configs/calibration/<gpu>.json`` beside the systems folder);
+    ``families``: write only those fitted families. Returns the fit report."""
+    return _calibration(_perfcast.calibrate_kernels(_os.fspath(system), _paths(measurements, "measurements"),
+                                                    _os.fspath(out) if out is not None else "",
+                                                    [str(f) for f in _list(families, "families")] if families is not None else [],
+                                                    str(note), _timeout(timeout)))
+
+
+def calibrate_runtime(system, measurements, out, base=None, force=False, timeout=None):
+    """``perfcast calibrate runtime --json -``: fit a runtime profile's host cost per op to
+    measured iteration times (a CSV ``workload,measured[,set,plan,split]``) and write the
+    profile ``out`` (``NAME.json``, NAME its runtime name). Returns the fit report; raises
+    :class:`FitRefused` (nothing written) when the fit is worse than the base on held-out
+    runs (unless ``force``) or the runs do not constrain it."""
+    return _calibration(_perfcast.calibrate_runtime(_os.fspath(system), _os.fspath(measurements), _os.fspath(out),
+                                                    _os.fspath(base) if base is not None else "", bool(force),
+                                                    _timeout(timeout)))
 
 
 def import_trace(kineto, et=None, name="", batch=0, timeout=None):
@@ -287,3 +360,124 @@ def replay(kineto, et=None, host="measured", kernels="measured", infer_waits=Fal
                                         _os.fspath(system) if system is not None else "",
                                         _os.fspath(calibration) if calibration is not None else "", ranks, steps,
                                         _timeout(timeout))[0])
+
+
+# The commands that measure on a GPU (profile, run, validate) run in the `perfcast`
+# executable, which hands them to `perfcast-gpu` beside it, as on the command line: this
+# package, like `perfcast` itself, loads no CUDA library, and a measurement never shares
+# the calling process's CUDA context (a PyTorch session's, for instance).
+
+def _executable():
+    """The `perfcast` executable: $PERFCAST_EXECUTABLE, the one installed with this
+    package (perfcast/bin/), the build folder's (build/cli/ beside build/python/), or the
+    first on PATH."""
+    import shutil
+    named = _os.environ.get("PERFCAST_EXECUTABLE")
+    if named:
+        return named
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for candidate in (_os.path.join(here, "bin", "perfcast"), _os.path.join(here, "..", "..", "cli", "perfcast")):
+        if _os.path.isfile(candidate) and _os.access(candidate, _os.X_OK):
+            return _os.path.normpath(candidate)
+    found = shutil.which("perfcast")
+    if found:
+        return found
+    raise RuntimeError("no perfcast executable: install the package with its executables (pip install .), build the "
+                       "perfcast target, or set PERFCAST_EXECUTABLE")
+
+
+def _timeout_seconds(timeout):
+    """``timeout=`` in seconds for a child process: None, a number, or "500ms" / "30s" / "2min"."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, str):
+        text = timeout.strip()
+        for suffix, scale in (("ms", 1e-3), ("min", 60.0), ("s", 1.0)):
+            if text.endswith(suffix):
+                try:
+                    return float(text[:-len(suffix)]) * scale
+                except ValueError:
+                    break
+        raise ConfigError("timeout: expected seconds or a duration such as \"30s\", got %r" % timeout, "timeout", "")
+    return _seconds(timeout, "timeout")
+
+
+def _run_executable(args, timeout):
+    """`perfcast ARGS --json -` as a dict. Exit 2 (bad input) raises ConfigError, exit 1
+    (no GPU, a failed measurement) RuntimeError, each with the command's message."""
+    import subprocess
+    command = [_executable()] + [str(a) for a in args] + ["--json", "-"]
+    seconds = _timeout_seconds(timeout)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError("timeout=%s: %s did not finish in time" % (timeout, " ".join(command[:2]))) from None
+    # The command's log lines, without their level prefix ("error: ").
+    message = "\n".join(line[len("error: "):] if line.startswith("error: ") else line
+                        for line in done.stderr.strip().splitlines())
+    if done.returncode == 2:
+        raise ConfigError(message or "bad input (exit 2)", "", "")
+    if done.returncode != 0:
+        raise RuntimeError(message or "%s exited with %d" % (" ".join(command[:2]), done.returncode))
+    return _json.loads(done.stdout)
+
+
+def profile(sweep, out=None, device=0, offset=0, limit=0, time_budget=0, append=False, no_cupti=False, dry_run=False,
+            timeout=None):
+    """``perfcast profile --json -``: run microbenchmark sweeps (``sweep``: a sweep file or a
+    list) on a GPU and write their measurements (JSON lines) to ``out``; returns the sweeps'
+    case counts and the run's summary (``measured``, ``failed``, ``not_run``, ``timer``).
+    ``dry_run``: check the sweeps and count their cases, no GPU needed."""
+    args = ["profile", "--no-progress"]
+    for s in _paths(sweep, "sweep"):
+        args += ["--sweep", s]
+    if out is not None:
+        args += ["--out", _os.fspath(out)]
+    args += ["--device", _integer(device, "device"), "--offset", _integer(offset, "offset"), "--limit", _integer(limit, "limit"),
+             "--time-budget", repr(_seconds(time_budget, "time_budget"))]
+    args += (["--append"] if append else []) + (["--no-cupti"] if no_cupti else []) + (["--dry-run"] if dry_run else [])
+    return _run_executable(args, timeout)
+
+
+def run(system, workload, plan=None, iterations=20, warmup=5, seed=1, devices=0, measurements=None, trace=None, timeout=None):
+    """``perfcast run --json -``: train the workload's DLRM on this machine's GPU(s) with the
+    reference executor and return the measured iteration times. ``measurements`` /
+    ``trace``: also write the CUPTI kernel trace as measurement JSON lines / a Chrome trace.
+    Raises RuntimeError where there is no CUDA GPU (after checking the inputs)."""
+    args = ["run", "--system", _os.fspath(system), "--workload", _os.fspath(workload), "--iterations", _integer(iterations, "iterations"),
+            "--warmup", _integer(warmup, "warmup"), "--seed", _integer(seed, "seed"), "--devices", _integer(devices, "devices")]
+    if plan is not None:
+        args += ["--plan", _os.fspath(plan)]
+    if measurements is not None:
+        args += ["--measurements", _os.fspath(measurements)]
+    if trace is not None:
+        args += ["--trace", _os.fspath(trace)]
+    return _run_executable(args, timeout)
+
+
+def validate(system=None, configs=10, first=0, seed=1, name=None, out_dir=None, warmup=3, iterations=10, interaction="cat",
+             mlp_dtype="fp32", max_rows=None, dry_run=False, summarize=None, compare=None, timeout=None):
+    """``perfcast validate --json -``: random DLRM configs predicted on ``system`` and
+    measured with the reference executor (result lines appended under ``out_dir``);
+    ``dry_run``: generate and predict only (no GPU). ``summarize``: result files to
+    re-summarize; ``compare``: PyTorch result files to predict on ``system``."""
+    args = ["validate"]
+    if system is not None:
+        args += ["--system", _os.fspath(system)]
+    if summarize is not None:
+        args += ["--summarize"] + _paths(summarize, "summarize")
+    elif compare is not None:
+        args += ["--compare"] + _paths(compare, "compare")
+    else:
+        args += ["--configs", _integer(configs, "configs"), "--first", _integer(first, "first"), "--seed", _integer(seed, "seed"),
+                 "--warmup", _integer(warmup, "warmup"), "--iterations", _integer(iterations, "iterations"),
+                 "--interaction", str(interaction), "--mlp-dtype", str(mlp_dtype)]
+        if name is not None:
+            args += ["--name", str(name)]
+        if out_dir is not None:
+            args += ["--out-dir", _os.fspath(out_dir)]
+        if max_rows is not None:
+            args += ["--max-rows", _integer(max_rows, "max_rows")]
+        if dry_run:
+            args.append("--dry-run")
+    return _run_executable(args, timeout)

@@ -28,6 +28,16 @@ import perfcast
 print(perfcast.predict('$src/configs/systems/dgx_h100.json', '$src/configs/workloads/dlrm_default.json')['iteration_time_s'])")
 [ -n "$got" ] && [ "$got" = "$want" ] || { echo "FAIL the installed package predicts $got s, the build folder's $want s"; exit 1; }
 echo "ok   the installed package predicts as the build folder's ($got s)"
+if [ -x "$build/cli/perfcast" ]; then
+  cases=$(env -u PERFCAST_EXECUTABLE PATH=/usr/bin:/bin "$tmp/venv/bin/python" -c "
+import os, perfcast
+exe = perfcast._executable()
+assert exe.startswith(os.path.dirname(perfcast.__file__)), exe
+print(perfcast.profile('$src/configs/sweeps/memcpy.json', dry_run=True)['cases'])")
+  want=$("$build/cli/perfcast" profile --sweep "$src/configs/sweeps/memcpy.json" --dry-run --json - | "$python" -c "import json, sys; print(json.load(sys.stdin)['cases'])")
+  [ -n "$cases" ] && [ "$cases" = "$want" ] || { echo "FAIL the installed perfcast/bin/perfcast: profile dry run gave '$cases', the build's $want"; exit 1; }
+  echo "ok   the GPU commands run the installed perfcast/bin/perfcast ($cases memcpy cases in a dry run)"
+fi
 after=$(cd "$src" && git status --porcelain --ignored 2> /dev/null | wc -l)
 [ "$before" = "$after" ] || { echo "FAIL pip install . left files in the source tree"; (cd "$src" && git status --porcelain --ignored); exit 1; }
 echo "ok   nothing left in the source tree"

@@ -331,3 +331,131 @@ def test_workload_from_torchrec_model_description(src):
         perfcast.torchrec.workload_from_torchrec([tables[1], dict(tables[1], name="x", data_type="FP32")], base)
     with pytest.raises(perfcast.ConfigError, match="/tables/0/num_embeddings"):
         perfcast.torchrec.workload_from_torchrec([dict(tables[1], num_embeddings=0)], base)
+
+
+def test_list_equals_the_cli(src, cli):
+    systems = src / "configs/systems"
+    got = perfcast.list(systems)
+    assert without_date(got) == without_date(run_cli(cli, "list", "--systems", systems, "--json", "-"))
+    names = {s["file"].rsplit("/", 1)[-1] for s in got["systems"]}
+    assert "dgx_h100.json" in names and "aws_p5.json" in names
+    dgx = next(s for s in got["systems"] if s["file"].endswith("/dgx_h100.json"))
+    assert (dgx["gpus"], dgx["nodes"], dgx["gpus_per_node"]) == (8, 1, 8)  # one DGX H100: 8 GPUs on one node
+    assert all(p["source"] for p in got["predictors"])  # every predictor names the source of its constants
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.list(src / "no_such_folder")
+    assert list((1, 2)) == [1, 2]  # the package's list() does not shadow the built-in outside the package
+
+
+def test_calibrate_comms_writes_what_the_cli_writes(src, cli, tmp_path):
+    system = src / "configs/systems/aws_p5.json"
+    table = src / "data/public-measurements/nccl_two_node_p5.csv"
+    out = tmp_path / "p5.comms.json"
+    expected = run_cli(cli, "calibrate", "comms", "--system", system, "--nccl-tests", table, "--out", out,
+                       "--leave-one-source-out", "--json", "-")
+    cli_file = json.loads(out.read_text())
+    out.unlink()
+    got = perfcast.calibrate_comms(system, table, out=out, leave_one_source_out=True)
+    assert got == expected
+    assert got["written"] == str(out) and got["refused"] == []
+    written = json.loads(out.read_text())
+    for cal in (written, cli_file):
+        cal.pop("date", None)
+    assert written == cli_file
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.calibrate_comms(system, src / "configs/systems/dgx_h100.json", out=tmp_path / "x.json")
+    assert "dgx_h100.json" in str(e.value)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_calibrate_comms_refused_raises_and_writes_nothing(src, tmp_path):
+    # An 11-size all-to-all with +-50% alternating jitter on an alpha-beta law (as in
+    # tests/cli/calibrate_comms_test.sh): the refit is worse than the prior on held-out sizes.
+    log = tmp_path / "alltoall.txt"
+    lines = ["# Collective test starting: alltoall_perf"]
+    lines += ["#  Rank %d Group  0 Pid 5%d on node01 device %d [0x18] NVIDIA H100 80GB HBM3" % (r, r, r) for r in range(8)]
+    lines.append("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
+    for k in range(11):
+        s = 1048576 * 2 ** k
+        t = (30 + s * 7 / 8 / 300e3) * (0.6 if k % 2 else 1.5)
+        lines.append("%12d %12d float none -1 %10.2f 1 1 0 %10.2f 1 1 0" % (s, s // 4, t, t))
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "cal.json"
+    system = src / "configs/systems/cluster_4x_dgx_h100.json"
+    with pytest.raises(perfcast.FitRefused) as e:
+        perfcast.calibrate_comms(system, log, out=out)
+    assert "held-out geomean |error|" in str(e.value)
+    assert e.value.report["written"] is None and len(e.value.report["refused"]) == 1
+    assert not out.exists()
+    assert perfcast.calibrate_comms(system, log, out=out, force=True)["written"] == str(out)
+    assert out.exists()
+
+
+def test_calibrate_kernels_and_runtime_equal_the_cli(src, cli, tmp_path):
+    # 30 streaming-kernel measurements at 90% of the H100 SXM's 3.35 TB/s plus 3 us (as in
+    # tests/cli/cli_test.sh): the fitted memory efficiency is 0.9 by construction.
+    m = tmp_path / "m.jsonl"
+    rows = []
+    for i in range(1, 31):
+        n = i * 100000
+        t_us = 3 + n * 12 / (3.35e12 * 0.9) * 1e6
+        rows.append(json.dumps({"schema": "perfcast.measurement", "schema_version": "1.0",
+                                "kernel": {"family": "elementwise", "op": "add", "elements": n, "flops_per_element": 1,
+                                           "bytes_per_element": 12},
+                                "timing": {"timer": "cupti", "repetitions": 3, "median": "%.6fus" % t_us},
+                                "device": {"name": "test GPU"}}))
+    m.write_text("\n".join(rows) + "\n")
+    h100 = src / "configs/systems/h100_sxm.json"
+    out = tmp_path / "cal.json"
+    try:
+        expected = run_cli(cli, "calibrate", "kernels", "--system", h100, "--measurements", m, "--out", out, "--json", "-")
+    except subprocess.CalledProcessError as e:
+        pytest.fail(e.stderr)
+    cli_file = json.loads(out.read_text())
+    assert perfcast.calibrate_kernels(h100, m, out=out) == expected
+    assert expected["families"][0]["family"] == "elementwise" and expected["written"] == str(out)
+    written = json.loads(out.read_text())
+    assert abs(written["families"][0]["memory_efficiency"] - 0.9) < 1e-6
+    assert written == cli_file
+    # runtime: a bad measurements file is a ConfigError naming it, nothing written.
+    bad = tmp_path / "runs.csv"
+    bad.write_text("workload,measured\nconfigs/workloads/dlrm_default.json,oops\n")
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.calibrate_runtime(h100, bad, tmp_path / "mine.json")
+    assert "runs.csv" in str(e.value)
+    assert not (tmp_path / "mine.json").exists()
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.calibrate_runtime(h100, bad, tmp_path / "not a name.json")
+
+
+def test_gpu_commands_check_inputs_and_equal_the_cli_without_a_gpu(src, cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFCAST_EXECUTABLE", cli)
+    sweeps = [src / "configs/sweeps/gemm.json", src / "configs/sweeps/memcpy.json"]
+    got = perfcast.profile(sweeps, dry_run=True)
+    expected = run_cli(cli, "profile", "--sweep", sweeps[0], "--sweep", sweeps[1], "--dry-run", "--json", "-")
+    assert without_date(got) == without_date(expected)
+    assert got["cases"] == sum(s["cases"] for s in got["sweeps"]) and got["sweeps"][0]["cases"] == 6000
+    h100 = src / "configs/systems/h100_sxm.json"
+    got = perfcast.validate(h100, configs=3, seed=7, dry_run=True)
+    expected = run_cli(cli, "validate", "--system", h100, "--configs", 3, "--seed", 7, "--dry-run", "--json", "-")
+    for r in (got, expected):
+        r.pop("date")
+    assert without_date(got) == without_date(expected)
+    assert len(got["results"]) == 3 and all(r["predicted_s"] > 0 for r in got["results"])
+    small = src / "tests/data/validation_results_small.jsonl"
+    assert without_date(perfcast.validate(summarize=small)) == without_date(run_cli(cli, "validate", "--summarize", small, "--json", "-"))
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.run(h100, tmp_path / "missing.json")
+    assert "missing.json" in str(e.value)
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.profile(tmp_path / "no_sweep.json", dry_run=True)
+
+
+def test_run_without_a_gpu_raises_after_checking_inputs(src, cli, monkeypatch):
+    import shutil
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU may be present: perfcast run would measure (see the [gpu] tests)")
+    monkeypatch.setenv("PERFCAST_EXECUTABLE", cli)
+    with pytest.raises(RuntimeError) as e:
+        perfcast.run(src / "configs/systems/h100_sxm.json", src / "configs/workloads/dlrm_default.json", iterations=2, warmup=0)
+    assert "GPU" in str(e.value) and not isinstance(e.value, perfcast.ConfigError)

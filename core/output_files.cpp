@@ -1,4 +1,4 @@
-#include "cli/output_file.hpp"
+#include "core/output_files.hpp"
 
 #include <filesystem>
 #include <memory>
@@ -7,7 +7,7 @@
 #include "core/json_reader.hpp"
 #include "core/staged_output.hpp"
 
-namespace perfcast::cli {
+namespace perfcast {
 namespace {
 
 /// Refuses outputs that could only be written in part: two documents on standard
@@ -58,4 +58,4 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& files
   }
 }
 
-}  // namespace perfcast::cli
+}  // namespace perfcast

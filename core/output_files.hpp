@@ -1,5 +1,5 @@
 #pragma once
-/// \file output_file.hpp
+/// \file output_files.hpp
 /// Writes results whole or not at all (core/staged_output.hpp: an exclusive staging file
 /// with an unpredictable name beside the target, renamed over it; never through a link).
 /// "-" means standard output, whose failed writes are errors too.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace perfcast::cli {
+namespace perfcast {
 
 /// Writes every (path, content) pair; all contents must be computed before calling, so
 /// bad input never leaves a partial file. Throws OutputError on I/O failure.
@@ -19,4 +19,4 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& files
 /// output, a directory or other non-regular file, or one file named twice.
 void check_output_targets(const std::vector<std::string>& paths);
 
-}  // namespace perfcast::cli
+}  // namespace perfcast
