@@ -18,7 +18,8 @@ struct ReportOptions {
 
 Action add_report(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page with charts of perfcast result files "
-                                           "(predict, comm, shard, replay --json; validation .jsonl)");
+                                           "(the --json of predict, plan, comm, shard, replay, validate, kernels, trace-stats, "
+                                           "index-stats, calibrate and profile; validation .jsonl)");
   auto o = std::make_shared<ReportOptions>();
   cmd->add_option("results", o->inputs, "result files, one section each, in order")->required();
   cmd->add_option("--out", o->out, "HTML file to write, or - for standard output (default report.html)");

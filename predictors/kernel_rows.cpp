@@ -107,6 +107,13 @@ void set_caveats(KernelRow& r, const CsvTable& t) {
 
 void gemm_row(KernelRow& r, const CsvTable& t) {
   r.table = "gemm";
+  // The GEMM tables name their op gemm, gemv, batched_gemm or grouped_gemm...; another op
+  // with M, N and K (a convolution, say) is not a GEMM the model may stand for.
+  const std::string op = lower(r.op);
+  if (!op.empty() && !contains(op, "gemm") && !contains(op, "gemv")) {
+    r.not_expressible = fmt::format("op \"{}\" is not a GEMM (the GEMM model predicts gemm, gemv, batched and grouped GEMMs)", r.op);
+    return;
+  }
   GemmDesc g;
   g.m = t.count("M");
   g.n = t.count("N");

@@ -14,6 +14,7 @@
 #include "core/error_stats.hpp"
 #include "core/json_text.hpp"
 #include "core/limits.hpp"
+#include "core/run_context.hpp"
 #include "core/utc_time.hpp"
 #include "perfcast/build_info.hpp"
 #include "topology/collective_calibration.hpp"
@@ -394,8 +395,11 @@ CalibrateOutcome calibrate_comms(const CalibrateCommsRequest& a) {
     for (const auto& r : refused) outcome.errors.push_back("perfcast calibrate comms: refused: " + r);
     outcome.errors.push_back("nothing written (--force writes it anyway)");
   }
-  nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                   {"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}}},
+  std::vector<std::string> inputs{a.system};
+  inputs.insert(inputs.end(), a.logs.begin(), a.logs.end());
+  nlohmann::json context = command_context("calibrate comms", inputs);
+  context.update({{"system", s.name}, {"measurements", cal.sources}, {"calibration_file", out}});
+  nlohmann::json j = {{"context", context},
                       {"collectives", report},
                       {"refused", refused},
                       {"written", written ? nlohmann::json(out) : nlohmann::json()}};

@@ -7,6 +7,7 @@
 
 #include "core/json_reader.hpp"
 #include "core/json_text.hpp"
+#include "core/run_context.hpp"
 #include "core/utc_time.hpp"
 #include "model/commands/calibrate_command.hpp"
 #include "perfcast/build_info.hpp"
@@ -75,9 +76,11 @@ CalibrateOutcome calibrate_kernels(const CalibrateKernelsRequest& k) {
                     {"train_geomean_abs_error", f.train_geomean_abs_error}, {"heldout_samples", f.heldout_samples}});
   }
   outcome.content = kernel_calibration_to_json(cal);
-  const nlohmann::json j = {{"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit},
-                                         {"system", s.name}, {"gpu", s.gpu.name}, {"measured_gpu", cal.gpu},
-                                         {"calibration_file", outcome.out}}},
+  std::vector<std::string> inputs{k.system};
+  inputs.insert(inputs.end(), k.measurements.begin(), k.measurements.end());
+  nlohmann::json context = command_context("calibrate kernels", inputs);
+  context.update({{"system", s.name}, {"gpu", s.gpu.name}, {"measured_gpu", cal.gpu}, {"calibration_file", outcome.out}});
+  const nlohmann::json j = {{"context", context},
                             {"families", rows},
                             {"written", outcome.out}};
   outcome.json = json_text(j, 2) + "\n";

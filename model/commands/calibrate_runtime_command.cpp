@@ -5,11 +5,11 @@
 
 #include "core/json_reader.hpp"
 #include "core/json_text.hpp"
+#include "core/run_context.hpp"
 #include "core/units.hpp"
 #include "model/commands/calibrate_command.hpp"
 #include "model/predict/runtime_fit.hpp"
 #include "model/predict/runtime_profile.hpp"
-#include "perfcast/build_info.hpp"
 
 namespace perfcast {
 namespace {
@@ -27,9 +27,10 @@ std::string runtime_fit_json(const RuntimeFit& f, const CalibrateRuntimeRequest&
                     {"split", r.run.heldout ? "heldout" : "fit"}, {"measured_s", r.run.measured}, {"base_s", r.base},
                     {"fitted_s", r.fitted}});
   }
+  nlohmann::json context = command_context("calibrate runtime", {a.system, a.measurements});
+  context.update({{"system", a.system}, {"measurements", a.measurements}, {"base_runtime", f.base_runtime}, {"base_file", f.base_file}});
   nlohmann::json j = {
-      {"context", {{"perfcast_version", build_info::kVersion}, {"git_commit", build_info::kGitCommit}, {"system", a.system},
-                   {"measurements", a.measurements}, {"base_runtime", f.base_runtime}, {"base_file", f.base_file}}},
+      {"context", context},
       {"op_overhead_s", f.op_overhead},
       {"fit_runs", f.fit_runs},
       {"heldout_runs", f.heldout_runs},

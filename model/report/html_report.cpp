@@ -8,24 +8,30 @@
 #include "core/file_kind.hpp"
 #include "core/json_reader.hpp"
 #include "core/units.hpp"
+#include "model/report/html_sections.hpp"
 #include "model/report/svg_plot.hpp"
 
 namespace perfcast {
 
-namespace {
+namespace html {
 
-using nlohmann::json;
-
-/// A number at `key` of `j`, or 0 when absent or not a number.
-double num(const json& j, const char* key) {
+double num(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
-std::string str(const json& j, const char* key) {
+std::string str(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
+
+}  // namespace html
+
+namespace {
+
+using nlohmann::json;
+using html::num;
+using html::str;
 
 bool array_of_objects_with(const json& j, const char* key, const char* a, const char* b) {
   const auto it = j.find(key);
@@ -35,6 +41,15 @@ bool array_of_objects_with(const json& j, const char* key, const char* a, const 
 ReportInputKind kind_of(const json& j, const std::string& file) {
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object written by perfcast (predict, comm, shard, replay --json)");
   if (j.contains("iteration_time_s") && j.contains("ranks")) return ReportInputKind::kPredict;
+  // Before comm (whose results may be "tables"): index-stats has tables too.
+  if (str(j, "schema") == "perfcast.index_stats") return ReportInputKind::kIndexStats;
+  if ((j.contains("kernels") && j.contains("system")) || (j.contains("rows") && j.contains("not_expressible")))
+    return ReportInputKind::kKernels;
+  if (array_of_objects_with(j, "traces", "steps", "top_kernels")) return ReportInputKind::kTraceStats;
+  if (array_of_objects_with(j, "collectives", "collective", "samples") || array_of_objects_with(j, "families", "family", "heldout_samples") ||
+      array_of_objects_with(j, "runs", "measured_s", "fitted_s"))
+    return ReportInputKind::kCalibration;
+  if (j.contains("sweeps") && j.contains("cases") && j.contains("dry_run")) return ReportInputKind::kProfile;
   if (array_of_objects_with(j, "points", "settings", "result")) return ReportInputKind::kGrid;
   if (j.contains("plans") && j.contains("search") && j.at("plans").is_array()) return ReportInputKind::kPlan;
   if (j.contains("tables") || array_of_objects_with(j, "results", "busbw_GBps", "bytes")) return ReportInputKind::kComm;
@@ -46,7 +61,10 @@ ReportInputKind kind_of(const json& j, const std::string& file) {
                     "not a result perfcast can plot: expected predict --json (iteration_time_s, ranks), predict --sweep / "
                     "--compare --json (points with settings and result), plan --json (plans, search), comm --json "
                     "(results or tables), shard --json (baselines, best), replay --json (ranks with measured_s and "
-                    "simulated_s) or validation result lines (.jsonl)" + (kind.empty() ? std::string() : "; " + kind));
+                    "simulated_s), kernels --json (kernels, or rows and not_expressible), trace-stats --json (traces), "
+                    "index-stats --json (schema perfcast.index_stats), calibrate comms / kernels / runtime --json "
+                    "(collectives, families or runs), profile --json (sweeps, cases), validate --json or validation result "
+                    "lines (.jsonl)" + (kind.empty() ? std::string() : "; " + kind));
 }
 
 /// The file's name without folders.
@@ -54,6 +72,17 @@ std::string base_name(const std::string& file) {
   const auto slash = file.find_last_of('/');
   return slash == std::string::npos ? file : file.substr(slash + 1);
 }
+
+std::string context_line(const json& doc);
+
+}  // namespace
+
+std::string html::heading(const std::string& what, const ReportInput& in) {
+  return fmt::format("<h2>{}: {}</h2>\n{}", xml_escape(what), xml_escape(base_name(in.file)),
+                     context_line(in.doc.is_object() ? in.doc : json::object()));
+}
+
+namespace {
 
 std::string context_line(const json& doc) {
   const auto c = doc.find("context");
@@ -294,6 +323,24 @@ std::string scatter_section(const ReportInput& in, const json& rows, const char*
   return out + svg_scatter(what + ": predicted against measured", points, "ms", 1e3);
 }
 
+const char* report_kind_name(ReportInputKind kind) {
+  switch (kind) {
+    case ReportInputKind::kPredict: return "predict";
+    case ReportInputKind::kGrid: return "predict grid";
+    case ReportInputKind::kPlan: return "plan";
+    case ReportInputKind::kComm: return "comm";
+    case ReportInputKind::kShard: return "shard";
+    case ReportInputKind::kReplay: return "replay";
+    case ReportInputKind::kValidationLines: return "validation";
+    case ReportInputKind::kKernels: return "kernels";
+    case ReportInputKind::kTraceStats: return "trace-stats";
+    case ReportInputKind::kIndexStats: return "index-stats";
+    case ReportInputKind::kCalibration: return "calibration";
+    case ReportInputKind::kProfile: return "profile";
+  }
+  return "result";
+}
+
 std::string section(const ReportInput& in) {
   switch (in.kind) {
     case ReportInputKind::kPredict: return predict_section(in);
@@ -304,6 +351,11 @@ std::string section(const ReportInput& in) {
     case ReportInputKind::kReplay: return scatter_section(in, in.doc.at("ranks"), "simulated_s", "replay");
     case ReportInputKind::kValidationLines:
       return scatter_section(in, in.doc.is_array() ? in.doc : in.doc.at("results"), "predicted_s", "validate");
+    case ReportInputKind::kKernels: return html::kernels_section(in);
+    case ReportInputKind::kTraceStats: return html::trace_stats_section(in);
+    case ReportInputKind::kIndexStats: return html::index_stats_section(in);
+    case ReportInputKind::kCalibration: return html::calibration_section(in);
+    case ReportInputKind::kProfile: return html::profile_section(in);
   }
   return "";
 }
@@ -334,15 +386,7 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const std
     try {
       body += "<section>\n" + section(in) + "</section>\n";
     } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(in.file, "", fmt::format("unexpected structure for a {} result ({})",
-                                                 in.kind == ReportInputKind::kPredict  ? "predict"
-                                                 : in.kind == ReportInputKind::kGrid   ? "predict grid"
-                                                 : in.kind == ReportInputKind::kPlan   ? "plan"
-                                                 : in.kind == ReportInputKind::kComm   ? "comm"
-                                                 : in.kind == ReportInputKind::kShard  ? "shard"
-                                                 : in.kind == ReportInputKind::kReplay ? "replay"
-                                                                                       : "validation",
-                                                 e.what()));
+      throw ConfigError(in.file, "", fmt::format("unexpected structure for a {} result ({})", report_kind_name(in.kind), e.what()));
     }
   }
   return fmt::format(

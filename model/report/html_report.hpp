@@ -14,7 +14,14 @@
 ///   search covered and what screening rejected;
 /// - replay --json: simulated against measured step time per rank (scatter, y = x, bands);
 /// - validation result lines (JSON lines of schema perfcast.validation_result, as
-///   `perfcast validate` writes them): predicted against measured (scatter).
+///   `perfcast validate` writes them) or validate --json: predicted against measured (scatter);
+/// - kernels --json: predicted against measured per row with the errors per family and
+///   source, or single kernels' predicted times;
+/// - trace-stats --json: each traced step's split per rank, the kernels with the most time;
+/// - index-stats --json: per table, distinct and repeated rows per batch, accesses by reuse;
+/// - calibrate comms / kernels --json: held-out errors against the prior; calibrate runtime
+///   --json: fitted against measured runs;
+/// - profile --json: cases per sweep and what the run measured.
 
 #include <string>
 #include <vector>
@@ -23,7 +30,20 @@
 
 namespace perfcast {
 
-enum class ReportInputKind { kPredict, kGrid, kPlan, kComm, kShard, kReplay, kValidationLines };
+enum class ReportInputKind {
+  kPredict,
+  kGrid,
+  kPlan,
+  kComm,
+  kShard,
+  kReplay,
+  kValidationLines,
+  kKernels,
+  kTraceStats,
+  kIndexStats,
+  kCalibration,
+  kProfile
+};
 
 struct ReportInput {
   std::string file;

@@ -102,16 +102,31 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
                              const std::string& unit, double scale, bool last_part_is_free) {
   std::size_t longest = 0;
   for (const auto& b : bars) longest = std::max(longest, b.label.size());
-  // The whole chart fits the page's 900 px: a wide label column narrows the plot (to 300 px).
-  const int label_w = std::clamp(static_cast<int>(longest) * 7 + 12, 90, 420), value_w = 170, row_h = 18, top = 44;
-  const int plot_w = std::clamp(900 - label_w - value_w, 300, 560);
-  const int height = top + row_h * static_cast<int>(bars.size()) + 40;
+  // Each bar's value (and note), printed after its end: readable without hovering.
+  std::vector<std::string> texts;
+  std::size_t longest_text = 0;
   double max_total = 0;
   for (const auto& b : bars) {
-    double t = 0;
-    for (double v : b.values) t += usable(v) ? v * scale : 0;
-    max_total = std::max(max_total, t);
+    double total = 0, used = 0;
+    for (std::size_t i = 0; i < b.values.size() && i < parts.size(); ++i) {
+      if (!usable(b.values[i])) continue;
+      total += b.values[i] * scale;
+      if (!last_part_is_free || i + 1 < parts.size()) used += b.values[i] * scale;
+    }
+    max_total = std::max(max_total, total);
+    const std::string value = !(total > 0)       ? std::string()
+                              : last_part_is_free ? number(used) + " of " + number(total) + " " + unit
+                                                  : number(total) + " " + unit;
+    texts.push_back(value + (b.note.empty() ? "" : (value.empty() ? "" : ", ") + b.note));
+    longest_text = std::max(longest_text, texts.back().size());
   }
+  // The chart fits the page's 900 px where it can: a wide label column or long values narrow
+  // the plot (to 240 px); beyond that the drawing grows and the page scales it, so that no
+  // label or value is clipped (about 7 px per character of labels, 6.5 of values).
+  const int label_w = std::clamp(static_cast<int>(longest) * 7 + 12, 90, 420), row_h = 18, top = 44;
+  const int value_w = std::max(170, static_cast<int>(static_cast<double>(longest_text) * 6.5) + 12);
+  const int plot_w = std::clamp(900 - label_w - value_w, 240, 560);
+  const int height = top + row_h * static_cast<int>(bars.size()) + 40;
   const std::vector<double> ticks = nice_ticks(max_total);
   const double axis_max = ticks.back() > 0 ? ticks.back() : 1;
   std::string out = open_svg(label_w + plot_w + value_w, height, title);
@@ -127,7 +142,7 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
   for (std::size_t r = 0; r < bars.size(); ++r) {
     const int y = top + row_h * static_cast<int>(r);
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 6, y + 12, xml_escape(bars[r].label));
-    double x = label_w, total = 0, used = 0;
+    double x = label_w;
     const std::string style = bars[r].muted ? " fill-opacity=\"0.35\" stroke=\"#555\" stroke-dasharray=\"3,2\"" : "";
     for (std::size_t i = 0; i < bars[r].values.size() && i < parts.size(); ++i) {
       const double v = bars[r].values[i];
@@ -137,14 +152,8 @@ std::string svg_stacked_bars(const std::string& title, const std::vector<std::st
                          y + 2, w, row_h - 4, colour(i), style, xml_escape(bars[r].label + " " + parts[i]), number(v * scale),
                          xml_escape(unit));
       x += w;
-      total += v * scale;
-      if (!last_part_is_free || i + 1 < parts.size()) used += v * scale;
     }
-    // The bar's value (and note) after its end: readable without hovering.
-    const std::string value = !(total > 0)       ? std::string()
-                              : last_part_is_free ? number(used) + " of " + number(total) + " " + unit
-                                                  : number(total) + " " + unit;
-    const std::string text = value + (bars[r].note.empty() ? "" : (value.empty() ? "" : ", ") + bars[r].note);
+    const std::string& text = texts[r];
     if (!text.empty())
       out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#333\">{}</text>\n", x + 4, y + 12, xml_escape(text));
   }

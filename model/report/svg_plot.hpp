@@ -30,8 +30,10 @@ struct StackedBar {
 /// One horizontal bar per row, split into `parts` (a legend names them), its total printed
 /// after it (and its note). `unit` names the axis ("ms"); values are multiplied by `scale`
 /// for display (e.g. 1e3 for seconds -> ms). The label column is as wide as the longest
-/// label (about 7 px per character, 90 to 420 px), so that no label is clipped; the plot
-/// takes what is left of 900 px (300 to 560 px).
+/// label (about 7 px per character, 90 to 420 px) and the value column as the longest value
+/// and note (6.5 px per character, at least 170 px), so that none is clipped; the plot takes
+/// what is left of 900 px (240 to 560 px), and the drawing is wider than 900 px only when
+/// both columns need it.
 /// `last_part_is_free`: the last part is headroom (free memory), and the printed value is
 /// "used of total" ("27.3 of 74.5 GiB").
 [[nodiscard]] std::string svg_stacked_bars(const std::string& title, const std::vector<std::string>& parts,

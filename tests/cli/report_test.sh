@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# perfcast report: an HTML page from predict, comm, shard and replay results and validation
-# lines; well-formed XHTML with one SVG chart per plot; bad input exits 2 and writes
+# perfcast report: an HTML page from predict, comm, shard and replay results, validation
+# lines, kernels, trace-stats, index-stats, calibrate and profile results; well-formed XHTML with one SVG chart per plot; bad input exits 2 and writes
 # nothing; rendered to a PNG by headless Chromium where it is installed.
 # Usage: report_test.sh PERFCAST_BINARY SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
@@ -85,6 +85,51 @@ titles = [t.text for t in root.findall(".//s:svg/s:title", ns)]
 assert "per-rank host memory (tables in host memory)" in titles, titles
 texts = [t.text or "" for t in root.findall(".//s:text", ns)]
 assert any(" of " in t and t.endswith(" GiB") for t in texts), texts
+PY
+
+# Measured and fitted results: kernels (single and measured rows), trace-stats, index-stats,
+# the three calibrations and a profile dry run, one section each.
+h100=$src/configs/systems/h100_sxm.json
+"$perfcast" -q kernels --system "$h100" --gemm m=1,n=8192,k=8192,dtype=bf16 --gemm m=4096,n=4096,k=4096,dtype=bf16 \
+  --json "$tmp/kernels_single.json" > /dev/null
+{ echo "row_id,source_id,source_url,source_date,gpu,gpu_class,software,implementation,op,dtype,layout,M,N,K,batch_or_groups,time_us,tflops,gbps,derived_fields,measurement,transcription,notes"
+  echo "g1,hand,https://example.invalid,2026-01-01,H100 SXM,H100,x,cuBLAS,gemm,bf16,TN,4096,4096,4096,1,250,,,,,,"
+  echo "g2,hand,https://example.invalid,2026-01-01,H100 SXM,H100,x,cuBLAS,gemm,bf16,TN,8192,8192,8192,1,1800,,,,,,"
+  echo "g3,hand,https://example.invalid,2026-01-01,H100 SXM,H100,x,cuBLAS,conv,bf16,TN,1,1,1,1,10,,,,,,"
+} > "$tmp/rows.csv"
+"$perfcast" -q kernels --system "$h100" --measurements "$tmp/rows.csv" --json "$tmp/kernels_rows.json" > /dev/null
+"$perfcast" -q trace-stats "$src/tests/data/kineto_rank0.json" "$src/tests/data/kineto_rank1.json" --json "$tmp/trace_stats.json" > /dev/null
+"$perfcast" -q index-stats --locality "$src/data/dlrm-datasets-locality/locality_stats_2021_t856_bs65536.txt" --json "$tmp/index_stats.json" > /dev/null
+"$perfcast" -q calibrate comms --system "$src/configs/systems/aws_p5.json" --nccl-tests "$src/data/public-measurements/nccl_two_node_p5.csv" \
+  --out "$tmp/p5.comms.json" --leave-one-source-out --json "$tmp/cal_comms.json" > /dev/null
+"$perfcast" -q profile --sweep "$src/configs/sweeps/memcpy.json" --dry-run --json "$tmp/profile.json" > /dev/null
+measured=("$tmp/kernels_single.json" "$tmp/kernels_rows.json" "$tmp/trace_stats.json" "$tmp/index_stats.json" "$tmp/cal_comms.json" "$tmp/profile.json")
+"$perfcast" report "${measured[@]}" --out "$tmp/measured.html" > /dev/null
+check "kernels, trace-stats, index-stats, calibrate and profile results: one section each, by hand" python3 - "$tmp/measured.html" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+sections = root.findall(".//h:section", ns)
+assert len(sections) == 6, len(sections)
+heads = [s.find("h:h2", ns).text for s in sections]
+assert [h.split(":")[0] for h in heads] == ["kernels", "kernels", "trace-stats (measured)", "index-stats (measured indices)",
+                                            "calibrate comms", "profile (dry run)"], heads
+texts = lambda sec: [t.text or "" for t in sec.findall(".//s:text", ns)]
+# Single kernels: two bars with their predictor. Measured rows: 2 expressible rows (the conv
+# row is named as not expressible), 2 scatter markers.
+assert sum("gemm.calibrated" in t for t in texts(sections[0])) == 2, texts(sections[0])
+paras = lambda sec: " ".join(p.text or "" for p in sec.findall("h:p", ns))
+assert "3 measured rows: 2 predicted, 1 not expressible" in paras(sections[1]), paras(sections[1])
+assert len(sections[1].findall(".//s:circle", ns)) == 2
+# trace-stats: one bar per traced step (2 ranks x 1 step).
+assert sum(t.startswith("rank ") and " step " in t for t in texts(sections[2])) == 2, texts(sections[2])
+# index-stats: the 2021 locality file's tables, each in both charts.
+assert "table(s)" in paras(sections[3])
+# calibrate comms: a fitted and a prior bar, one bar per source left out (2 sources).
+assert sum(t.startswith("without ") for t in texts(sections[4])) == 2, texts(sections[4])
+assert "p5.comms.json" in paras(sections[4])
+# profile: the memcpy sweep's cases.
+assert any(t.startswith("90 cases") for t in texts(sections[5])), texts(sections[5])
 PY
 
 [ "$fails" = 0 ] && echo "all report tests passed" || { echo "$fails failed"; exit 1; }

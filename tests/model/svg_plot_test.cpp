@@ -59,6 +59,19 @@ TEST_CASE("stacked bars: widths proportional to the values on a 560 px axis", "[
   CHECK(svg.find("</svg>") != std::string::npos);
 }
 
+TEST_CASE("stacked bars: a long value note widens its column instead of being clipped", "[report][svg]") {
+  // Labels "r" (2 characters with the gap: label column 90 px). The note makes the printed
+  // text "6000 cases, " + 60 characters = 72 characters: 72 x 6.5 + 12 = 480 px of value
+  // column, so the plot narrows from 560 to 900 - 90 - 480 = 330 px and the drawing stays
+  // 900 px wide; the bar of the axis maximum (6000 of 6000) is 330 px.
+  const std::string note(60, 'x');
+  const std::string svg = svg_stacked_bars("t", {"cases"}, {{"r", {6000}, note}}, "cases", 1.0);
+  CHECK(svg.find("width=\"900\"") != std::string::npos);
+  CHECK(count(svg, "width=\"330.0\"") == 1);
+  // A short note keeps the 170 px value column: 900 - 90 - 170 = 640 px, capped at the 560 px plot.
+  CHECK(count(svg_stacked_bars("t", {"cases"}, {{"r", {6000}, "n"}}, "cases", 1.0), "width=\"560.0\"") == 1);
+}
+
 TEST_CASE("scatter: one marker per valid point, the y = x line, bad points left out", "[report][svg]") {
   const std::string svg = svg_scatter("s", {{1e-3, 1.1e-3, "a"}, {2e-3, 1.9e-3, "b"}, {0, 1e-3, "zero"}, {1e-3, -1, "negative"}}, "ms", 1e3);
   CHECK(count(svg, "<circle") == 2);

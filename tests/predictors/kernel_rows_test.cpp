@@ -57,9 +57,10 @@ TEST_CASE("GEMM rows: shape, type, library and caveats", "[kernel_rows]") {
                            "fp16,l,1,8192,8192,1,83.744,1.6,,f,triton.testing.do_bench median,script,n\n"
                            "g3,mf,u,d,H100 SXM,H100 SXM,s,torch.mm,gemm,bf16,l,2048,2048,13312,1,140.6,794.5,,f,mamf-finder; best shape "
                            "of a sweep,hand,n\n"
-                           "g4,x,u,d,H100 SXM,H100 SXM,s,torch.mm,gemm,int8,l,2048,2048,2048,1,40,,,f,m,script,n\n");
+                           "g4,x,u,d,H100 SXM,H100 SXM,s,torch.mm,gemm,int8,l,2048,2048,2048,1,40,,,f,m,script,n\n"
+                           "g5,x,u,d,H100 SXM,H100 SXM,s,cudnn,conv2d,bf16,l,2048,2048,2048,1,40,,,f,m,script,n\n");
   const auto rows = read_kernel_rows(p);
-  REQUIRE(rows.size() == 4);
+  REQUIRE(rows.size() == 5);
   const auto& g = std::get<GemmDesc>(rows[0].kernels.at(0));
   CHECK((g.m == 256 && g.n == 4096 && g.k == 7168 && g.batch == 4));
   CHECK(g.dtype == DType::kFp8);
@@ -79,6 +80,9 @@ TEST_CASE("GEMM rows: shape, type, library and caveats", "[kernel_rows]") {
   // int8 has no GEMM model: kept, with the reason.
   CHECK(rows[3].kernels.empty());
   CHECK(rows[3].not_expressible.find("int8") != std::string::npos);
+  // A convolution in a GEMM table has M, N and K, but no GEMM stands for it: kept, named.
+  CHECK(rows[4].kernels.empty());
+  CHECK(rows[4].not_expressible.find("\"conv2d\" is not a GEMM") != std::string::npos);
 }
 
 TEST_CASE("bad rows name the file and the row", "[kernel_rows]") {

@@ -356,7 +356,7 @@ def test_calibrate_comms_writes_what_the_cli_writes(src, cli, tmp_path):
     cli_file = json.loads(out.read_text())
     out.unlink()
     got = perfcast.calibrate_comms(system, table, out=out, leave_one_source_out=True)
-    assert got == expected
+    assert without_date(got) == without_date(expected)
     assert got["written"] == str(out) and got["refused"] == []
     written = json.loads(out.read_text())
     for cal in (written, cli_file):
@@ -412,7 +412,7 @@ def test_calibrate_kernels_and_runtime_equal_the_cli(src, cli, tmp_path):
     except subprocess.CalledProcessError as e:
         pytest.fail(e.stderr)
     cli_file = json.loads(out.read_text())
-    assert perfcast.calibrate_kernels(h100, m, out=out) == expected
+    assert without_date(perfcast.calibrate_kernels(h100, m, out=out)) == without_date(expected)
     assert expected["families"][0]["family"] == "elementwise" and expected["written"] == str(out)
     written = json.loads(out.read_text())
     assert abs(written["families"][0]["memory_efficiency"] - 0.9) < 1e-6
