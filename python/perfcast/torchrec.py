@@ -239,3 +239,94 @@ def workload_from_torchrec(tables, base, constraints=None, batch_size=None, name
                             "sample from ParameterConstraints.pooling_factors, TorchRec's planner default %.1f where none; "
                             "index distribution uniform (the description has none)" % (len(out_tables), DEFAULT_POOLING_FACTOR))
     return workload
+
+
+def _system_document(base):
+    """(system dict, folder its relative names resolve against) of a path or dict."""
+    if isinstance(base, (str, _os.PathLike)):
+        with open(base) as f:
+            return _json.load(f), _os.path.dirname(_os.path.abspath(_os.fspath(base)))
+    if isinstance(base, dict):
+        return _json.loads(_json.dumps(base)), _os.getcwd()
+    raise TypeError("base: expected a perfcast system path or dict, got %s" % type(base).__name__)
+
+
+def _topology_capacity(topology, key):
+    """hbm_cap / ddr_cap of a Topology: from its devices' storage (every device the same;
+    perfcast models one GPU type per system), or the constructor's keyword in a dict.
+    None when absent."""
+    devices = _field(topology, "devices", None)
+    if devices:
+        caps = {getattr(getattr(d, "storage", None), key[:3], None) if not isinstance(d, dict)
+                else (d.get("storage") or {}).get(key[:3]) for d in devices}
+        if len(caps) > 1:
+            _bad("/devices", "devices of different %s capacities (%s): perfcast models one GPU type per system"
+                 % (key[:3].upper(), ", ".join(str(c) for c in sorted(caps, key=str))))
+        return caps.pop()
+    return _field(topology, key, None)
+
+
+def system_from_torchrec(topology, base, name=None):
+    """A perfcast system dict from a TorchRec planner ``Topology`` (the object, or a dict
+    of its constructor's keywords: ``world_size``, ``compute_device``, ``hbm_cap``,
+    ``ddr_cap``, ``local_world_size``, ...).
+
+    ``base``: a perfcast system (path or dict) of the same GPU and fabric: its GPU, NVLink,
+    network and CPU are kept. The topology gives the shape (``local_world_size`` GPUs per
+    node, ``world_size / local_world_size`` nodes), each GPU's memory (``hbm_cap``, bytes)
+    and the host memory (``ddr_cap`` per GPU, bytes, times the GPUs per node). TorchRec's
+    bandwidths (``intra_host_bw``, ``inter_host_bw``, ``hbm_mem_bw``, ``ddr_mem_bw``) are
+    its planner's cost-model constants, not the machine's: they are recorded in the system's
+    sources and not used (perfcast's collective and kernel models use the base's fabric and
+    GPU). A CPU topology, a world size that is not a multiple of the local world size, or
+    devices of different capacities raise :class:`perfcast.ConfigError` naming the field."""
+    system, folder = _system_document(base)
+    if system.get("schema") != "perfcast.system":
+        _bad("/schema", "base: expected a perfcast system (schema \"perfcast.system\")")
+    device = _field(topology, "compute_device", "cuda")
+    if device != "cuda":
+        _bad("/compute_device", "compute_device %r: perfcast predicts GPU training (\"cuda\")" % (device,))
+    world = _field(topology, "world_size", None)
+    local = _field(topology, "local_world_size", None) or world
+    for value, key in ((world, "world_size"), (local, "local_world_size")):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            _bad("/" + key, "expected a positive integer, got %r" % (value,))
+    if world % local:
+        _bad("/world_size", "world_size %d is not a multiple of local_world_size %d (GPUs per node)" % (world, local))
+    gpu = system.get("gpu")
+    if isinstance(gpu, str):  # another system file whose GPU this one uses
+        referenced, _ = _system_document(_os.path.join(folder, gpu))
+        gpu = referenced.get("gpu")
+    if not isinstance(gpu, dict):
+        _bad("/gpu", "base: expected the system's GPU (an object, or the name of a system file with one)")
+    gpu = dict(gpu)
+    hbm, ddr = _topology_capacity(topology, "hbm_cap"), _topology_capacity(topology, "ddr_cap")
+    recorded = []
+    for value, key in ((hbm, "hbm_cap"), (ddr, "ddr_cap")):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            _bad("/" + key, "expected bytes (a positive integer), got %r" % (value,))
+    if hbm is not None:
+        gpu["memory"] = "%dB" % hbm
+        recorded.append("hbm_cap %d B per GPU" % hbm)
+    system["gpu"] = gpu
+    system["gpus_per_node"] = local
+    system["nodes"] = world // local
+    if ddr is not None:
+        host = dict(system.get("host_memory") or {})
+        host["capacity"] = "%dB" % (ddr * local)
+        system["host_memory"] = host
+        recorded.append("ddr_cap %d B per GPU (host memory %d B per node)" % (ddr, ddr * local))
+    unused = ["%s=%s" % (k, _field(topology, k)) for k in ("intra_host_bw", "inter_host_bw", "hbm_mem_bw", "ddr_mem_bw")
+              if _field(topology, k, None) is not None]
+    system["name"] = name if name is not None else "%s (TorchRec topology: %d x %d GPUs)" % (system.get("name", "system"),
+                                                                                              world // local, local)
+    sources = system.setdefault("sources", {})
+    sources["topology"] = ("TorchRec planner Topology: world_size %d, local_world_size %d%s; GPU, NVLink, network and CPU from "
+                           "the base system%s" % (world, local, "; " + "; ".join(recorded) if recorded else "",
+                                                  "; TorchRec's cost-model bandwidths recorded, not used: " + ", ".join(unused)
+                                                  if unused else ""))
+    # A system read from a dict resolves its calibration files against config_dir; keep the
+    # base's folder for them.
+    if isinstance(base, (str, _os.PathLike)) and isinstance(system.get("collective_calibration"), str):
+        system["collective_calibration"] = _os.path.join(folder, system["collective_calibration"])
+    return system

@@ -333,6 +333,34 @@ def test_workload_from_torchrec_model_description(src):
         perfcast.torchrec.workload_from_torchrec([dict(tables[1], num_embeddings=0)], base)
 
 
+def test_system_from_torchrec_topology(src):
+    import types
+    GiB = 2 ** 30
+    base = src / "configs/systems/dgx_h100.json"
+    # As the constructor's keywords: 16 GPUs, 8 per host, 40 GiB of HBM and 128 GiB of DDR per GPU.
+    kwargs = {"world_size": 16, "compute_device": "cuda", "hbm_cap": 40 * GiB, "ddr_cap": 128 * GiB, "local_world_size": 8,
+              "intra_host_bw": 600e9, "inter_host_bw": 12.5e9}
+    s = perfcast.torchrec.system_from_torchrec(kwargs, base)
+    assert (s["nodes"], s["gpus_per_node"]) == (2, 8)
+    assert s["gpu"]["memory"] == "%dB" % (40 * GiB) and s["host_memory"]["capacity"] == "%dB" % (8 * 128 * GiB)
+    assert "intra_host_bw=600000000000.0" in s["sources"]["topology"] and "not used" in s["sources"]["topology"]
+    # As a Topology object: capacities from its devices' storage (TorchRec's DeviceHardware).
+    devices = [types.SimpleNamespace(rank=r, storage=types.SimpleNamespace(hbm=40 * GiB, ddr=128 * GiB)) for r in range(16)]
+    topo = types.SimpleNamespace(world_size=16, local_world_size=8, compute_device="cuda", devices=devices)
+    assert perfcast.torchrec.system_from_torchrec(topo, base)["gpu"] == s["gpu"]
+    # It predicts 16 GPUs with 40 GiB each (the DGX H100 has 80 GiB).
+    r = perfcast.predict(s, src / "configs/workloads/dlrm_default.json", config_dir=src / "configs/systems")
+    assert len(r["ranks"]) == 16
+    assert {rank["memory"]["capacity_bytes"] for rank in r["ranks"]} == {40 * GiB}
+    with pytest.raises(perfcast.ConfigError, match="not a multiple of local_world_size 8"):
+        perfcast.torchrec.system_from_torchrec(dict(kwargs, world_size=12), base)
+    with pytest.raises(perfcast.ConfigError, match="/compute_device"):
+        perfcast.torchrec.system_from_torchrec(dict(kwargs, compute_device="cpu"), base)
+    devices[3] = types.SimpleNamespace(rank=3, storage=types.SimpleNamespace(hbm=80 * GiB, ddr=128 * GiB))
+    with pytest.raises(perfcast.ConfigError, match="one GPU type"):
+        perfcast.torchrec.system_from_torchrec(topo, base)
+
+
 def test_list_equals_the_cli(src, cli):
     systems = src / "configs/systems"
     got = perfcast.list(systems)
