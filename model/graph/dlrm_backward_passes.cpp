@@ -146,7 +146,7 @@ void add_embedding_exchange_backward(const RankContext& c, RankDraft& d) {
     d.embedding_grads_ready.push_back(node_ready);
   }
   if (d.node_rs >= 0) {
-    CollectiveDesc ag{CollectiveKind::kAllGather, double(c.w.batch_size) * c.my_node_dims() * 4.0, {}};
+    CollectiveDesc ag{CollectiveKind::kAllGather, double(c.w.batch_size) * c.my_node_output_bytes(), {}};
     d.embedding_grads_ready.push_back(d.add(c.coll("output_dist.table_row_wise.backward",
                                                    numbered("output_dist.table_row_wise.backward.node", c.rank / c.gpus_per_node),
                                                    Phase::kBackward, ag, {node_ready}, c.node_group())));

@@ -62,13 +62,14 @@ void capture_in_graph(RankProgram& p) {
 
 namespace {
 
-std::vector<double> node_dims(const ShardingPlan& plan, int nodes, int gpus_per_node) {
+/// Per node, the pooled-output bytes per sample of its table_row_wise / grid blocks.
+std::vector<double> node_output_bytes(const ShardingPlan& plan, int nodes, int gpus_per_node) {
   std::vector<double> out(static_cast<std::size_t>(nodes), 0.0);
   for (const auto& t : plan.tables) {
     if (!node_reduced(t.type)) continue;
     // One column block per shard at row 0; a block's shards share one node.
     for (const auto& sh : t.shards)
-      if (sh.row_offset == 0) out[static_cast<std::size_t>(sh.rank / gpus_per_node)] += static_cast<double>(sh.cols);
+      if (sh.row_offset == 0) out[static_cast<std::size_t>(sh.rank / gpus_per_node)] += static_cast<double>(sh.cols) * t.output_bytes;
   }
   return out;
 }
@@ -110,7 +111,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
   keys.resize(n);
   for (auto& k : keys) k.clear();
   Shape shape;
-  shape.node_dims = node_dims(plan, world_ / gpus_per_node_, gpus_per_node_);
+  shape.node_output_bytes = node_output_bytes(plan, world_ / gpus_per_node_, gpus_per_node_);
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     const auto type = plan.tables[t].type;
     shape.sparse = shape.sparse || type != ShardingType::kDataParallel;
@@ -152,7 +153,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
     // The rank's current program becomes previous_[r]; the older one lends its storage.
     RankProgram recycled;
     if (!full) recycled = std::exchange(previous_[r], std::move(graph_.ranks[r]));
-    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_dims, link_);
+    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, shape.node_output_bytes, link_);
     graph_.ranks[r] = dlrm::build_dlrm_rank_program(context, std::move(recycled));
   }
   if (changes) {

@@ -86,7 +86,7 @@ class DlrmGraphBuilder {
   };
   struct Shape {
     bool sparse = false, pooled = false, row_wise = false, node = false, hybrid = false;
-    std::vector<double> node_dims;
+    std::vector<double> node_output_bytes;
     bool operator==(const Shape&) const = default;
   };
   struct State;

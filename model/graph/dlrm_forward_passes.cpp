@@ -137,8 +137,8 @@ void add_embedding_exchange(const RankContext& c, RankDraft& d) {
   }
   const bool node_comm = c.world > 1 && c.has_node_reduced();
   const int node = c.rank / c.gpus_per_node;
-  if (node_comm && c.my_node_dims() > 0) {
-    CollectiveDesc rs{CollectiveKind::kReduceScatter, double(c.w.batch_size) * c.my_node_dims() * 4.0, {}};
+  if (node_comm && c.my_node_output_bytes() > 0) {
+    CollectiveDesc rs{CollectiveKind::kReduceScatter, double(c.w.batch_size) * c.my_node_output_bytes(), {}};
     d.node_rs = d.add(c.coll("output_dist.table_row_wise", numbered("output_dist.table_row_wise.node", node), Phase::kForward,
                              rs, deps_of(d.lookup), c.node_group()));
     d.embeddings_ready.push_back(d.node_rs);

@@ -29,7 +29,7 @@ int CollectiveTable::group(const std::vector<int>& ranks) {
 }
 
 RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int world_, int gpus_per_node_, int rank_,
-                         CollectiveTable& colls_, const std::vector<double>& node_dims_, HostLink host_link_)
+                         CollectiveTable& colls_, const std::vector<double>& node_output_bytes_, HostLink host_link_)
     : w(w_),
       plan(plan_),
       world(world_),
@@ -37,7 +37,7 @@ RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int worl
       rank(rank_),
       batch(w_.batch_size / world_),
       colls(colls_),
-      node_dims(node_dims_),
+      node_output_bytes(node_output_bytes_),
       host_link(host_link_) {
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     for (const auto& sh : plan.tables[t].shards) {
@@ -122,7 +122,7 @@ Op RankContext::cross_node_op(std::string name, Phase phase, std::vector<int> de
     for (std::size_t i = 0; i < un; ++i)
       for (std::size_t k = 0; k < un; ++k) {
         if (i == k) continue;
-        const double bytes = double(batch) * node_dims[i] * 4.0;
+        const double bytes = double(batch) * node_output_bytes[i];
         (transpose ? pairs[k * un + i] : pairs[i * un + k]) = bytes;
       }
     return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
@@ -163,7 +163,8 @@ std::vector<double> RankContext::hybrid_pairs() const {
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     if (plan.tables[t].type != ShardingType::kHybrid) continue;
     for (const auto& sh : plan.tables[t].shards)
-      per_src[static_cast<std::size_t>(sh.rank)] += double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * 4.0;
+      per_src[static_cast<std::size_t>(sh.rank)] +=
+          double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * plan.tables[t].output_bytes;
   }
   std::vector<double> m(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
@@ -194,7 +195,7 @@ std::vector<double> RankContext::output_pairs() const {
     if (!exchanged_by_all_to_all(t)) continue;
     for (const auto& sh : plan.tables[t].shards) {
       const double rows_per_sample = w.tables[t].sequence ? shard_pooling(t, sh) : 1.0;
-      per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * 4.0;
+      per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * plan.tables[t].output_bytes;
     }
   }
   std::vector<double> m(un * un, 0.0);
@@ -204,10 +205,11 @@ std::vector<double> RankContext::output_pairs() const {
 }
 
 double RankContext::rw_bytes() const {
-  double dims = 0;
+  double per_sample = 0;
   for (std::size_t t = 0; t < plan.tables.size(); ++t)
-    if (plan.tables[t].type == ShardingType::kRowWise && !w.tables[t].sequence) dims += double(w.tables[t].dim);
-  return double(w.batch_size) * dims * 4.0;
+    if (plan.tables[t].type == ShardingType::kRowWise && !w.tables[t].sequence)
+      per_sample += double(w.tables[t].dim) * plan.tables[t].output_bytes;
+  return double(w.batch_size) * per_sample;
 }
 
 std::vector<double> RankContext::bottom_output_pairs() const {
@@ -217,6 +219,19 @@ std::vector<double> RankContext::bottom_output_pairs() const {
   for (std::size_t j = 0; j < static_cast<std::size_t>(world); ++j)
     if (j != from) pairs[from * static_cast<std::size_t>(world) + j] = bytes;
   return pairs;
+}
+
+DType RankContext::lookup_output_dtype(bool dp) const {
+  // The kernel model depends on the output's bytes per element only: 2-byte outputs (FP16,
+  // BF16) as fp16, 1-byte ones as fp8; FP32 otherwise, and where the tables differ.
+  double bytes = 0;
+  for (const auto& ref : local) {
+    if ((ref.type == ShardingType::kDataParallel) != dp) continue;
+    const double b = plan.tables[ref.table].output_bytes;
+    if (bytes != 0 && b != bytes) return DType::kFp32;
+    bytes = b;
+  }
+  return bytes == 2 ? DType::kFp16 : bytes == 1 ? DType::kFp8 : DType::kFp32;
 }
 
 std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, bool dp) const {
@@ -254,6 +269,7 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
                                             EmbeddingStorage::kHbm, 0.0, spec.sequence});
     }
   }
+  e.output_dtype = lookup_output_dtype(dp);
   if (host_tables) {  // only then: HBM-only kernels keep one descriptor whatever the system's host link
     e.host_to_device = host_link.host_to_device;
     e.device_to_host = host_link.device_to_host;

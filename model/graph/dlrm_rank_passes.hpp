@@ -90,9 +90,10 @@ struct ShardRef {
 /// the graph-wide collective table (shared by all ranks of one build).
 class RankContext {
  public:
-  /// `node_dims`: per node, the columns of its table_row_wise / grid blocks (dlrm node_dims()).
+  /// `node_output_bytes`: per node, the pooled-output bytes per sample of its table_row_wise /
+  /// grid blocks (dlrm_builder.cpp node_output_bytes()).
   RankContext(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
-              const std::vector<double>& node_dims, HostLink host_link = {});
+              const std::vector<double>& node_output_bytes, HostLink host_link = {});
 
   const DlrmSpec& w;
   const ShardingPlan& plan;
@@ -101,7 +102,7 @@ class RankContext {
   int rank;
   std::int64_t batch;  ///< local batch: global batch / ranks
   CollectiveTable& colls;
-  const std::vector<double>& node_dims;  ///< per node: columns of its table_row_wise / grid blocks
+  const std::vector<double>& node_output_bytes;  ///< per node: pooled-output bytes per sample of its table_row_wise / grid blocks
   std::vector<ShardRef> local;           ///< this rank's shards, in table order
   HostLink host_link;                    ///< to host memory (tables stored there)
 
@@ -140,7 +141,7 @@ class RankContext {
   /// The concatenated features are wider than the GEMMs' type: autocast casts them first.
   [[nodiscard]] bool interaction_cast() const { return interaction_bytes() > act_bytes(); }
   /// Columns of the table_row_wise / grid blocks of this rank's node.
-  [[nodiscard]] double my_node_dims() const { return node_dims[static_cast<std::size_t>(rank / gpus_per_node)]; }
+  [[nodiscard]] double my_node_output_bytes() const { return node_output_bytes[static_cast<std::size_t>(rank / gpus_per_node)]; }
 
   // ---- what the plan holds ----
   [[nodiscard]] bool has_sparse_tables() const;
@@ -171,7 +172,7 @@ class RankContext {
   /// Pooled all-to-all of table_row_wise / grid outputs across nodes, between the ranks
   /// of this rank's local index: after the intra-node reduce-scatter the member on node i
   /// holds the reduced rows of the local batches of its peers, and sends node k's member
-  /// b x (node i's block columns) x 4 B. `transpose`: the backward (gradients back).
+  /// b x (node i's block output bytes per sample). `transpose`: the backward (gradients back).
   [[nodiscard]] Op cross_node_op(std::string name, Phase phase, std::vector<int> deps, bool transpose) const;
   /// All-to-allv of all ranks with byte matrix `pairs` (row: sender), computed once per
   /// graph; `transpose` swaps senders and receivers (the backward of a forward exchange).
@@ -196,8 +197,11 @@ class RankContext {
   /// L_i the indices per sample that fall on i's shard (a Poisson count, as the indices of a
   /// bag are drawn independently); nothing to itself.
   [[nodiscard]] std::vector<double> hybrid_pairs() const;
-  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x 4
-  /// (pooled tables only).
+  /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x
+  /// each table's output bytes (pooled tables only).
+  /// The dtype the local lookups (data-parallel ones when `dp`) write their pooled output in,
+  /// from their tables' output_bytes (TorchRec's output_dtype).
+  [[nodiscard]] DType lookup_output_dtype(bool dp) const;
   [[nodiscard]] double rw_bytes() const;
   /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups,
   /// hybrid shards their share of the infrequent rows' lookups.

@@ -54,20 +54,20 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     m.reserved = s.gpu.memory * options.reserved_share;
     m.host_capacity = s.host_memory.per_rank(s.gpus_per_node);
   }
-  double pooled_dims = 0;
+  double pooled_bytes = 0;  // per sample, in each table's output dtype
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& spec = w.tables[t];
     const bool dp = plan.tables[t].type == ShardingType::kDataParallel;
     // Row-split shards (row_wise, table_row_wise, grid) see their share of the lookups.
     const bool rw = splits_rows(plan.tables[t].type);
-    pooled_dims += static_cast<double>(spec.dim) * (spec.sequence ? spec.pooling : 1.0);  // sequence: every row
+    pooled_bytes += static_cast<double>(spec.dim) * (spec.sequence ? spec.pooling : 1.0) * plan.tables[t].output_bytes;  // sequence: every row
     for (const auto& sh : plan.tables[t].shards) {
       auto& m = out[static_cast<std::size_t>(sh.rank)];
       const double cols = static_cast<double>(sh.cols), rows = static_cast<double>(sh.rows);
       const ShardFootprint f = shard_footprint(w, plan.tables[t], sh);
       m.embedding += f.device;
       m.host += f.host;
-      // Inputs (indices + offsets) and fp32 outputs of this shard: one row per bag, or per
+      // Inputs (indices + offsets) and outputs (in its output dtype) of this shard: one row per bag, or per
       // index for a sequence table.
       const double batch = dp ? b : global;
       const bool hybrid = plan.tables[t].type == ShardingType::kHybrid;
@@ -76,7 +76,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
                            : hybrid ? infrequent * rows / static_cast<double>(spec.rows - plan.tables[t].frequent_rows)
                                     : 1.0;
       const double out_rows = spec.sequence ? batch * spec.pooling * share : batch;
-      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * 4;
+      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * plan.tables[t].output_bytes;
     }
   }
   // Hybrid tables' frequent rows: on every rank, with their optimizer state, a dense gradient
@@ -89,7 +89,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     const double lookups = b * spec.pooling * hybrid_frequent_share(spec, ts, w.batch_size);
     for (auto& m : out) {
       m.embedding += embedding_weight_and_state_bytes(w, rows, cols) + rows * cols * 4;
-      m.io += depth * (lookups + b) * w.index_bytes + b * cols * 4;
+      m.io += depth * (lookups + b) * w.index_bytes + b * cols * ts.output_bytes;
     }
   }
   const double params = w.dense_parameters();
@@ -104,7 +104,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
   // DCNv2: each cross layer keeps its input (width), V x (rank) and W V x + b (width).
   if (w.interaction == Interaction::kDcnV2)
     saved += w.dcn_layers * b * (2.0 * static_cast<double>(w.interaction_width()) + static_cast<double>(w.dcn_rank)) * act;
-  const double received = b * pooled_dims * 4;  // the local batch's pooled (sequence: all) rows from every table
+  const double received = b * pooled_bytes;  // the local batch's pooled (sequence: all) rows from every table
   const bool hybrid = w.bottom_mlp_rank >= 0;
   for (auto& m : out) {
     const bool bottom_here = !hybrid || m.rank == w.bottom_mlp_rank;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -79,6 +80,46 @@ void require_sequence_sharding(const JsonObject& entry, const EmbeddingTableSpec
   entry.fail("sharding_type", fmt::format("table \"{}\" is a sequence (EmbeddingCollection) table: TorchRec shards those "
                                           "table_wise, row_wise, column_wise or data_parallel, not {}",
                                           spec.name, sharding_type_name(t)));
+}
+
+namespace {
+
+/// TorchRec's DataType members (torchrec/types.py) and their bytes per element.
+constexpr std::array<std::pair<const char*, double>, 10> kDataTypeBytes{{{"FP32", 4},
+                                                                          {"FP16", 2},
+                                                                          {"BF16", 2},
+                                                                          {"INT64", 8},
+                                                                          {"INT32", 4},
+                                                                          {"INT8", 1},
+                                                                          {"UINT8", 1},
+                                                                          {"INT4", 0.5},
+                                                                          {"INT2", 0.25},
+                                                                          {"NFP8", 1}}};
+
+}  // namespace
+
+void parse_output_dtype(const JsonObject& t, TableSharding& ts) {
+  ts.output_dtype.clear();
+  ts.output_bytes = 4;
+  const auto v = t.find("output_dtype");
+  if (!v || v->raw().is_null()) return;
+  std::vector<std::string> members;
+  for (const auto& [name, bytes] : kDataTypeBytes) members.emplace_back(name);
+  std::string name;
+  if (v->raw().is_number_integer()) {
+    name = members[static_cast<std::size_t>(v->as_integer(0, static_cast<std::int64_t>(members.size()) - 1))];
+  } else {
+    name = v->as_string();
+    if (name.rfind("DataType.", 0) == 0) name = name.substr(9);
+  }
+  for (const auto& [member, bytes] : kDataTypeBytes) {
+    if (name == member) {
+      ts.output_dtype = member;
+      ts.output_bytes = bytes;
+      return;
+    }
+  }
+  v->fail(fmt::format("expected a DataType ({}), got \"{}\"", fmt::join(members, ", "), v->as_string()));
 }
 
 void parse_compute_kernel(const JsonObject& t, TableSharding& ts) {
@@ -336,6 +377,7 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
         {"data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "grid", "hybrid"}));
     require_sequence_sharding(t, spec, ts.type);
     parse_compute_kernel(t, ts);
+    parse_output_dtype(t, ts);
     const JsonArray ranks = t.array("ranks");
     ranks.require_size(1, static_cast<std::size_t>(world_size));
     std::set<int> unique_ranks;
@@ -354,6 +396,8 @@ ShardingPlan parse_plan(const JsonDocument& doc, const DlrmSpec& w, int world_si
                                                              : hybrid_frequent_rows(spec, w.batch_size, world_size);
       TableSharding hybrid = hybrid_sharding(spec, world_size, frequent);
       hybrid.storage = ts.storage;
+      hybrid.output_dtype = ts.output_dtype;
+      hybrid.output_bytes = ts.output_bytes;
       if (ts.storage != EmbeddingStorage::kHbm) t.fail("compute_kernel", "a hybrid table is in HBM (compute_kernel fused)");
       t.finish();
       plan.tables[it->second] = hybrid;

@@ -99,6 +99,13 @@ struct TableSharding {
   double cache_load_factor = 0;
   /// hybrid: the hottest rows, replicated on every rank (the shards hold the others).
   std::int64_t frequent_rows = 0;
+  /// TorchRec's ParameterSharding output_dtype as its DataType member name ("FP16"), ""
+  /// when the plan does not say (FP32, TorchRec's default).
+  std::string output_dtype;
+  /// Bytes per element of the table's pooled output (of output_dtype: FP32 4, FP16 / BF16
+  /// 2, ...), which its output all-to-all or reduce-scatter moves, its lookup writes and
+  /// its output buffer holds.
+  double output_bytes = 4;
 };
 
 /// TorchRec's compute_kernel of a table: "dense" for data_parallel, else the storage's name.
@@ -154,6 +161,11 @@ struct ShardingPlan {
 /// (TorchRec's CacheParams) may give load_factor in (0, 1] and algorithm "lru"; its other
 /// fields must be null. Quantized and key-value kernels are refused with ConfigError.
 void parse_compute_kernel(const JsonObject& entry, TableSharding& t);
+
+/// Reads a plan entry's `output_dtype` (TorchRec's DataType: the member's name, str() of it
+/// such as "DataType.FP16", or its value; absent or null: FP32) into t.output_dtype and
+/// t.output_bytes; ConfigError naming the members otherwise.
+void parse_output_dtype(const JsonObject& entry, TableSharding& t);
 
 /// "" when `ts.shards` (read from a sharding_spec) tile `spec` as `ts.type` requires: a
 /// data_parallel table one full shard on each of its ranks; the other types column blocks of

@@ -50,7 +50,7 @@ void check_enum(const JsonValue& v, const std::string& enum_name, const std::vec
 /// ParameterSharding fields that change neither time nor memory in perfcast's model, or
 /// that it does not model (the storage of key-value tables): checked (types and TorchRec's
 /// enum members) and recorded in `recorded`. Enum members: FBGEMM's BoundsCheckMode (an
-/// IntEnum, 0-6) and TorchRec's DataType (torchrec/types.py).
+/// IntEnum, 0-6). output_dtype is modelled (parse_output_dtype, sharding_plan.hpp).
 void check_recorded_fields(const JsonObject& t, std::set<std::string>& recorded) {
   const auto present = [&](const char* key) -> std::optional<JsonValue> {
     auto v = t.find(key);
@@ -62,8 +62,6 @@ void check_recorded_fields(const JsonObject& t, std::set<std::string>& recorded)
   if (auto v = present("stochastic_rounding")) (void)v->as_bool();
   if (auto v = present("bounds_check_mode"))
     check_enum(*v, "BoundsCheckMode", {"FATAL", "WARNING", "IGNORE", "NONE", "V2_IGNORE", "V2_WARNING", "V2_FATAL"});
-  if (auto v = present("output_dtype"))
-    check_enum(*v, "DataType", {"FP32", "FP16", "BF16", "INT64", "INT32", "INT8", "UINT8", "INT4", "INT2", "NFP8"});
   if (auto v = present("key_value_params")) (void)v->as_object();
 }
 
@@ -126,6 +124,7 @@ TableSharding parse_table(const JsonObject& t, const EmbeddingTableSpec& spec, i
   require_sequence_sharding(t, spec, ts.type);
   parse_compute_kernel(t, ts);
   check_recorded_fields(t, recorded);
+  parse_output_dtype(t, ts);
   std::optional<JsonValue> ranks_v = t.find("ranks");
   if (ranks_v && ranks_v->raw().is_null()) ranks_v.reset();
   if (ranks_v) {

@@ -14,8 +14,11 @@
 /// a data_parallel table has no spec (null or absent) and, when `ranks` is given, lists
 /// every rank. ShardingPlan._serialize()'s output is read as well: {"plan": {module:
 /// {table: {...}}}} with each table's shards as "shards" beside its other fields.
+/// output_dtype is modelled: the bytes per element of the table's pooled output, which its
+/// output all-to-all or reduce-scatter moves, its lookup writes and its buffers hold
+/// (TableSharding::output_bytes; FP32 when absent or null).
 /// ParameterSharding's other fields (enforce_hbm, stochastic_rounding, bounds_check_mode,
-/// output_dtype, key_value_params, and cache_params' reserved_memory, precision, stats,
+/// key_value_params, and cache_params' reserved_memory, precision, stats,
 /// multipass_prefetch_config) are checked against TorchRec's types and enum members and
 /// recorded, not modelled: the plan's source names them.
 

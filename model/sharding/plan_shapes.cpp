@@ -99,6 +99,7 @@ std::string plan_to_json(const ShardingPlan& p, const DlrmSpec& w, int world_siz
       entry["sharding_spec"] = spec;
     }
     if (ts.storage == EmbeddingStorage::kHostUvmCaching) entry["cache_params"] = {{"algorithm", "lru"}, {"load_factor", ts.cache_load_factor}};
+    if (!ts.output_dtype.empty()) entry["output_dtype"] = ts.output_dtype;
     tables[w.tables[i].name] = std::move(entry);
   }
   nlohmann::json j = {{"schema", "perfcast.plan"}, {"schema_version", "1.0"}, {"world_size", world_size}, {"tables", tables}};
@@ -112,6 +113,7 @@ std::size_t table_sharding_hash(const TableSharding& t) {
   mix(static_cast<std::uint64_t>(t.storage) + 101);
   mix(static_cast<std::uint64_t>(std::llround(t.cache_load_factor * 1e9)));
   mix(static_cast<std::uint64_t>(t.frequent_rows) + 7);
+  mix(static_cast<std::uint64_t>(std::llround(t.output_bytes * 4)) + 3);  // output_dtype: 0.25 to 8 bytes
   for (const auto& s : t.shards) {
     mix(static_cast<std::uint64_t>(s.rank));
     mix(static_cast<std::uint64_t>(s.row_offset));

@@ -57,6 +57,8 @@ def _flat_entry(name, t, path):
              "ranks": list(t["ranks"])}
     if t.get("cache_params") is not None:
         entry["cache_params"] = dict(t["cache_params"])
+    if t.get("output_dtype") is not None:
+        entry["output_dtype"] = t["output_dtype"]  # modelled: the pooled output's type
     if kind == "data_parallel":
         entry["sharding_spec"] = None
         return entry

@@ -85,11 +85,41 @@ for tables in plan.values():
                   "key_value_params": None})
 json.dump({"plan": plan}, open(sys.argv[2], "w"))
 PY
-expect "predict reads ShardingPlan._serialize() output" 0 "recorded, not modelled: bounds_check_mode, output_dtype, stochastic_rounding" -- \
+expect "predict reads ShardingPlan._serialize() output" 0 "recorded, not modelled: bounds_check_mode, stochastic_rounding" -- \
   "$perfcast" predict --system "$sys" --workload "$wl" --plan "$tmp/serialized.json" --json "$tmp/serialized_predict.json"
 again=$(number iteration_time_s "$tmp/serialized_predict.json" '{')
 [ -n "$again" ] && awk -v a="$best" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * a) }' && echo "ok   the same time from the serialized plan" \
   || { echo "FAIL serialized plan predicts $again s, search said $best s"; fails=$((fails + 1)); }
+# output_dtype is modelled: FP16 outputs halve the pooled all-to-all bytes, so the same plan
+# is never slower with them.
+sed 's/"output_dtype": "FP32"/"output_dtype": "FP16"/g' "$tmp/serialized.json" > "$tmp/serialized_fp16.json"
+"$perfcast" -q predict --system "$sys" --workload "$wl" --plan "$tmp/serialized_fp16.json" --json "$tmp/fp16_predict.json" > /dev/null
+half=$(number iteration_time_s "$tmp/fp16_predict.json" '{')
+[ -n "$half" ] && awk -v a="$again" -v b="$half" 'BEGIN { exit !(b <= a && b > 0) }' && echo "ok   FP16 outputs: $half s, not slower than FP32's $again s" \
+  || { echo "FAIL FP16 outputs predict $half s against FP32's $again s"; fails=$((fails + 1)); }
+# Across 4 DGX H100 nodes the pooled all-to-all is on the critical path (DLRM MLPerf,
+# table-wise): FP16 outputs make the iteration faster.
+c4=$src/configs/systems/cluster_4x_dgx_h100.json
+mlperf=$src/configs/workloads/dlrm_mlperf.json
+"$perfcast" -q shard --system "$c4" --workload "$mlperf" --evaluations 5 --plan-format torchrec_serialized --out "$tmp/c4_fp32.json" > /dev/null
+python3 -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+for tables in p['plan'].values():
+    for t in tables.values():
+        t['output_dtype'] = 'FP16'
+json.dump(p, open(sys.argv[2], 'w'))" "$tmp/c4_fp32.json" "$tmp/c4_fp16.json"
+for dt in fp32 fp16; do
+  "$perfcast" -q predict --system "$c4" --workload "$mlperf" --plan "$tmp/c4_$dt.json" --json "$tmp/c4_${dt}_predict.json" > /dev/null
+done
+t32=$(number iteration_time_s "$tmp/c4_fp32_predict.json" '{'); t16=$(number iteration_time_s "$tmp/c4_fp16_predict.json" '{')
+[ -n "$t16" ] && awk -v a="$t32" -v b="$t16" 'BEGIN { exit !(b < a && b > 0) }' && echo "ok   4 nodes: FP16 outputs $t16 s, faster than FP32's $t32 s" \
+  || { echo "FAIL 4 nodes: FP16 outputs $t16 s, FP32 $t32 s"; fails=$((fails + 1)); }
+"$perfcast" -q convert-plan --system "$c4" --workload "$mlperf" --plan "$tmp/c4_fp16.json" --plan-format perfcast --out "$tmp/c4_flat.json" > /dev/null
+"$perfcast" -q predict --system "$c4" --workload "$mlperf" --plan "$tmp/c4_flat.json" --json "$tmp/c4_flat_predict.json" > /dev/null
+tflat=$(number iteration_time_s "$tmp/c4_flat_predict.json" '{')
+grep -q '"output_dtype": "FP16"' "$tmp/c4_flat.json" && [ "$tflat" = "$t16" ] && echo "ok   perfcast's format carries output_dtype (the same $tflat s)" \
+  || { echo "FAIL perfcast's format: $tflat s against $t16 s"; fails=$((fails + 1)); }
 
 expect "shard --module-path" 0 "" -- "$perfcast" shard --system "$sys" --workload "$wl" --evaluations 5 \
   --plan-format torchrec --module-path model.sparse.ebc --out "$tmp/module_plan.json"

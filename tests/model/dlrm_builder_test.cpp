@@ -69,6 +69,26 @@ TEST_CASE("two ranks, table-wise: all-to-all byte matrices worked by hand", "[bu
   CHECK(back < find(p, "embedding_backward"));
 }
 
+TEST_CASE("a table's output dtype sets its output all-to-all bytes and its lookup's output", "[builder]") {
+  // As the hand-worked two-rank case above, with rank 0's tables 0 and 2 in FP16 output
+  // (TorchRec's output_dtype) and 4 and 6 in FP32: 1024 samples x (2 x 64 x 2 + 2 x 64 x 4) B.
+  const DlrmSpec w = default_workload();
+  ShardingPlan plan = default_plan(w, 2);
+  plan.tables[0].output_bytes = plan.tables[2].output_bytes = 2;
+  const ExecutionGraph g = build_dlrm_graph(w, plan, 2);
+  const auto& p0 = g.ranks[0];
+  const auto& o = g.collectives[static_cast<std::size_t>(*p0.ops[static_cast<std::size_t>(find(p0, "output_dist"))].collective)].desc;
+  CHECK(o.pair_bytes[1] == Approx(1024.0 * (2 * 64 * 2 + 2 * 64 * 4)));
+  // Mixed outputs: the lookup is modelled as writing fp32; rank 1 with every table in FP16 writes fp16.
+  CHECK(std::get<EmbeddingDesc>(p0.ops[static_cast<std::size_t>(find(p0, "embedding_lookup"))].kernels[0]).output_dtype == DType::kFp32);
+  for (std::size_t t = 1; t < plan.tables.size(); t += 2) plan.tables[t].output_bytes = 2;
+  const ExecutionGraph h = build_dlrm_graph(w, plan, 2);
+  const auto& p1 = h.ranks[1];
+  CHECK(std::get<EmbeddingDesc>(p1.ops[static_cast<std::size_t>(find(p1, "embedding_lookup"))].kernels[0]).output_dtype == DType::kFp16);
+  const auto& o1 = h.collectives[static_cast<std::size_t>(*p1.ops[static_cast<std::size_t>(find(p1, "output_dist"))].collective)].desc;
+  CHECK(o1.pair_bytes[1 * 2 + 0] == Approx(1024.0 * 4 * 64 * 2));  // row: sender; rank 1 to rank 0, half the fp32 bytes
+}
+
 TEST_CASE("DDP buckets: 1 MiB first bucket, then 25 MB, in backward order", "[builder]") {
   const DlrmSpec w = default_workload();
   const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 2), 2);

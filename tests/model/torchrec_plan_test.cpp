@@ -257,7 +257,14 @@ TEST_CASE("ShardingPlan._serialize()'s output is read, and the fields perfcast d
   t["key_value_params"] = nlohmann::json::object();
   CHECK_THAT(error_of(j), Catch::StartsWith("no error") &&
                               Catch::Contains("recorded, not modelled: bounds_check_mode, enforce_hbm, key_value_params, "
-                                              "output_dtype, stochastic_rounding"));
+                                              "stochastic_rounding"));
+  // output_dtype is modelled: the pooled output's bytes per element (FP32 when not given).
+  CHECK(parse_plan(JsonDocument{j, "o.json"}, w, 2, 2).tables[0].output_bytes == 2);
+  CHECK(p.tables[0].output_bytes == 4);
+  t["output_dtype"] = "BF16";
+  CHECK(parse_plan(JsonDocument{j, "o.json"}, w, 2, 2).tables[0].output_bytes == 2);
+  t["output_dtype"] = "DataType.FP32";
+  CHECK(parse_plan(JsonDocument{j, "o.json"}, w, 2, 2).tables[0].output_bytes == 4);
   t["bounds_check_mode"] = "BoundsCheckMode.LOUD";
   CHECK_THAT(error_of(j), Catch::Contains("/plan/sparse_arch.embedding_bag_collection/t_rw/bounds_check_mode") &&
                               Catch::Contains("FATAL, WARNING, IGNORE"));
