@@ -472,6 +472,9 @@ def test_gpu_commands_check_inputs_and_equal_the_cli_without_a_gpu(src, cli, tmp
     assert len(got["results"]) == 3 and all(r["predicted_s"] > 0 for r in got["results"])
     small = src / "tests/data/validation_results_small.jsonl"
     assert without_date(perfcast.validate(summarize=small)) == without_date(run_cli(cli, "validate", "--summarize", small, "--json", "-"))
+    a100, runs = src / "configs/systems/a100_sxm.json", src / "tests/data/pytorch_results_small.jsonl"
+    assert without_date(perfcast.validate(a100, compare=runs)) == \
+        without_date(run_cli(cli, "validate", "--system", a100, "--compare", runs, "--json", "-"))
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.run(h100, tmp_path / "missing.json")
     assert "missing.json" in str(e.value)
