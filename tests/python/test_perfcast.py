@@ -445,6 +445,22 @@ def test_calibrate_kernels_and_runtime_equal_the_cli(src, cli, tmp_path):
     written = json.loads(out.read_text())
     assert abs(written["families"][0]["memory_efficiency"] - 0.9) < 1e-6
     assert written == cli_file
+    # runtime: six DLRM runs "measured" as perfcast predicts them with 123 us per op (as in
+    # tests/cli/calibrate_runtime_test.sh): the fit recovers it, and equals the CLI's.
+    dgx = src / "configs/systems/dgx_h100.json"
+    wl = src / "configs/workloads/dlrm_default.json"
+    lines = ["workload,measured,set"]
+    for b in (1024, 2048, 4096, 8192, 16384, 32768):
+        t = perfcast.predict(dgx, wl, overrides={"workload.batch_size": b, "runtime.host.op_overhead": "123us"})["iteration_time_s"]
+        lines.append("%s,%r,workload.batch_size=%d" % (wl, t, b))
+    runs = tmp_path / "runs.csv"
+    runs.write_text("\n".join(lines) + "\n")
+    profile = tmp_path / "mystack.json"
+    expected = run_cli(cli, "calibrate", "runtime", "--system", dgx, "--measurements", runs, "--out", profile, "--json", "-")
+    profile.unlink()
+    got = perfcast.calibrate_runtime(dgx, runs, profile)
+    assert without_date(got) == without_date(expected)
+    assert abs(got["op_overhead_s"] / 123e-6 - 1) < 0.005 and got["written"] == str(profile) and profile.exists()
     # runtime: a bad measurements file is a ConfigError naming it, nothing written.
     bad = tmp_path / "runs.csv"
     bad.write_text("workload,measured\nconfigs/workloads/dlrm_default.json,oops\n")
