@@ -54,6 +54,16 @@ make_seeds() {
   seed report validation.jsonl 01 < "$src/tests/data/validation_results_small.jsonl"
   printf '{"results": [{"bytes": 1024, "busbw_GBps": 5e-324, "time_us": 5e-324}]}' | seed report comm.json 00
   printf '{"ranks": [{"rank": 0, "measured_s": 0.01, "simulated_s": 0.011}]}' | seed report replay.json 00
+  # The measured and fitted kinds: kernels (rows and single), trace-stats, index-stats, the
+  # three calibrations and a profile run.
+  printf '{"rows": [{"kernel": "gemm 1x2x3 bf16", "row": "line 2", "measured_us": 5, "predicted_us": 6}], "not_expressible": [], "summary": {"by_family": [{"family": "gemm", "rows": 1, "geomean_abs_error": 0.2, "bias": 0.2}], "by_source": [{"source": "s", "family": "gemm", "rows": 1, "geomean_abs_error": 0.2, "bias": 0.2}]}}' | seed report kernels_rows.json 00
+  printf '{"system": "x", "kernels": [{"kernel": "gemm 1x2x3 bf16", "time_us": 3.5, "bound": "memory", "predictor": "gemm"}]}' | seed report kernels.json 00
+  printf '{"traces": [{"rank": 0, "steps": [{"step": 1, "wall_s": 0.002, "compute_busy_s": 0.001, "exposed_communication_s": 0.0005, "memcpy_busy_s": 1e-5}], "top_kernels": [{"name": "k", "count": 3, "nccl": true, "total_s": 0.001}]}]}' | seed report trace_stats.json 00
+  printf '{"schema": "perfcast.index_stats", "tables": [{"name": "t", "batches": 2, "accesses": 100, "unique_rows": 40, "pooling_mean": 5, "zipf_alpha": 1.1, "access_shares": [0.5, 0.25, 0.25]}]}' | seed report index_stats.json 00
+  printf '{"collectives": [{"collective": "all_reduce", "samples": 20, "multi_node": true, "algorithm": "ring", "held_out": {"samples": 6, "fitted": 0.05, "prior": 0.2}}], "leave_one_source_out": [{"source": "a/b.csv#line3 (u)", "calibrated_geomean_abs_error_from_1MiB": 0.1, "prior_geomean_abs_error_from_1MiB": 0.3}], "written": null}' | seed report cal_comms.json 00
+  printf '{"families": [{"family": "gemm.fp16", "heldout_samples": 10, "heldout_geomean_abs_error": 0.1, "train_geomean_abs_error": 0.05}], "written": "c.json"}' | seed report cal_kernels.json 00
+  printf '{"runs": [{"line": 2, "split": "fit", "measured_s": 0.01, "fitted_s": 0.011}], "op_overhead_s": 1e-5, "fit_runs": 1, "heldout_runs": 0, "written": null}' | seed report cal_runtime.json 00
+  printf '{"dry_run": false, "cases": 3, "sweeps": [{"name": "gemm", "cases": 3, "warmup": 1, "repetitions": 2, "flush_l2": true}], "measured": 2, "failed": 1, "not_run": 0, "timer": "cupti", "written": "m.jsonl"}' | seed report profile.json 00
   # options: 0 sweep lines, 1 plan lists (micro-batches, cp, vp, ep, "max_tp,gpus,budget_ms"), 2 shard values.
   printf 'workload.batch_size=1024,2048\nsystem.nodes=1,2\n' | seed options sweep.txt 00
   printf '1,2\n1,2\n1\n\n8,8,500\n' | seed options plan.txt 01
