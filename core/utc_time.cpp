@@ -14,4 +14,6 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
+std::string utc_today() { return utc_now_iso8601().substr(0, 10); }  // YYYY-MM-DD of the ISO 8601 stamp
+
 }  // namespace perfcast

@@ -9,4 +9,7 @@ namespace perfcast {
 
 [[nodiscard]] std::string utc_now_iso8601();
 
+/// Today's UTC date, "2026-11-22": the "date" a calibration records.
+[[nodiscard]] std::string utc_today();
+
 }  // namespace perfcast

@@ -28,9 +28,6 @@ namespace {
 /// fit_collective needs this many samples of one collective (4 terms, each protocol).
 constexpr std::size_t kMinFitSamples = 8;
 
-/// Today's UTC date, YYYY-MM-DD, recorded in the calibration.
-std::string today() { return utc_now_iso8601().substr(0, 10); }
-
 /// One source of samples: a file, or one source of a measurement table.
 struct CommsSource {
   std::string name;                ///< file, or "file#lineN (source url)"
@@ -250,7 +247,7 @@ CalibrateOutcome calibrate_comms(const CalibrateCommsRequest& a) {
   if (a.ranks > 0) hints.ranks = a.ranks;
   CommsCalibration cal;
   cal.fabric = std::string(fabric_name(s.fabric));
-  cal.date = today();
+  cal.date = utc_today();
   cal.commit = build_info::kGitCommit;
   std::vector<CommsSource> sources = read_comms_sources(a, hints, cal);
   std::string text;

@@ -58,7 +58,7 @@ CalibrateOutcome calibrate_kernels(const CalibrateKernelsRequest& k) {
     throw ConfigError(k.measurements.front(), "", e.what());
   }
   keep_families(cal, k.families);
-  cal.date = utc_now_iso8601().substr(0, 10);
+  cal.date = utc_today();
   cal.commit = build_info::kGitCommit;
   cal.measurements = k.measurements;
   cal.note = k.note;

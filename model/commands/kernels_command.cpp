@@ -200,7 +200,7 @@ std::vector<std::pair<std::string, std::string>> fitted_calibrations(const Kerne
     SystemEntry e{file, s, std::nullopt, "", gpu_class_of(s.gpu.name)};
     KernelCalibration cal = fit.calibration_for(e.gpu_class);
     cal.gpu = s.gpu.name;
-    cal.date = utc_now_iso8601().substr(0, 10);
+    cal.date = utc_today();
     cal.commit = build_info::kGitCommit;
     cal.measurements = req.measurements;
     cal.sources.assign(all_sources.begin(), all_sources.end());

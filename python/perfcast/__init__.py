@@ -365,7 +365,7 @@ def replay(kineto, et=None, host="measured", kernels="measured", infer_waits=Fal
 # The commands that measure on a GPU (profile, run, validate) run in the `perfcast`
 # executable, which hands them to `perfcast-gpu` beside it, as on the command line: this
 # package, like `perfcast` itself, loads no CUDA library, and a measurement never shares
-# the calling process's CUDA context (a PyTorch session's, for instance).
+# the calling process's CUDA context (a PyTorch program's, for instance).
 
 def _executable():
     """The `perfcast` executable: $PERFCAST_EXECUTABLE, the one installed with this
@@ -386,37 +386,23 @@ def _executable():
                        "perfcast target, or set PERFCAST_EXECUTABLE")
 
 
-def _timeout_seconds(timeout):
-    """``timeout=`` in seconds for a child process: None, a number, or "500ms" / "30s" / "2min"."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, str):
-        text = timeout.strip()
-        for suffix, scale in (("ms", 1e-3), ("min", 60.0), ("s", 1.0)):
-            if text.endswith(suffix):
-                try:
-                    return float(text[:-len(suffix)]) * scale
-                except ValueError:
-                    break
-        raise ConfigError("timeout: expected seconds or a duration such as \"30s\", got %r" % timeout, "timeout", "")
-    return _seconds(timeout, "timeout")
-
-
 def _run_executable(args, timeout):
-    """`perfcast ARGS --json -` as a dict. Exit 2 (bad input) raises ConfigError, exit 1
-    (no GPU, a failed measurement) RuntimeError, each with the command's message."""
+    """`perfcast ARGS --json -` as a dict. ``timeout`` goes to the command's own --timeout
+    (its exit 3 raises TimeoutError); exit 2 (bad input) raises ConfigError, exit 1 (no
+    GPU, a failed measurement) RuntimeError, each with the command's message."""
     import subprocess
     command = [_executable()] + [str(a) for a in args] + ["--json", "-"]
-    seconds = _timeout_seconds(timeout)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
-    except subprocess.TimeoutExpired:
-        raise TimeoutError("timeout=%s: %s did not finish in time" % (timeout, " ".join(command[:2]))) from None
+    limit = _timeout(timeout)
+    if limit:
+        command += ["--timeout", limit]
+    done = subprocess.run(command, capture_output=True, text=True)
     # The command's log lines, without their level prefix ("error: ").
     message = "\n".join(line[len("error: "):] if line.startswith("error: ") else line
                         for line in done.stderr.strip().splitlines())
     if done.returncode == 2:
         raise ConfigError(message or "bad input (exit 2)", "", "")
+    if done.returncode == 3:
+        raise TimeoutError(message or "timeout=%s: the command did not finish in time" % limit)
     if done.returncode != 0:
         raise RuntimeError(message or "%s exited with %d" % (" ".join(command[:2]), done.returncode))
     return _json.loads(done.stdout)

@@ -476,6 +476,7 @@ def test_gpu_commands_check_inputs_and_equal_the_cli_without_a_gpu(src, cli, tmp
     monkeypatch.setenv("PERFCAST_EXECUTABLE", cli)
     sweeps = [src / "configs/sweeps/gemm.json", src / "configs/sweeps/memcpy.json"]
     got = perfcast.profile(sweeps, dry_run=True)
+    got_cases = got["cases"]
     expected = run_cli(cli, "profile", "--sweep", sweeps[0], "--sweep", sweeps[1], "--dry-run", "--json", "-")
     assert without_date(got) == without_date(expected)
     assert got["cases"] == sum(s["cases"] for s in got["sweeps"]) and got["sweeps"][0]["cases"] == 6000
@@ -496,6 +497,8 @@ def test_gpu_commands_check_inputs_and_equal_the_cli_without_a_gpu(src, cli, tmp
     assert "missing.json" in str(e.value)
     with pytest.raises(perfcast.ConfigError):
         perfcast.profile(tmp_path / "no_sweep.json", dry_run=True)
+    # timeout= is the command's --timeout: a generous one changes nothing.
+    assert perfcast.profile(sweeps, dry_run=True, timeout="60s")["cases"] == got_cases
 
 
 def test_run_without_a_gpu_raises_after_checking_inputs(src, cli, monkeypatch):
