@@ -253,14 +253,12 @@ std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec
 
 namespace {
 /// The pipeline after the graph is built: the system's collective model and kernel
-/// calibration, annotation, `iterations` simulated iterations, the timeline analysis.
-void annotate_and_simulate(Prediction& p, int iterations) {
+/// calibration, annotation, `opts.iterations` simulated iterations, the timeline analysis.
+void annotate_and_simulate(Prediction& p, const SimulationOptions& opts) {
   const PredictionModels models = load_prediction_models(p);
   Annotator annotator(p.system, *models.comm);
   if (models.calibration) annotator.set_calibration(&*models.calibration);
   p.timed = annotator.annotate(p.graph);
-  SimulationOptions opts;
-  opts.iterations = iterations;
   p.timeline = simulate(p.timed, p.system.host, opts);
   p.analysis = analyze_timeline(p.timeline, p.graph);
 }
@@ -268,18 +266,26 @@ void annotate_and_simulate(Prediction& p, int iterations) {
 /// Simulates `plan.simulated` micro-batch counts of `w` and extrapolates the steady state
 /// to w's count (steady_state.hpp). `p` keeps the graph and timeline of the first count,
 /// with the extrapolated iteration time and analysis. False, leaving `p` without a
-/// simulation, when the increments disagree (the schedule has not settled).
+/// simulation, when the increments disagree (the schedule has not settled). The first (longest)
+/// simulation decides how many contention passes run; the other two run exactly as many, so
+/// that the three differ only in their micro-batches.
 bool simulate_steady_state(Prediction& p, const TransformerSpec& w, const SteadyStatePlan& plan, int iterations,
                            double agreement) {
   std::array<TimelineAnalysis, 3> analyses;
   std::array<Seconds, 3> times{};
+  SimulationOptions opts;
+  opts.iterations = iterations;
   // The longer two first, each freed before the next; the shortest stays in `p`.
   for (std::size_t k = plan.simulated.size(); k-- > 0;) {
     Prediction scratch;
     Prediction& target = k == 0 ? p : scratch;
     if (k > 0) target.system = p.system;
     target.graph = build_transformer_graph(with_micro_batches(w, plan.simulated[k]), p.system.world_size());
-    annotate_and_simulate(target, iterations);
+    annotate_and_simulate(target, opts);
+    if (k + 1 == plan.simulated.size() && target.timeline.contention_passes > 0) {
+      opts.contention_passes = target.timeline.contention_passes;
+      opts.contention_tolerance = 0;
+    }
     times[k] = target.timeline.iteration_time;
     analyses[k] = k == 0 ? target.analysis : std::move(target.analysis);
   }
@@ -314,7 +320,7 @@ std::unique_ptr<Prediction> predict_parsed(SystemSpec system, DlrmSpec workload,
   p->plan = std::move(plan);
   const DlrmSpec& w = std::get<DlrmSpec>(p->workload);
   p->graph = build_dlrm_graph(w, p->plan, p->system.world_size(), p->system.gpus_per_node, host_link_of(p->system));
-  annotate_and_simulate(*p, iterations);
+  annotate_and_simulate(*p, SimulationOptions{.iterations = iterations});
   p->memory = estimate_memory(w, p->plan, p->system);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {
     p->warnings.push_back("the plan does not fit in memory: " + verdict);
@@ -343,7 +349,7 @@ std::unique_ptr<Prediction> predict_transformer(SystemSpec system, TransformerSp
   }
   if (!extrapolated) {
     p->graph = build_transformer_graph(workload, p->system.world_size());
-    annotate_and_simulate(*p, iterations);
+    annotate_and_simulate(*p, SimulationOptions{.iterations = iterations});
   }
   p->workload = std::move(workload);
   if (const std::string verdict = memory_verdict(p->memory); !verdict.empty()) {

@@ -52,7 +52,8 @@ std::optional<SteadyStatePlan> steady_state_plan(const TransformerSpec& w, const
   std::int64_t base = std::max<std::int64_t>(o.min_base, 2LL * w.pp) * std::max<std::int64_t>(o.base_scale, 1);
   base = (base + p.step - 1) / p.step * p.step;
   for (std::size_t k = 0; k < p.simulated.size(); ++k) p.simulated[k] = base + static_cast<std::int64_t>(k) * p.step;
-  if (p.micro_batches < 2 * p.simulated.back()) return std::nullopt;
+  // Three shorter simulations pay only when together they hold fewer micro-batches than M.
+  if (p.micro_batches <= p.simulated[0] + p.simulated[1] + p.simulated[2]) return std::nullopt;
   return p;
 }
 

@@ -47,7 +47,7 @@ struct SteadyStatePlan {
 };
 
 /// The plan, or nullopt when M is too small for three shorter simulations to pay
-/// (M < 2 (M0 + 2 step)) or extrapolation is off.
+/// (M <= 3 M0 + 3 step, the micro-batches they simulate together) or extrapolation is off.
 [[nodiscard]] std::optional<SteadyStatePlan> steady_state_plan(const TransformerSpec& w, const SteadyStateOptions& o);
 
 /// `w` with `micro_batches` micro-batches per pipeline (its global batch changed).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <utility>
 #include <numeric>
 
 #include "core/deadline.hpp"
@@ -17,6 +18,34 @@ double max_share(const ContentionFlow& f) {
   return m;
 }
 
+/// One active flow's use of one resource.
+struct ResourceUse {
+  int resource = 0;
+  std::size_t flow = 0;
+  double share = 0;
+};
+
+/// The level b at which a resource with `left` capacity free saturates, given its unfrozen
+/// flows' (umax, share): the least b with sum share x min(1, b / umax) = left. The demand is
+/// piecewise linear in b with a break at each umax, so it is solved exactly on the segment
+/// where it crosses `left`. Infinite when every flow fits at solo speed (demand at the
+/// largest umax <= left). Sorts `flows` by umax.
+double saturation_level(std::vector<std::pair<double, double>>& flows, double left) {
+  double total = 0;
+  for (const auto& [u, share] : flows) total += share;
+  if (total <= left) return std::numeric_limits<double>::infinity();
+  std::sort(flows.begin(), flows.end());
+  // Below flows[k].first: flows before k run at speed 1 (demand `full`), the others at b / umax.
+  double full = 0, slope = 0;
+  for (const auto& [u, share] : flows) slope += share / u;
+  for (const auto& [u, share] : flows) {
+    if (full + u * slope >= left) return slope > 0 ? std::max(0.0, (left - full) / slope) : u;
+    full += share;
+    slope = std::max(0.0, slope - share / u);
+  }
+  return flows.back().first;  // rounding only: the total exceeds `left`
+}
+
 }  // namespace
 
 std::vector<double> max_min_speeds(const std::vector<const ContentionFlow*>& active) {
@@ -24,64 +53,63 @@ std::vector<double> max_min_speeds(const std::vector<const ContentionFlow*>& act
   std::vector<double> speed(n, 1.0);
   std::vector<char> frozen(n, 0);
   std::vector<double> umax(n, 0.0);
-  // Resource -> (flow, share) of the active flows.
-  std::map<int, std::vector<std::pair<std::size_t, double>>> users;
+  // (resource, flow, share) of the active flows, grouped by resource.
+  std::vector<ResourceUse> uses;
   for (std::size_t i = 0; i < n; ++i) {
     umax[i] = std::min(1.0, max_share(*active[i]));
     if (umax[i] <= 0) frozen[i] = 1;  // uses nothing: solo speed
     for (const auto& u : active[i]->uses)
-      if (u.share > 0) users[u.resource].push_back({i, std::min(1.0, u.share)});
+      if (u.share > 0) uses.push_back({u.resource, i, std::min(1.0, u.share)});
   }
+  std::sort(uses.begin(), uses.end(), [](const ResourceUse& a, const ResourceUse& b) {
+    return a.resource != b.resource ? a.resource < b.resource : a.flow < b.flow;
+  });
+  std::vector<std::size_t> group_start;
+  for (std::size_t k = 0; k < uses.size(); ++k)
+    if (k == 0 || uses[k].resource != uses[k - 1].resource) group_start.push_back(k);
+  group_start.push_back(uses.size());
+  const std::size_t groups = group_start.size() - 1;
   // Level b: an unfrozen flow's bandwidth on its most used resource; its speed min(1, b/umax).
   auto speed_at = [&](std::size_t i, double b) { return std::min(1.0, b / umax[i]); };
+  std::vector<std::pair<double, double>> unfrozen;  // (umax, share) of one resource's unfrozen flows
   for (std::size_t round = 0; round <= n; ++round) {
     if (std::all_of(frozen.begin(), frozen.end(), [](char f) { return f != 0; })) break;
     double best_b = std::numeric_limits<double>::infinity();
-    for (const auto& [res, list] : users) {
-      double used = 0, b_max = 0;
-      bool has_unfrozen = false;
-      for (const auto& [i, share] : list) {
-        if (frozen[i]) {
-          used += share * speed[i];
+    for (std::size_t g = 0; g < groups; ++g) {
+      double used = 0;
+      unfrozen.clear();
+      for (std::size_t k = group_start[g]; k < group_start[g + 1]; ++k) {
+        const ResourceUse& u = uses[k];
+        if (frozen[u.flow]) {
+          used += u.share * speed[u.flow];
         } else {
-          has_unfrozen = true;
-          b_max = std::max(b_max, umax[i]);
+          unfrozen.push_back({umax[u.flow], u.share});
         }
       }
-      if (!has_unfrozen) continue;
-      const double left = std::max(0.0, 1.0 - used);
-      auto demand = [&, &flows = list](double b) {  // (clang 14 cannot capture a structured binding)
-        double d = 0;
-        for (const auto& [i, share] : flows)
-          if (!frozen[i]) d += share * speed_at(i, b);
-        return d;
-      };
-      if (demand(b_max) <= left) continue;  // every flow on it can run at full speed
-      double lo = 0, hi = b_max;            // demand is continuous and increasing in b
-      for (int it = 0; it < 60; ++it) {
-        const double mid = 0.5 * (lo + hi);
-        (demand(mid) > left ? hi : lo) = mid;
-      }
-      best_b = std::min(best_b, lo);
+      if (unfrozen.empty()) continue;
+      const double b = saturation_level(unfrozen, std::max(0.0, 1.0 - used));
+      best_b = std::min(best_b, b);
     }
     if (!std::isfinite(best_b)) {
       for (std::size_t i = 0; i < n; ++i) frozen[i] = 1;  // nothing saturates: solo speeds
       break;
     }
     // Freeze the flows on every resource that saturates at best_b, and flows at solo speed.
-    for (const auto& [res, list] : users) {
+    for (std::size_t g = 0; g < groups; ++g) {
       double used = 0, d = 0;
       bool has_unfrozen = false;
-      for (const auto& [i, share] : list) {
-        if (frozen[i]) {
-          used += share * speed[i];
+      for (std::size_t k = group_start[g]; k < group_start[g + 1]; ++k) {
+        const ResourceUse& u = uses[k];
+        if (frozen[u.flow]) {
+          used += u.share * speed[u.flow];
         } else {
           has_unfrozen = true;
-          d += share * speed_at(i, best_b);
+          d += u.share * speed_at(u.flow, best_b);
         }
       }
       if (!has_unfrozen || d < (1.0 - used) * (1.0 - 1e-9)) continue;
-      for (const auto& [i, share] : list) {
+      for (std::size_t k = group_start[g]; k < group_start[g + 1]; ++k) {
+        const std::size_t i = uses[k].flow;
         if (!frozen[i]) {
           speed[i] = std::max(1e-12, speed_at(i, best_b));
           frozen[i] = 1;

@@ -136,11 +136,14 @@ void Engine::place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, 
   if (ev.binding != Binding::kHost) ev.host_delay = 0;
 }
 
-bool Engine::dependencies_end(const RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const {
+bool Engine::dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const {
   deps_end = 0;
   dep_event = -1;
   auto take = [&](int e) {
-    if (!log_.resolved(e)) return false;
+    if (!log_.resolved(e)) {
+      st.blocked_on = e;
+      return false;
+    }
     if (e >= 0 && (dep_event < 0 || log_.end_of(e) > deps_end)) {
       deps_end = log_.end_of(e);
       dep_event = e;
@@ -217,19 +220,31 @@ bool Engine::step(int rank) {
     advance(st, rank);
     return true;
   }
+  // An op that stopped at an unresolved event cannot go on before that event resolves: the
+  // rank's state has not changed since, so its next try would stop there again.
+  if (st.blocked_on >= 0) {
+    if (!log_.resolved(st.blocked_on)) return false;
+    st.blocked_on = -1;
+  }
   const Op& op = g_.ranks[static_cast<std::size_t>(rank)].ops[static_cast<std::size_t>(st.op)];
   const OpTiming& timing = tg_.ops[static_cast<std::size_t>(rank)][static_cast<std::size_t>(st.op)];
   const auto s = static_cast<std::size_t>(op.stream);
   // A concurrent op (a part of a batched point-to-point call) queues behind nothing.
   const int stream_last = op.concurrent ? -1 : st.stream_last[s];
-  if (!log_.resolved(stream_last)) return false;
+  if (!log_.resolved(stream_last)) {
+    st.blocked_on = stream_last;
+    return false;
+  }
   Seconds deps_end = 0;
   int dep_event = -1;
   if (!dependencies_end(st, op, deps_end, dep_event)) return false;
   // A full launch queue blocks the host until the stream's oldest pending launch finishes.
   const int slot = op.concurrent ? -1 : queue_slot_event(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()));
   if (slot >= 0) {
-    if (!log_.resolved(slot)) return false;
+    if (!log_.resolved(slot)) {
+      st.blocked_on = slot;
+      return false;
+    }
     wait_host(st, slot);
   }
 

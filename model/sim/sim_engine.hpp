@@ -73,6 +73,7 @@ struct RankCursor {
   std::vector<int> op_prev_event;  ///< the same for the previous iteration (Op::prev_deps)
   std::vector<int> coll_seq;       ///< per group: collectives issued so far
   int waiting_event = -1;          ///< host blocked on an unresolved event
+  int blocked_on = -1;             ///< the unresolved event the current op's last try stopped at
   bool done = false;
   /// Per stream: the last HostSpec::launch_queue_depth GPU events issued (a ring, filled
   /// lazily), and how many were issued in all.
@@ -132,7 +133,8 @@ class Engine {
   bool step(int rank);
   /// Latest end among the op's dependencies (`dep_event` the event that set it, -1 if
   /// none); false when one is unresolved.
-  bool dependencies_end(const RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const;
+  /// False, with `st.blocked_on` set to the first unresolved input, when an input is not ready.
+  bool dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const;
   /// The host segment of the op: its Python/dispatcher cost.
   int issue_host_segment(RankCursor& st, int rank, const Op& op, const OpTiming& timing);
   /// The op's collective event (its end left to the rendezvous).

@@ -55,7 +55,10 @@ Timeline simulate(const TimedGraph& graph, const HostSpec& host, const Simulatio
     }
     if (same) break;  // a fixed point: the durations reproduce the starts that made them
     durations = std::move(next);
-    t = sim::Engine(graph, host, options.iterations, &durations).run();
+    const Seconds before = t.iteration_time;
+    t = sim::Engine(graph, host, options.iterations, &durations, std::move(t)).run();  // reuses t's storage
+    t.contention_passes = pass + 1;
+    if (std::abs(t.iteration_time - before) <= options.contention_tolerance * std::abs(t.iteration_time)) break;
   }
   return t;
 }

@@ -24,8 +24,11 @@
 /// overlap in time on the same PCIe link (host<->device copies, network traffic of
 /// collectives through GPUDirect RDMA) or the same NIC share its bandwidth max-min fairly.
 /// After a pass, a fluid simulation of those transfers from the pass's start times gives
-/// their stretched durations; the pass is re-run with them until the durations repeat
-/// (at most `contention_passes` passes). The order of events never depends on times, so
+/// their stretched durations; the pass is re-run with them until the durations repeat, or
+/// a re-run moves the iteration time by at most `contention_tolerance` of it (at most
+/// `contention_passes` passes). The passes need not reach a fixed point: transfers that
+/// stretch each other across a pipeline can keep moving a few 1e-4 of the iteration time
+/// from pass to pass. The order of events never depends on times, so
 /// each pass yields the same events and only their times move.
 
 #include <stdexcept>
@@ -72,6 +75,7 @@ struct Timeline {
   Seconds iteration_time = 0;                       ///< steady state
   Seconds window_start = 0;  ///< max over ranks of the end of iteration `iterations - 2`
   Seconds window_end = 0;    ///< max over ranks of the end of the last iteration
+  int contention_passes = 0; ///< re-simulations the contention model ran (0: none shared a link)
 };
 
 struct SimulationOptions {
@@ -80,6 +84,9 @@ struct SimulationOptions {
   /// speed (the collective and copy models' times, unchanged).
   bool contention = true;
   int contention_passes = 8;  ///< >= 1: at most this many re-simulations
+  /// The passes end when a re-simulation moves the iteration time by at most this share
+  /// of it (0: only when the durations repeat exactly).
+  double contention_tolerance = 1e-4;
 };
 
 /// A graph that cannot run: collectives issued in different orders on different ranks.

@@ -5,7 +5,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
+#include <functional>
+#include <unordered_map>
 #include <tuple>
 #include <variant>
 
@@ -16,16 +17,60 @@ namespace {
 enum LinkResource { kNic = 0, kPcieToDevice = 1, kPcieToHost = 2 };
 constexpr int kResourcesPerRank = 3;
 
+/// A collective instance: its collective, iteration and start (members share all three).
+struct InstanceKey {
+  int collective = 0, iteration = 0;
+  Seconds start = 0;
+  bool operator==(const InstanceKey& o) const { return collective == o.collective && iteration == o.iteration && start == o.start; }
+};
+
+struct InstanceKeyHash {
+  std::size_t operator()(const InstanceKey& k) const {
+    const std::size_t h = std::hash<int>{}(k.collective) * 0x9e3779b97f4a7c15ULL ^ std::hash<int>{}(k.iteration);
+    return h * 0x9e3779b97f4a7c15ULL ^ std::hash<double>{}(k.start);
+  }
+};
+
+/// Per rank and op, whether the op can load a PCIe link or a NIC (a host<->device copy; a
+/// collective with NIC or PCIe traffic), marked once: most events belong to neither and are
+/// skipped unread. Empty when no op can.
+std::vector<std::vector<char>> ops_that_load_links(const TimedGraph& tg) {
+  const ExecutionGraph& g = *tg.graph;
+  std::vector<std::vector<char>> may_load(g.ranks.size());
+  bool any = false;
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+    const auto& ops = g.ranks[r].ops;
+    may_load[r].assign(ops.size(), 0);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      bool loads = false;
+      if (ops[i].collective) {
+        const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*ops[i].collective)];
+        loads = est.time > 0 && (est.nic_busy > 0 || est.pcie_busy > 0);
+      }
+      for (const auto& k : ops[i].kernels) {
+        const auto* copy = std::get_if<MemcpyDesc>(&k);
+        loads = loads || (copy != nullptr && copy->kind != CopyKind::kDeviceToDevice);
+      }
+      may_load[r][i] = loads ? 1 : 0;
+      any = any || loads;
+    }
+  }
+  if (!any) may_load.clear();
+  return may_load;
+}
+
 }  // namespace
 
 FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& events) {
   const ExecutionGraph& g = *tg.graph;
   FlowSet fs;
   // Collective instances: member events share collective, iteration and start.
-  std::map<std::tuple<int, int, Seconds>, std::size_t> instance;
+  std::unordered_map<InstanceKey, std::size_t, InstanceKeyHash> instance;
+  const auto may_load = ops_that_load_links(tg);
+  if (may_load.empty()) return fs;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const TimelineEvent& ev = events[i];
-    if (ev.lane == Lane::kHost) continue;
+    if (ev.lane == Lane::kHost || !may_load[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)]) continue;
     const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];
     if (ev.kernel >= 0) {
       const auto* copy = std::get_if<MemcpyDesc>(&op.kernels[static_cast<std::size_t>(ev.kernel)]);
@@ -39,7 +84,7 @@ FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& e
     } else if (op.collective) {
       const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
       if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
-      const auto key = std::make_tuple(*op.collective, ev.iteration, ev.start);
+      const InstanceKey key{*op.collective, ev.iteration, ev.start};
       auto [it, fresh] = instance.try_emplace(key, fs.flows.size());
       if (fresh) {
         fs.flows.push_back(ContentionFlow{ev.start, est.time, {}});
@@ -67,28 +112,8 @@ bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& e
     Seconds start, end;
   };
   std::vector<Span> spans;
-  // Ops that can load a PCIe link or a NIC (host copies; collectives with NIC or PCIe
-  // traffic), marked once: most events belong to neither and are skipped unread.
-  std::vector<std::vector<char>> may_load(g.ranks.size());
-  bool any = false;
-  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
-    const auto& ops = g.ranks[r].ops;
-    may_load[r].assign(ops.size(), 0);
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      bool loads = false;
-      if (ops[i].collective) {
-        const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*ops[i].collective)];
-        loads = est.time > 0 && (est.nic_busy > 0 || est.pcie_busy > 0);
-      }
-      for (const auto& k : ops[i].kernels) {
-        const auto* copy = std::get_if<MemcpyDesc>(&k);
-        loads = loads || (copy != nullptr && copy->kind != CopyKind::kDeviceToDevice);
-      }
-      may_load[r][i] = loads ? 1 : 0;
-      any = any || loads;
-    }
-  }
-  if (!any) return false;
+  const auto may_load = ops_that_load_links(tg);
+  if (may_load.empty()) return false;
   for (const TimelineEvent& ev : events) {
     if (ev.lane == Lane::kHost || !may_load[static_cast<std::size_t>(ev.rank)][static_cast<std::size_t>(ev.op)]) continue;
     const Op& op = g.ranks[static_cast<std::size_t>(ev.rank)].ops[static_cast<std::size_t>(ev.op)];

@@ -270,6 +270,9 @@ TEST_CASE("contention: a copy and a collective sharing one PCIe link take twice 
     CHECK(e.end - e.start == Approx(200 * us));
   }
   CHECK(t.iteration_time == Approx(200 * us));
+  // Two re-runs: the first pass replays the solo timeline, where iteration 1 starts at
+  // 100 us under iteration 0's stretched transfers; the second re-run moves nothing.
+  CHECK(t.contention_passes == 2);
 
   Scenario off(2);
   build(off);

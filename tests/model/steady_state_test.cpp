@@ -107,6 +107,8 @@ TEST_CASE("steady_state_plan: counts by hand", "[transformer][steady_state]") {
   CHECK(p->simulated == std::array<std::int64_t, 3>{16, 24, 32});
   SteadyStateOptions retry;
   retry.base_scale = 4;  // the second try: 4 x max(16, 2 pp)
+  CHECK_FALSE(steady_state_plan(w, retry).has_value());  // 64 + 72 + 80 > 192 micro-batches
+  w.global_batch = 256 * 8;
   p = steady_state_plan(w, retry);
   REQUIRE(p.has_value());
   CHECK(p->simulated == std::array<std::int64_t, 3>{64, 72, 80});
@@ -115,9 +117,9 @@ TEST_CASE("steady_state_plan: counts by hand", "[transformer][steady_state]") {
   p = steady_state_plan(w, {});  // max(16, 6) = 16 rounded up to 18
   REQUIRE(p.has_value());
   CHECK(p->simulated == std::array<std::int64_t, 3>{18, 21, 24});
-  w.global_batch = 47 * 8;  // 47 < 2 x 24: three simulations would cost more than one
+  w.global_batch = 63 * 8;  // 63 = 18 + 21 + 24: three simulations would cost as much as one
   CHECK_FALSE(steady_state_plan(w, {}).has_value());
-  w.global_batch = 48 * 8;
+  w.global_batch = 64 * 8;
   CHECK(steady_state_plan(w, {}).has_value());
   CHECK_FALSE(steady_state_plan(w, {false, 16}).has_value());
   CHECK(with_micro_batches(w, 20).micro_batches() == 20);
