@@ -109,8 +109,27 @@ TEST_CASE("bad rows name the file and the row", "[kernel_rows]") {
 
 TEST_CASE("the public tables: every row read, the inexpressible ones with a reason", "[kernel_rows]") {
   const auto gemm = read_kernel_rows(data("hopper-kernels/gemm.csv"));
-  CHECK(gemm.size() == 318);
+  CHECK(gemm.size() == 1078);  // 318, and 760 of OpenXLA's sm_90 table and vLLM's rows (2026-11-28)
   for (const auto& r : gemm) CHECK(r.kernels.size() == 1);
+  // OpenXLA's first sm_90 row: a 256^3 bf16 dot in 4.992 us (2 x 256^3 / 6,721,641,025,641
+  // flop/s), an H100 whose variant the table does not state; the library is not recorded, so
+  // it is cuBLAS's family. Its f32 dots are TF32 math, batched dots a batch.
+  const auto xla = std::find_if(gemm.begin(), gemm.end(), [](const KernelRow& r) { return r.row_id == "gem-00368"; });
+  REQUIRE(xla != gemm.end());
+  CHECK(xla->source == "xla_sm90_matmul_perf_table");
+  CHECK(xla->measured == Approx(4.992e-6));
+  CHECK(std::find(xla->caveats.begin(), xla->caveats.end(), "gpu inferred") != xla->caveats.end());
+  const auto& g = std::get<GemmDesc>(xla->kernels.front());
+  CHECK(g.m == 256);
+  CHECK(g.dtype == DType::kBf16);
+  CHECK(g.impl == GemmImpl::kCublas);
+  std::size_t tf32_batched = 0;
+  for (const auto& r : gemm) {
+    if (r.source != "xla_sm90_matmul_perf_table") continue;
+    const auto& d = std::get<GemmDesc>(r.kernels.front());
+    tf32_batched += d.dtype == DType::kTf32 && d.batch > 1;
+  }
+  CHECK(tf32_batched == 250);  // 125 shapes at batch 2 and at batch 4
   const auto attention = read_kernel_rows(data("hopper-kernels/attention.csv"));
   CHECK(attention.size() == 174);
   std::size_t both = 0;
