@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <utility>
 #include <numeric>
+#include <utility>
 
 #include "core/deadline.hpp"
 

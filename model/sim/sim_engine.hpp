@@ -132,8 +132,7 @@ class Engine {
   /// go on yet (or is done).
   bool step(int rank);
   /// Latest end among the op's dependencies (`dep_event` the event that set it, -1 if
-  /// none); false when one is unresolved.
-  /// False, with `st.blocked_on` set to the first unresolved input, when an input is not ready.
+  /// none); false, with `st.blocked_on` set to the first unresolved input, when one is unresolved.
   bool dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const;
   /// The host segment of the op: its Python/dispatcher cost.
   int issue_host_segment(RankCursor& st, int rank, const Op& op, const OpTiming& timing);

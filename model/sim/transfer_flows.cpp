@@ -4,10 +4,10 @@
 #include "model/sim/transfer_flows.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <functional>
-#include <unordered_map>
+#include <limits>
 #include <tuple>
+#include <unordered_map>
 #include <variant>
 
 namespace perfcast::sim {
