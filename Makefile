@@ -49,6 +49,7 @@ docs: cli
 bench: build
 	taskset -c 0 $(BUILD)/bench/perfcast_bench_predict
 	taskset -c 0 $(BUILD)/bench/perfcast_bench_shard
+	taskset -c 0 $(BUILD)/bench/perfcast_bench_plan
 
 golden: build
 	tests/update_golden.sh $(BUILD)/cli/perfcast

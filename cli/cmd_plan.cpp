@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -65,12 +66,17 @@ Action add_plan(CLI::App& app) {
       "--all-micro-batches", [o](std::int64_t) { o->req.base.steady_state.enabled = false; },
       "simulate every micro-batch of each candidate (default: from 2 x (M0 + 2 steps) micro-batches, M0 = "
       "max(16, 2 x pp x vp), the steady state is extrapolated, exactly; docs/transformers.md)");
-  cmd->add_option("--top", o->top, "plans to list in the text report (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--top", o->top, "plans to list in the text report (default 10); they are always simulated in full")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_flag("--exhaustive", req.exhaustive,
+                "simulate every candidate in full (default: estimate each from two short simulations and simulate in "
+                "full those within 3% of the listed plans; docs/transformers.md)");
   cmd->add_option("--json", o->json_out, "write the result as JSON to FILE, or - for standard output");
   cmd->add_option("--csv", o->csv_out, "write one CSV row per predicted plan to FILE, or - for standard output");
   return [o]() {
     if (!o->budget.empty()) o->req.timeout_s = parse_duration_option("--budget", o->budget);
     if (o->overlaps == "off") o->req.space.overlap_grad_reduce = o->req.space.tp_comm_overlap = {false};
+    o->req.exact_top = static_cast<std::size_t>(std::max(o->top, 10));
     const PlanSearchResult r = search_parallel_plans(o->req, draw_progress);
     // The limit that stopped it: --budget, or the --timeout every command takes (cli/main.cpp).
     const std::string limit = !o->budget.empty() ? "--budget " + o->budget : current_deadline_label();

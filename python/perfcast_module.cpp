@@ -73,7 +73,8 @@ std::pair<std::string, std::string> plan_json(const std::string& system, const s
                                               const std::vector<std::string>& overrides, int gpus,
                                               const std::vector<std::int64_t>& micro_batches, const std::vector<int>& cp,
                                               const std::vector<int>& vp, const std::vector<int>& ep, int max_tp,
-                                              const std::string& overlaps, double budget_s, unsigned threads, const std::string& timeout) {
+                                              const std::string& overlaps, double budget_s, unsigned threads, bool exhaustive,
+                                              const std::string& timeout) {
   py::gil_scoped_release release;
   const ScopedDeadline limit(timeout_seconds(timeout), "timeout=" + timeout);
   PlanSearchRequest req;
@@ -90,6 +91,7 @@ std::pair<std::string, std::string> plan_json(const std::string& system, const s
   else if (overlaps != "search") throw ConfigError("overlaps", overlaps, "expected \"search\" or \"off\"");
   req.timeout_s = budget_s;
   req.threads = threads;
+  req.exhaustive = exhaustive;
   const PlanSearchResult r = search_parallel_plans(req);
   return {render_plan_json(r, req), render_plan_text(r, 10)};
 }
@@ -284,7 +286,7 @@ PYBIND11_MODULE(_perfcast, m) {
         py::arg("module_path"));
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
         py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
-        py::arg("budget_s"), py::arg("threads"), py::arg("timeout"));
+        py::arg("budget_s"), py::arg("threads"), py::arg("exhaustive"), py::arg("timeout"));
   m.def("report", &report_html, py::arg("files"), py::arg("title"));
   m.def("trace_stats", &trace_stats_json, py::arg("files"), py::arg("top"), py::arg("timeout"));
   m.def(

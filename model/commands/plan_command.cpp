@@ -68,8 +68,12 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
   std::string screened;
   for (const auto& [kind, n] : rejected_by_kind) screened += ", " + rejection_count(kind, n);
   const SearchCoverage coverage = search_coverage(r);
-  out += fmt::format("  {} choices: {} predicted{}{}; {:.1f} s\n", r.ranked.size() + r.rejected.size() + r.not_run.size(),
-                     r.ranked.size(), screened, r.not_run.empty() ? "" : fmt::format(", {} not run (time limit)", r.not_run.size()),
+  const std::string how = coverage.estimated == 0
+                              ? ""
+                              : fmt::format(" ({} simulated in full, {} estimated from two short simulations)",
+                                            coverage.predicted - coverage.estimated, coverage.estimated);
+  out += fmt::format("  {} choices: {} predicted{}{}{}; {:.1f} s\n", r.ranked.size() + r.rejected.size() + r.not_run.size(),
+                     r.ranked.size(), how, screened, r.not_run.empty() ? "" : fmt::format(", {} not run (time limit)", r.not_run.size()),
                      r.seconds);
   if (!coverage.complete()) {
     out += fmt::format("  PARTIAL SEARCH: stopped by its time limit after predicting {} of the {} candidates that passed screening ({:.0f}%); "
@@ -92,12 +96,15 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
     const WorkloadMetrics& m = p.metrics;
     out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
                        p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, p.choice.ep, p.choice.micro_batch, recompute_name(p.choice.recompute),
-                       p.choice.distributed_optimizer ? "on" : "off", overlap_label(p.choice), format_time(p.iteration_time),
+                       p.choice.distributed_optimizer ? "on" : "off", overlap_label(p.choice),
+                       (p.estimated ? "~" : "") + format_time(p.iteration_time),
                        m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB,
                        k > 0 ? p.why_slower : coverage.complete() ? "fastest" : "fastest of those predicted");
   }
   if (shown < r.ranked.size()) out += fmt::format("  ... {} slower plans (--top N shows more; --csv lists all)\n", r.ranked.size() - shown);
-  out += "(vs the fastest: the part of the critical rank's iteration that grew most; mem/GPU: the memory model's largest rank)\n";
+  out += "(vs the fastest: the part of the critical rank's iteration that grew most; mem/GPU: the memory model's largest rank";
+  if (coverage.estimated > 0) out += "; ~: estimated from two short simulations, --exhaustive simulates every candidate";
+  out += ")\n";
   out += asked_line(r);
   for (const auto& [kind, n] : rejected_by_kind) {
     for (const auto& sc : r.rejected) {
@@ -133,6 +140,7 @@ nlohmann::json coverage_json(const SearchCoverage& c) {
           {"candidates", c.candidates},
           {"predicted", c.predicted},
           {"not_run", c.not_run},
+          {"estimated", c.estimated},
           {"fraction_predicted", c.candidates == 0 ? 1.0 : static_cast<double>(c.predicted) / static_cast<double>(c.candidates)},
           {"tp_sizes", c.tp_sizes},
           {"tp_sizes_predicted", c.tp_sizes_predicted},
@@ -155,6 +163,7 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
     j["mfu"] = m.mfu;
     j["max_memory_bytes"] = p.max_memory_bytes;
     j["why_slower"] = p.why_slower;
+    j["how"] = p.estimated ? "estimated" : "simulated";
     nlohmann::json parts = nlohmann::json::object();
     for (const auto& part : m.breakdown) parts[part.name] = part.time;
     j["critical_rank_breakdown_s"] = parts;
@@ -176,6 +185,10 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
                           {"gpus", r.gpus},
                           {"seconds", r.seconds},
                           {"timed_out", !r.not_run.empty()},
+                          {"exhaustive", r.exhaustive},
+                          {"short_simulations", r.short_simulations},
+                          {"full_simulations", r.full_simulations},
+                          {"screen_seconds", r.screen_seconds},
                           {"coverage", coverage_json(search_coverage(r))}}},
                         {"plans", plans},
                         {"rejected", rejected},
@@ -191,17 +204,17 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
 
 std::string render_plan_csv(const PlanSearchResult& r) {
   std::string out = "rank,tp,cp,pp,vp,dp,ep,micro_batch,recompute,distributed_optimizer,sequence_parallel,overlap_grad_reduce,tp_comm_overlap,"
-                    "iteration_time_s,tokens_per_s,mfu,max_memory_bytes,why_slower\n";
+                    "iteration_time_s,tokens_per_s,mfu,max_memory_bytes,why_slower,how\n";
   for (std::size_t k = 0; k < r.ranked.size(); ++k) {
     const auto& p = r.ranked[k];
     const auto& c = p.choice;
     const WorkloadMetrics& m = p.metrics;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
                        c.ep, c.micro_batch,
                        recompute_name(c.recompute), c.distributed_optimizer ? "true" : "false",
                        c.sequence_parallel() ? "true" : "false", c.overlap_grad_reduce ? "true" : "false",
                        c.tp_comm_overlap ? "true" : "false", p.iteration_time, m.tokens_per_s, m.mfu,
-                       p.max_memory_bytes, csv_field(p.why_slower));
+                       p.max_memory_bytes, csv_field(p.why_slower), p.estimated ? "estimated" : "simulated");
   }
   return out;
 }

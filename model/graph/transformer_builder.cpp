@@ -7,6 +7,7 @@
 #include "model/graph/transformer_builder.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -223,8 +224,16 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const double moe_change = w.moe.enabled() ? moe_activation_bytes_change(w, sbh) : 0.0;
   const double checkpoint = 2 * sbh / sp * (e / 2);  // the layer input kept under full recompute
   const auto M = w.micro_batches();
+  // Every rank of a pipeline stage holds the same: computed once per stage, copied per rank.
+  std::vector<std::optional<RankMemory>> by_stage(static_cast<std::size_t>(std::max(w.pp, 1)));
   for (int r = 0; r < world; ++r) {
     const int stage = r / w.stage_ranks();
+    if (auto& known = by_stage[static_cast<std::size_t>(stage)]) {
+      RankMemory copy = *known;
+      copy.rank = r;
+      out.push_back(std::move(copy));
+      continue;
+    }
     const double params = transformer_rank_parameters(w, stage);
     RankMemory m;
     m.rank = r;
@@ -253,6 +262,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
                                                     : inflight * layers * layer_bytes;
     if (stage + 1 == w.pp) m.activations += 2.0 * double(w.seq_len / w.cp) * w.micro_batch * double(w.padded_vocab()) / t * 4.0;
     m.reserved = o.framework_reserve + o.fragmentation_share * s.gpu.memory;
+    by_stage[static_cast<std::size_t>(stage)] = m;
     out.push_back(m);
   }
   return out;

@@ -1,6 +1,7 @@
 #include "model/plan_search/plan_search.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "core/json_reader.hpp"
 #include "core/limits.hpp"
+#include "model/plan_search/plan_estimate.hpp"
 #include "model/plan_search/search_order.hpp"
 #include "model/predict/predict_grid.hpp"
 #include "model/predict/runtime_profile.hpp"
@@ -36,6 +38,7 @@ SearchCoverage search_coverage(const PlanSearchResult& r) {
   for (const auto& p : r.ranked) {
     all.insert(p.choice.tp);
     predicted.insert(p.choice.tp);
+    if (p.estimated) ++c.estimated;
   }
   for (const auto& n : r.not_run) all.insert(n.tp);
   c.tp_sizes.assign(all.begin(), all.end());
@@ -114,6 +117,115 @@ std::string why_slower(const RankedPlan& p, const RankedPlan& best) {
   return worst.empty() ? pct : fmt::format("{}: {} +{}", pct, worst, format_time(grew));
 }
 
+
+/// `q` with the global batch that gives `micro_batches` micro-batches per pipeline to `c`.
+PredictRequest with_micro_batch_count(PredictRequest q, const ParallelismChoice& c, std::int64_t micro_batches) {
+  q.overrides.push_back(fmt::format("workload.global_batch={}", micro_batches * c.dp * c.micro_batch));
+  // Two iterations, the fewest whose second period is the iteration's (simulator.hpp): the
+  // estimate's error against the full three-iteration simulation is in docs/transformers.md.
+  q.iterations = 2;
+  return q;
+}
+
+/// Candidate i simulated in full: its plan's time and metrics from the prediction.
+void record_full(RankedPlan& plan, const Prediction& p) {
+  plan.iteration_time = p.timeline.iteration_time;
+  plan.metrics = workload_metrics(p);
+  plan.estimated = false;
+}
+
+/// The screening estimates (plan_estimate.hpp): two short simulations per candidate, or
+/// the full one where M is small. Sets plans[i] (estimated unless simulated in full) and
+/// done[i] for every candidate whose simulations all ran within `budget_s`.
+void estimate_candidates(const std::vector<GridPoint>& points, std::int64_t global_batch, unsigned threads,
+                         const std::function<void(std::size_t, std::size_t)>& progress, double budget_s,
+                         std::vector<RankedPlan>& plans, std::vector<char>& done, PlanSearchResult& r) {
+  struct Short {
+    std::size_t candidate = 0;
+    int slot = 0;  ///< 0: a, 1: b, 2: the full simulation (direct)
+  };
+  std::vector<GridPoint> shorts;
+  std::vector<Short> owner;
+  std::vector<EstimateCounts> counts(points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    counts[i] = estimate_counts(plans[i].choice, global_batch);
+    if (counts[i].direct()) {
+      shorts.push_back(points[i]);
+      owner.push_back({i, 2});
+      continue;
+    }
+    shorts.push_back(GridPoint{{}, with_micro_batch_count(points[i].request, plans[i].choice, counts[i].a)});
+    owner.push_back({i, 0});
+    shorts.push_back(GridPoint{{}, with_micro_batch_count(points[i].request, plans[i].choice, counts[i].b)});
+    owner.push_back({i, 1});
+  }
+  std::vector<std::array<Seconds, 2>> times(points.size());
+  std::vector<std::array<WorkloadMetrics, 2>> metrics(points.size());
+  const std::vector<bool> ran = run_grid_each(
+      shorts, threads,
+      [&](std::size_t j, std::unique_ptr<Prediction> p) {
+        const Short& s = owner[j];
+        if (s.slot == 2) {
+          record_full(plans[s.candidate], *p);
+          return;
+        }
+        times[s.candidate][static_cast<std::size_t>(s.slot)] = p->timeline.iteration_time;
+        metrics[s.candidate][static_cast<std::size_t>(s.slot)] = workload_metrics(*p);
+      },
+      progress, budget_s);
+  std::vector<int> missing(points.size(), 0);
+  for (std::size_t j = 0; j < shorts.size(); ++j) {
+    if (!ran[j]) ++missing[owner[j].candidate];
+    if (owner[j].slot == 2) r.full_simulations += ran[j] ? 1 : 0;
+    else r.short_simulations += ran[j] ? 1 : 0;
+  }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (missing[i] > 0) continue;
+    done[i] = 1;
+    if (counts[i].direct()) continue;
+    RankedPlan& plan = plans[i];
+    plan.iteration_time = estimate_iteration_time(counts[i], times[i][0], times[i][1]);
+    plan.metrics = estimate_metrics(counts[i], metrics[i][0], times[i][0], metrics[i][1], times[i][1], plan.iteration_time);
+    plan.estimated = true;
+  }
+}
+
+/// The estimated candidates that must be simulated in full: those within `margin` above
+/// the `top`-th fastest known time (full where simulated, else estimated), fastest first.
+std::vector<std::size_t> candidates_to_simulate(const std::vector<RankedPlan>& plans, const std::vector<char>& done,
+                                                std::size_t top, double margin) {
+  std::vector<Seconds> known;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (done[i]) known.push_back(plans[i].iteration_time);
+  if (known.empty()) return {};
+  const std::size_t k = std::min(std::max<std::size_t>(top, 1), known.size()) - 1;
+  std::nth_element(known.begin(), known.begin() + static_cast<std::ptrdiff_t>(k), known.end());
+  const Seconds threshold = known[k] * (1 + margin);
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (done[i] && plans[i].estimated && plans[i].iteration_time <= threshold) out.push_back(i);
+  std::stable_sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return plans[a].iteration_time < plans[b].iteration_time; });
+  return out;
+}
+
+/// Simulates candidates `which` in full (in that order, within `budget_s`), replacing
+/// their estimates.
+void simulate_in_full(const std::vector<GridPoint>& points, const std::vector<std::size_t>& which, unsigned threads,
+                      const std::function<void(std::size_t, std::size_t)>& progress, double budget_s,
+                      std::vector<RankedPlan>& plans, std::vector<char>& done, PlanSearchResult& r) {
+  std::vector<GridPoint> batch;
+  batch.reserve(which.size());
+  for (const std::size_t i : which) batch.push_back(points[i]);
+  const std::vector<bool> ran = run_grid_each(
+      batch, threads, [&](std::size_t j, std::unique_ptr<Prediction> p) { record_full(plans[which[j]], *p); }, progress,
+      budget_s);
+  for (std::size_t j = 0; j < which.size(); ++j) {
+    if (!ran[j]) continue;
+    done[which[j]] = 1;
+    ++r.full_simulations;
+  }
+}
+
 }  // namespace
 
 PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::function<void(std::size_t, std::size_t)>& progress) {
@@ -167,23 +279,43 @@ PlanSearchResult search_parallel_plans(const PlanSearchRequest& req, const std::
     candidates = std::move(ordered_candidates);
   }
   // The budget covers the whole search: reading and screening above come out of it.
-  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double grid_timeout = req.timeout_s > 0 ? std::max(req.timeout_s - spent, 1e-9) : 0.0;
-  // Each prediction is reduced to its summary on the thread that made it.
+  auto remaining_budget = [&] {
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return req.timeout_s > 0 ? std::max(req.timeout_s - spent, 1e-9) : 0.0;
+  };
   std::vector<RankedPlan> plans(points.size());
-  const std::vector<bool> ran = run_grid_each(
-      points, req.threads,
-      [&](std::size_t i, std::unique_ptr<Prediction> p) {
-        plans[i].choice = candidates[i]->choice;
-        plans[i].max_memory_bytes = candidates[i]->max_memory_bytes;
-        plans[i].iteration_time = p->timeline.iteration_time;
-        plans[i].metrics = workload_metrics(*p);
-      },
-      progress, grid_timeout);
+  std::vector<char> done(points.size(), 0);
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    plans[i].choice = candidates[i]->choice;
+    plans[i].max_memory_bytes = candidates[i]->max_memory_bytes;
+  }
+  r.exhaustive = req.exhaustive;
+  if (!req.exhaustive) {
+    estimate_candidates(points, in.workload.global_batch, req.threads, progress, remaining_budget(), plans, done, r);
+    r.screen_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The workload file's own choice is simulated in full wherever it ranks; then every
+    // estimate close to the listed plans, again while full simulations move the threshold.
+    std::vector<std::size_t> full;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      if (asked && plans[i].choice == *asked && done[i] && plans[i].estimated) full.push_back(i);
+    for (;;) {
+      for (const std::size_t i : candidates_to_simulate(plans, done, req.exact_top, req.screen_margin))
+        if (std::find(full.begin(), full.end(), i) == full.end()) full.push_back(i);
+      if (full.empty() || (req.timeout_s > 0 && remaining_budget() <= 1e-9)) break;
+      const std::size_t before = r.full_simulations;
+      simulate_in_full(points, full, req.threads, progress, remaining_budget(), plans, done, r);
+      if (r.full_simulations == before) break;  // cut by the budget
+      full.clear();
+    }
+  } else {
+    std::vector<std::size_t> all(points.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    simulate_in_full(points, all, req.threads, progress, remaining_budget(), plans, done, r);
+  }
 
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (ran[i]) order.push_back(i);
+    if (done[i]) order.push_back(i);
     else r.not_run.push_back(candidates[i]->choice);
   }
   std::stable_sort(order.begin(), order.end(),

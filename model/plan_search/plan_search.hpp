@@ -5,6 +5,12 @@
 /// a thread pool, as `predict --sweep` does), ranks them by iteration time and says for
 /// each loser which part of the critical rank's iteration grew most against the best
 /// (compute, exposed communication of a group, pipeline bubble, host-bound idle).
+///
+/// Unless `exhaustive`, each candidate is first estimated from two short simulations
+/// (plan_estimate.hpp); then every candidate whose estimate is within `screen_margin` of the
+/// `exact_top`-th fastest known time is simulated in full, repeated until no estimate is
+/// that close. The plans listed first are therefore all simulated in full; the rest of the
+/// ranking may hold estimates (RankedPlan::estimated).
 
 #include <functional>
 #include <memory>
@@ -23,6 +29,14 @@ struct PlanSearchRequest {
   SpaceOptions space;
   unsigned threads = 0;   ///< 0: all cores
   double timeout_s = 0;   ///< > 0: no new candidate after this wall-clock time
+  /// Simulate every candidate in full (no screening estimate).
+  bool exhaustive = false;
+  /// The fastest this many plans are simulated in full (with screen_margin to spare).
+  std::size_t exact_top = 10;
+  /// A candidate whose estimate is within this share above the exact_top-th fastest known
+  /// time is simulated in full. The estimate's largest error on the bundled presets is in
+  /// docs/transformers.md; the margin is well above it.
+  double screen_margin = 0.03;
 };
 
 struct RankedPlan {
@@ -31,6 +45,9 @@ struct RankedPlan {
   WorkloadMetrics metrics;  ///< tokens/s, MFU, the critical rank's breakdown (the prediction itself is not kept)
   double max_memory_bytes = 0;
   std::string why_slower;  ///< "" for the fastest; else "+12.3%: pipeline bubble +80 ms"
+  /// The time and metrics are the screening estimate (plan_estimate.hpp), not a full
+  /// simulation: the candidate was estimated well behind the plans simulated in full.
+  bool estimated = false;
 };
 
 struct PlanSearchResult {
@@ -45,12 +62,19 @@ struct PlanSearchResult {
   ParallelismChoice asked;      ///< meaningful when asked_unresolved is empty
   std::string asked_unresolved;  ///< why the workload's own parallelism does not resolve on these GPUs ("" when it does)
   double seconds = 0;  ///< wall-clock time of the search
+  bool exhaustive = false;         ///< every candidate was to be simulated in full
+  std::size_t short_simulations = 0;  ///< simulations run for the screening estimates
+  std::size_t full_simulations = 0;   ///< candidates simulated in full
+  /// Wall-clock time from the start to the end of the screening estimates (reading, the
+  /// memory and shape screen and the estimates; 0 when exhaustive).
+  double screen_seconds = 0;
 };
 
 /// How much of the space a search predicted: every candidate that passed screening
 /// (predicted + not_run) and the TP sizes among them and among those predicted, ascending.
+/// `estimated`: of those predicted, how many by the screening estimate only.
 struct SearchCoverage {
-  std::size_t candidates = 0, predicted = 0, not_run = 0;
+  std::size_t candidates = 0, predicted = 0, not_run = 0, estimated = 0;
   std::vector<int> tp_sizes, tp_sizes_predicted;
   [[nodiscard]] bool complete() const { return not_run == 0; }
 };

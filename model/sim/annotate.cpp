@@ -1,5 +1,8 @@
 #include "model/sim/annotate.hpp"
 
+#include <map>
+#include <tuple>
+
 #include "core/deadline.hpp"
 #include "predictors/registry.hpp"
 
@@ -24,7 +27,21 @@ TimedGraph Annotator::annotate(const ExecutionGraph& g) {
     }
   }
   t.collectives.reserve(g.collectives.size());
-  for (const auto& c : g.collectives) t.collectives.push_back(comm_->estimate(c.desc, g.groups[static_cast<std::size_t>(c.group)]));
+  // A graph repeats its collectives (a layer's TP collectives in every layer and micro-batch):
+  // the model's estimate depends only on the descriptor and the group, so each distinct pair
+  // is estimated once. All-to-allv byte matrices are estimated each time.
+  std::map<std::tuple<int, int, double>, std::size_t> first_of;
+  for (const auto& c : g.collectives) {
+    if (c.desc.pair_bytes.empty()) {
+      const auto key = std::make_tuple(c.group, static_cast<int>(c.desc.kind), c.desc.bytes);
+      const auto [it, inserted] = first_of.try_emplace(key, t.collectives.size());
+      if (!inserted) {
+        t.collectives.push_back(t.collectives[it->second]);
+        continue;
+      }
+    }
+    t.collectives.push_back(comm_->estimate(c.desc, g.groups[static_cast<std::size_t>(c.group)]));
+  }
   return t;
 }
 

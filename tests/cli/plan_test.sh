@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# perfcast plan: the text report, CSV rows per predicted plan, JSON, --budget, and bad
+# perfcast plan: the text report, CSV rows per predicted plan, JSON, --budget, screening
+# against --exhaustive, and bad
 # input (a DLRM workload, a GPU count that is not whole nodes) exiting 2 without output.
 # Usage: plan_test.sh PERFCAST_BINARY SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
@@ -15,6 +16,23 @@ check "text: the fastest is marked" grep -q "fastest" "$tmp/text"
 check "text: dominated choices are counted" grep -q "84 dominated" "$tmp/text"
 check "text: where the file's own parallelism stands" grep -q "the workload file's own parallelism" "$tmp/text"
 check "JSON: 42 plans, 84 rejected" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['plans']) == 42 and len(d['rejected']) == 84 and d['plans'][0]['why_slower'] == ''" "$tmp/plans.json"
+
+# Screening: the ten fastest are simulated in full and equal those of --exhaustive, which
+# simulates every candidate; the rest may be estimates, marked in the "how" column.
+"$perfcast" plan "${small[@]}" --exhaustive --csv "$tmp/plans_all.csv" --json "$tmp/plans_all.json" > "$tmp/text_all" 2>&1
+check "--exhaustive: the same ten fastest" bash -c "diff <(head -n 11 '$tmp/plans.csv') <(head -n 11 '$tmp/plans_all.csv')"
+check "--exhaustive: every plan simulated" bash -c "tail -n +2 '$tmp/plans_all.csv' | cut -d, -f19 | sort -u | grep -qx simulated && ! grep -q ',estimated$' '$tmp/plans_all.csv'"
+check "screened: the ten fastest simulated, some plans estimated" bash -c "head -n 11 '$tmp/plans.csv' | tail -n +2 | cut -d, -f19 | sort -u | grep -qx simulated && grep -q ',estimated$' '$tmp/plans.csv'"
+check "screened: the text marks estimates" grep -q "estimated from two short simulations" "$tmp/text"
+check "JSON: how, and the simulations counted" python3 -c "
+import json, sys
+d, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+s = d['search']
+assert not s['exhaustive'] and s['short_simulations'] > 0 and s['coverage']['estimated'] > 0
+assert s['full_simulations'] + s['coverage']['estimated'] == len(d['plans'])
+assert all(p['how'] == 'simulated' for p in d['plans'][:10])
+assert a['search']['exhaustive'] and a['search']['short_simulations'] == 0 and a['search']['full_simulations'] == 42
+" "$tmp/plans.json" "$tmp/plans_all.json"
 
 "$perfcast" plan "${small[@]}" --overlaps off --csv "$tmp/plans_off.csv" > /dev/null 2>&1
 check "--overlaps off: 18 plans, none overlapped" bash -c "test \$(wc -l < '$tmp/plans_off.csv') = 19 && ! tail -n +2 '$tmp/plans_off.csv' | cut -d, -f12,13 | grep -q true"

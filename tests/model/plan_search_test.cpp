@@ -187,6 +187,56 @@ TEST_CASE("plan search: best equals a brute-force sweep over the same space", "[
   CHECK(r.ranked[0].iteration_time == best);  // the same prediction: exactly equal
 }
 
+/// The ten fastest of `screened` are those of `all`, choice and time to the last bit (both are
+/// full simulations), and every estimated plan ranks after them.
+void check_same_top_ten(const PlanSearchResult& screened, const PlanSearchResult& all) {
+  REQUIRE(screened.ranked.size() == all.ranked.size());
+  REQUIRE(all.ranked.size() > 10);
+  for (std::size_t k = 0; k < 10; ++k) {
+    INFO("rank " << k + 1 << ": " << all.ranked[k].choice.label());
+    CHECK(screened.ranked[k].choice == all.ranked[k].choice);
+    CHECK(screened.ranked[k].iteration_time == all.ranked[k].iteration_time);
+    CHECK_FALSE(screened.ranked[k].estimated);
+  }
+  std::size_t estimated = 0;
+  for (const auto& p : screened.ranked) {
+    if (!p.estimated) continue;
+    ++estimated;
+    CHECK(p.iteration_time > all.ranked[9].iteration_time);
+    // The estimate against the full simulation of the same choice: within the margin.
+    for (const auto& q : all.ranked)
+      if (q.choice == p.choice) CHECK(p.iteration_time == Approx(q.iteration_time).epsilon(0.01));
+  }
+  CHECK(estimated > 0);  // the screening did spare full simulations
+  CHECK(screened.full_simulations + estimated == screened.ranked.size());
+  CHECK(all.short_simulations == 0);
+  for (const auto& p : all.ranked) CHECK_FALSE(p.estimated);
+}
+
+TEST_CASE("plan search: screening keeps the ten fastest of simulating every candidate", "[plan][estimate]") {
+  SECTION("GPT-2 on 4 GPUs, 1F1B and interleaved, context parallel") {
+    PlanSearchRequest req = small_request();
+    req.base.overrides = {"workload.global_batch=64", "workload.attention=\"flash\""};
+    req.space.virtual_stages = {1, 2};
+    req.space.context_parallel = {1, 2};
+    req.space.recomputes = {Recompute::kNone};
+    PlanSearchRequest all = req;
+    all.exhaustive = true;
+    check_same_top_ten(search_parallel_plans(req), search_parallel_plans(all));
+  }
+  SECTION("GPT-3 13B on 16 H100 (two DGX H100), the default space with micro-batches 1 and 2") {
+    PlanSearchRequest req;
+    req.base.system = src("configs/systems/dgx_h100.json");
+    req.base.workload = src("configs/workloads/gpt3_13b.json");
+    req.gpus = 16;
+    req.space.micro_batches = {1, 2};
+    req.threads = 2;
+    PlanSearchRequest all = req;
+    all.exhaustive = true;
+    check_same_top_ten(search_parallel_plans(req), search_parallel_plans(all));
+  }
+}
+
 TEST_CASE("plan search: memory prunes and a DLRM is refused", "[plan]") {
   PlanSearchRequest req;
   req.base.system = src("configs/systems/dgx_h100.json");

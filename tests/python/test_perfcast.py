@@ -104,8 +104,13 @@ def test_plan_equals_cli(src, cli):
     got = perfcast.plan(sys_file, wl_file, overrides={"workload.global_batch": 16}, gpus=4, micro_batches=[1, 2], threads=1)
     for r in (got, expected):
         r["search"].pop("seconds")
+        r["search"].pop("screen_seconds")
     assert without_date(got) == without_date(expected)
     assert len(got["plans"]) == 42  # tests/model/plan_search_test.cpp counts them by hand
+    every = perfcast.plan(sys_file, wl_file, overrides={"workload.global_batch": 16}, gpus=4, micro_batches=[1, 2], threads=1,
+                          exhaustive=True)
+    assert every["search"]["exhaustive"] and all(p["how"] == "simulated" for p in every["plans"])
+    assert [p["iteration_time_s"] for p in every["plans"][:10]] == [p["iteration_time_s"] for p in got["plans"][:10]]
     assert all(p["ep"] == 1 for p in got["plans"])
     with pytest.raises(TypeError):
         perfcast.plan({"schema": "perfcast.system"}, wl_file)
