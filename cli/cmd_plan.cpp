@@ -55,6 +55,11 @@ Action add_plan(CLI::App& app) {
                   "the experts, and ep x expert TP the ranks of a pipeline stage")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--expert-tp", req.space.expert_tensor_parallel,
+                  "expert tensor-parallel sizes to try for a MoE workload, e.g. 1,2 (default: the workload's moe.expert_tp); "
+                  "Megatron-Core's parallel folding: ep x expert TP must divide the ranks of a pipeline stage")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--overlaps", o->overlaps,
                   "search: also try overlapping the DP gradient reduction (dp > 1) and TP communication (tp > 1, "
                   "Transformer Engine) (default); off: neither")

@@ -72,7 +72,8 @@ std::string predict_json(const std::string& system, const std::optional<std::str
 std::pair<std::string, std::string> plan_json(const std::string& system, const std::string& workload,
                                               const std::vector<std::string>& overrides, int gpus,
                                               const std::vector<std::int64_t>& micro_batches, const std::vector<int>& cp,
-                                              const std::vector<int>& vp, const std::vector<int>& ep, int max_tp,
+                                              const std::vector<int>& vp, const std::vector<int>& ep,
+                                              const std::vector<int>& expert_tp, int max_tp,
                                               const std::string& overlaps, double budget_s, unsigned threads, bool exhaustive,
                                               const std::string& timeout) {
   py::gil_scoped_release release;
@@ -86,6 +87,7 @@ std::pair<std::string, std::string> plan_json(const std::string& system, const s
   req.space.context_parallel = cp;
   req.space.virtual_stages = vp;
   req.space.expert_parallel = ep;
+  req.space.expert_tensor_parallel = expert_tp;
   req.space.max_tp = max_tp;
   if (overlaps == "off") req.space.overlap_grad_reduce = req.space.tp_comm_overlap = {false};
   else if (overlaps != "search") throw ConfigError("overlaps", overlaps, "expected \"search\" or \"off\"");
@@ -285,7 +287,8 @@ PYBIND11_MODULE(_perfcast, m) {
         py::arg("workload_text"), py::arg("plan"), py::arg("plan_text"), py::arg("overrides"), py::arg("plan_format"),
         py::arg("module_path"));
   m.def("plan", &plan_json, py::arg("system"), py::arg("workload"), py::arg("overrides"), py::arg("gpus"),
-        py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("max_tp"), py::arg("overlaps"),
+        py::arg("micro_batches"), py::arg("cp"), py::arg("vp"), py::arg("ep"), py::arg("expert_tp"), py::arg("max_tp"),
+        py::arg("overlaps"),
         py::arg("budget_s"), py::arg("threads"), py::arg("exhaustive"), py::arg("timeout"));
   m.def("report", &report_html, py::arg("files"), py::arg("title"));
   m.def("trace_stats", &trace_stats_json, py::arg("files"), py::arg("top"), py::arg("timeout"));

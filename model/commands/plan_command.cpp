@@ -36,6 +36,11 @@ std::string rejection_count(const std::string& kind, int n) {
   return fmt::format("{} {}", n, kind);
 }
 
+/// The ep column: "8", or "8/1" with an expert TP other than the choice's tp (parallel folding).
+std::string ep_label(const ParallelismChoice& c) {
+  return c.expert_tp() != c.tp ? fmt::format("{}/{}", c.ep, c.expert_tp()) : std::to_string(c.ep);
+}
+
 const ScreenedChoice* find_rejected(const PlanSearchResult& r, const ParallelismChoice& c) {
   for (const auto& sc : r.rejected)
     if (sc.choice == c) return &sc;
@@ -87,15 +92,15 @@ std::string render_plan_text(const PlanSearchResult& r, int top) {
     if (!r.rejected.empty()) out += fmt::format("; e.g. {}: {}", r.rejected.front().choice.label(), r.rejected.front().rejected);
     return out + "\n";
   }
-  out += fmt::format("\n{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10} {:>6} {:>8}  {}\n", "rank", "tp",
+  out += fmt::format("\n{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>5} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10} {:>6} {:>8}  {}\n", "rank", "tp",
                      "cp", "pp", "vp", "dp", "ep", "mb", "recompute", "dist-opt", "overlap", "iteration", "tokens/s", "MFU", "mem/GPU",
                      "vs the fastest");
   const std::size_t shown = std::min<std::size_t>(r.ranked.size(), static_cast<std::size_t>(std::max(top, 1)));
   for (std::size_t k = 0; k < shown; ++k) {
     const auto& p = r.ranked[k];
     const WorkloadMetrics& m = p.metrics;
-    out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
-                       p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, p.choice.ep, p.choice.micro_batch, recompute_name(p.choice.recompute),
+    out += fmt::format("{:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>5} {:>3} {:>10} {:>8} {:>8} {:>11} {:>10.0f} {:>5.1f}% {:>7.1f}G  {}\n", k + 1,
+                       p.choice.tp, p.choice.cp, p.choice.pp, p.choice.vp, p.choice.dp, ep_label(p.choice), p.choice.micro_batch, recompute_name(p.choice.recompute),
                        p.choice.distributed_optimizer ? "on" : "off", overlap_label(p.choice),
                        (p.estimated ? "~" : "") + format_time(p.iteration_time),
                        m.tokens_per_s, m.mfu * 100, p.max_memory_bytes / kGiB,
@@ -125,6 +130,7 @@ nlohmann::json choice_json(const ParallelismChoice& c) {
           {"vp", c.vp},
           {"dp", c.dp},
           {"ep", c.ep},
+          {"expert_tp", c.expert_tp()},
           {"micro_batch", c.micro_batch},
           {"recompute", recompute_name(c.recompute)},
           {"distributed_optimizer", c.distributed_optimizer},
@@ -204,17 +210,17 @@ std::string render_plan_json(const PlanSearchResult& r, const PlanSearchRequest&
 
 std::string render_plan_csv(const PlanSearchResult& r) {
   std::string out = "rank,tp,cp,pp,vp,dp,ep,micro_batch,recompute,distributed_optimizer,sequence_parallel,overlap_grad_reduce,tp_comm_overlap,"
-                    "iteration_time_s,tokens_per_s,mfu,max_memory_bytes,why_slower,how\n";
+                    "iteration_time_s,tokens_per_s,mfu,max_memory_bytes,why_slower,how,expert_tp\n";
   for (std::size_t k = 0; k < r.ranked.size(); ++k) {
     const auto& p = r.ranked[k];
     const auto& c = p.choice;
     const WorkloadMetrics& m = p.metrics;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6g},{:.0f},{},{},{}\n", k + 1, c.tp, c.cp, c.pp, c.vp, c.dp,
                        c.ep, c.micro_batch,
                        recompute_name(c.recompute), c.distributed_optimizer ? "true" : "false",
                        c.sequence_parallel() ? "true" : "false", c.overlap_grad_reduce ? "true" : "false",
                        c.tp_comm_overlap ? "true" : "false", p.iteration_time, m.tokens_per_s, m.mfu,
-                       p.max_memory_bytes, csv_field(p.why_slower), p.estimated ? "estimated" : "simulated");
+                       p.max_memory_bytes, csv_field(p.why_slower), p.estimated ? "estimated" : "simulated", c.expert_tp());
   }
   return out;
 }

@@ -32,6 +32,7 @@ std::vector<std::string> ParallelismChoice::overrides() const {
           fmt::format("workload.sequence_parallel={}", sequence_parallel() ? "true" : "false"),
           fmt::format("workload.overlap_grad_reduce={}", overlap_grad_reduce ? "true" : "false"),
           fmt::format("workload.tp_comm_overlap={}", tp_comm_overlap ? "true" : "false")};
+  if (etp > 0) out.push_back(fmt::format("workload.moe.expert_tp={}", etp));
   // The workload's overlap_param_gather stays where its conditions hold (it is not searched).
   if (!(distributed_optimizer && overlap_grad_reduce)) out.emplace_back("workload.overlap_param_gather=false");
   return out;
@@ -39,7 +40,7 @@ std::vector<std::string> ParallelismChoice::overrides() const {
 
 std::string ParallelismChoice::label() const {
   const std::string cps = cp > 1 ? fmt::format(" cp {}", cp) : "", vps = vp > 1 ? fmt::format(" vp {}", vp) : "";
-  const std::string eps = ep > 1 ? fmt::format(" ep {}", ep) : "";
+  const std::string eps = (ep > 1 ? fmt::format(" ep {}", ep) : "") + (etp > 0 && etp != tp ? fmt::format(" etp {}", etp) : "");
   return fmt::format("tp {}{} pp {}{} dp {}{}, micro-batch {}, recompute {}{}{}{}", tp, cps, pp, vps, dp, eps, micro_batch,
                      recompute_name(recompute),
                      distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
@@ -69,6 +70,7 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.pp = c.pp;
   w.vp = c.vp;
   w.ep = c.ep;
+  w.moe.expert_tp = c.etp;
   w.dp = c.dp;
   w.micro_batch = c.micro_batch;
   w.recompute = c.recompute;
@@ -119,7 +121,7 @@ void screen_recompute_settings(const TransformerSpec& base, const SystemSpec& s,
 /// The choices of one tp x cp x pp x vp shape: dp from the GPUs left, then micro-batch,
 /// distributed optimizer, overlaps and recompute.
 void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOptions& o, int tp, int cp, int pp, int vp,
-                  int ep, std::vector<ScreenedChoice>& out) {
+                  int ep, int etp, std::vector<ScreenedChoice>& out) {
   const int world = s.world_size();
   if (world % (tp * cp * pp) != 0) return;
   const int dp = world / (tp * cp * pp);
@@ -138,6 +140,7 @@ void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOpti
           c.pp = pp;
           c.vp = vp;
           c.ep = ep;
+          c.etp = etp;
           c.dp = dp;
           c.micro_batch = mb;
           c.distributed_optimizer = dist;
@@ -171,6 +174,7 @@ void validate_space_options(const SpaceOptions& o) {
   check_values("cp", o.context_parallel, 1, 1024);
   check_values("vp", o.virtual_stages, 1, 64);
   check_values("ep", o.expert_parallel, 1, 4096);
+  check_values("expert_tp", o.expert_tensor_parallel, 1, 4096);
   if (o.max_tp < 0 || o.max_tp > (1 << 20))
     throw ConfigError("max_tp", "", fmt::format("expected 0 (the GPUs of one node) or [1, {}], got {}", 1 << 20, o.max_tp));
   if (o.recomputes.size() > kMaxSpaceValues) throw ConfigError("recomputes", "", "too many values");
@@ -184,12 +188,15 @@ std::vector<ScreenedChoice> screen_parallelism_space(const TransformerSpec& w, c
   const std::vector<int> cps = o.context_parallel.empty() ? std::vector<int>{w.cp} : o.context_parallel;
   const std::vector<int> vps = o.virtual_stages.empty() ? std::vector<int>{w.vp} : o.virtual_stages;
   const std::vector<int> eps = o.expert_parallel.empty() || !w.moe.enabled() ? std::vector<int>{w.ep} : o.expert_parallel;
+  const std::vector<int> etps =
+      o.expert_tensor_parallel.empty() || !w.moe.enabled() ? std::vector<int>{w.moe.expert_tp} : o.expert_tensor_parallel;
   for (const int tp : powers_of_two_up_to(std::min(max_tp, world)))
     for (const int cp : cps)
       for (const int pp : divisors(w.layers))
         for (const int vp : vps) {
           if (vp > 1 && pp == 1) continue;  // no pipeline to interleave: not listed
-          for (const int ep : eps) screen_shape(w, s, o, tp, cp, pp, vp, ep, out);
+          for (const int ep : eps)
+            for (const int etp : etps) screen_shape(w, s, o, tp, cp, pp, vp, ep, etp, out);
         }
   return out;
 }

@@ -23,6 +23,11 @@ struct ParallelismChoice {
   int cp = 1;  ///< context parallelism
   int vp = 1;  ///< virtual pipeline stages per rank (the interleaved schedule when > 1)
   int ep = 1;  ///< expert parallelism (MoE workloads only)
+  /// Expert tensor parallelism (MoE workloads: moe.expert_tp, Megatron-Core's parallel
+  /// folding); 0: the choice's tp.
+  int etp = 0;
+  /// The expert TP in effect: etp, or tp when 0.
+  [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
@@ -57,6 +62,10 @@ struct SpaceOptions {
   /// Expert-parallel sizes (MoE workloads; each must divide the experts, and ep x expert TP
   /// the ranks of a stage). Empty: the workload's own ep.
   std::vector<int> expert_parallel{};
+  /// Expert tensor-parallel sizes (MoE workloads; Megatron-Core's parallel folding: the
+  /// experts' TP apart from the attention's, ep x expert TP dividing the ranks of a stage).
+  /// Empty: the workload's own moe.expert_tp.
+  std::vector<int> expert_tensor_parallel{};
   /// Largest TP size. 0: the GPUs of one node (TP across nodes is not searched: its
   /// all-reduces per layer would cross the network).
   int max_tp = 0;
@@ -64,7 +73,8 @@ struct SpaceOptions {
 
 /// Refuses (ConfigError naming the option) a space whose values are out of range, before
 /// anything divides by them: micro-batch sizes in [1, 2^20], cp in [1, 1024], vp in [1, 64],
-/// ep in [1, 4096], max_tp 0 (one node) or [1, 2^20], at most kMaxSpaceValues values per list.
+/// ep and expert TP in [1, 4096], max_tp 0 (one node) or [1, 2^20], at most kMaxSpaceValues
+/// values per list.
 /// The command line and the Python API pass through it alike.
 void validate_space_options(const SpaceOptions& options);
 inline constexpr std::size_t kMaxSpaceValues = 64;
@@ -78,7 +88,7 @@ struct ScreenedChoice {
   std::string rejected;
 };
 
-/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp, ep,
+/// Every choice for `w` on `s` (all s.world_size() GPUs), in a fixed order (tp, cp, pp, vp, ep, expert TP,
 /// micro-batch, distributed optimizer, overlaps, recompute ascending). Shapes that do not divide and
 /// choices whose memory estimate exceeds the GPU's memory are rejected (validate_space_options
 /// first); of the recompute

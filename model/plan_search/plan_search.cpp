@@ -86,6 +86,7 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world, std:
   c.pp = w.pp;
   c.vp = w.vp;
   c.ep = w.ep;
+  c.etp = w.moe.expert_tp;
   c.dp = w.dp;
   c.micro_batch = w.micro_batch;
   c.recompute = w.recompute;

@@ -202,13 +202,13 @@ def convert_plan(system, workload, plan, plan_format=None, module_path=None, ove
                                               module_path or ""))
 
 
-def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, max_tp=0,
+def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, expert_tp=None, max_tp=0,
          overlaps="search", budget=0, threads=0, exhaustive=False, timeout=None):
     """``perfcast plan --json -``: every predicted Transformer parallelism, fastest first
     (``plans``), those screened out and why (``rejected``), and where the workload's own
     stands (``asked``). ``system`` and ``workload`` are file paths (the search re-reads them
-    per candidate). ``micro_batches``, ``cp``, ``vp``, ``ep``: lists of sizes to try (None:
-    1,2,4,8 micro-batches and the workload's own cp / vp / ep); ``max_tp`` 0: one node;
+    per candidate). ``micro_batches``, ``cp``, ``vp``, ``ep``, ``expert_tp``: lists of sizes to
+    try (None: 1,2,4,8 micro-batches and the workload's own cp / vp / ep / moe.expert_tp); ``max_tp`` 0: one node;
     ``overlaps`` "search" or "off"; ``budget`` seconds (0: none); ``threads`` 0: all cores;
     ``exhaustive``: simulate every candidate in full (default: the ten fastest are simulated in
     full, plans estimated well behind them keep the estimate, ``how`` == "estimated")."""
@@ -217,7 +217,8 @@ def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, 
             raise TypeError("%s: plan takes a file path, got %s" % (kind, type(value).__name__))
     result, _text = _perfcast.plan(_os.fspath(system), _os.fspath(workload), _override_texts(overrides),
                                    _integer(gpus, "gpus"), _integers(micro_batches, "micro_batches"), _integers(cp, "cp"),
-                                   _integers(vp, "vp"), _integers(ep, "ep"), _integer(max_tp, "max_tp"), overlaps,
+                                   _integers(vp, "vp"), _integers(ep, "ep"), _integers(expert_tp, "expert_tp"),
+                                   _integer(max_tp, "max_tp"), overlaps,
                                    _seconds(budget, "budget"), _integer(threads, "threads"), bool(exhaustive),
                                    _timeout(timeout))
     return _json.loads(result)

@@ -142,6 +142,50 @@ TEST_CASE("plan search: --ep adds expert-parallel shapes for a MoE workload", "[
   CHECK(r.rejected.size() == 3 * 9 - 17);
 }
 
+TEST_CASE("plan search: --expert-tp adds MoE parallel folding (expert TP apart from the attention's)", "[plan][moe]") {
+  PlanSearchRequest req = small_request();
+  req.base.overrides.push_back(R"(workload.moe={"experts": 4, "top_k": 2})");
+  req.space.expert_parallel = {1, 2};
+  req.space.expert_tensor_parallel = {1, 2};
+  req.space.recomputes = {Recompute::kNone};
+  req.space.micro_batches = {1};
+  req.space.overlap_grad_reduce = {false};
+  req.space.tp_comm_overlap = {false};
+  req.exhaustive = true;
+  const PlanSearchResult r = search_parallel_plans(req);
+  // Shapes (tp, pp) and their stage ranks tp x dp: (1,1) 4, (1,2) 2, (1,4) 1, (2,1) 4, (2,2) 2,
+  // (4,1) 4, with 2, 2, 1, 2, 1, 1 distributed-optimizer settings (on only where dp > 1).
+  // (ep, expert TP) in {1,2}^2 must have ep x expert TP dividing the stage ranks: all four
+  // where 4, three where 2 (not 2 x 2), one where 1. Fitting: 4x2 + 3x2 + 1x1 + 4x2 + 3x1 + 4x1 = 30.
+  CHECK(r.ranked.size() == 30);
+  CHECK(r.rejected.size() == 36 - 30);  // 9 shapes x settings x 4 (ep, expert TP) pairs
+  std::map<std::pair<int, int>, int> by_pair;
+  for (const auto& p : r.ranked) {
+    ++by_pair[{p.choice.ep, p.choice.expert_tp()}];
+    CHECK((p.choice.tp * p.choice.dp) % (p.choice.ep * p.choice.expert_tp()) == 0);
+  }
+  // (1,1): every shape (9); (2,1) and (1,2): stage ranks 4 or 2 (8 each); (2,2): stage ranks 4 (5).
+  CHECK(by_pair[{1, 1}] == 9);
+  CHECK(by_pair[{2, 1}] == 8);
+  CHECK(by_pair[{1, 2}] == 8);
+  CHECK(by_pair[{2, 2}] == 5);
+  // Folded: attention tp 2 with expert TP 1; the label and the overrides say so.
+  ParallelismChoice folded;
+  folded.tp = 2;
+  folded.dp = 2;
+  folded.ep = 2;
+  folded.etp = 1;
+  CHECK(folded.label().find("ep 2 etp 1") != std::string::npos);
+  const auto o = folded.overrides();
+  CHECK(std::find(o.begin(), o.end(), "workload.moe.expert_tp=1") != o.end());
+  bool ranked = false;
+  for (const auto& p : r.ranked) ranked = ranked || (p.choice == folded);
+  CHECK(ranked);
+  SpaceOptions bad;
+  bad.expert_tensor_parallel = {0};
+  CHECK_THROWS_AS(validate_space_options(bad), ConfigError);
+}
+
 TEST_CASE("plan search: best equals a brute-force sweep over the same space", "[plan]") {
   const PlanSearchRequest req = small_request();
   const PlanSearchResult r = search_parallel_plans(req);

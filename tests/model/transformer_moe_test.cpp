@@ -202,6 +202,33 @@ TEST_CASE("moe: optimizer states of experts shard over expert DP, activations gr
   CHECK(estimate_transformer_memory(fewer, s4)[0].activations < estimate_transformer_memory(more, s4)[0].activations);
 }
 
+TEST_CASE("moe: parallel folding: expert TP 1 under attention TP 2 holds whole experts, sharded over expert DP",
+          "[transformer][moe][memory][folding]") {
+  const SystemSpec s4 = dgx_h100(4);
+  const double expert = 2.0 * 64 * 128;  // one expert's fc1 and fc2, no biases
+  // Attention tp 2 x dp 2; experts ep 2 x expert TP 2 (no folding): expert DP 4 / 4 = 1, each
+  // rank holds 2 experts' halves; with expert TP 1 (folded): expert DP 4 / 2 = 2, whole experts.
+  TransformerSpec plain = moe_gpt(2, 2, 2);
+  plain.distributed_optimizer = true;
+  resolve_parallelism(plain, 4);
+  TransformerSpec folded = plain;
+  folded.moe.expert_tp = 1;
+  resolve_parallelism(folded, 4);
+  CHECK(plain.expert_dp() == 1);
+  CHECK(folded.expert_dp() == 2);
+  CHECK(transformer_layer_expert_parameters(plain, 0) == Approx(2 * expert / 2));
+  CHECK(transformer_layer_expert_parameters(folded, 0) == Approx(2 * expert));
+  CHECK(transformer_stage_expert_parameters(folded, 0) == Approx(2 /*layers*/ * 2 * expert));
+  // The rest (attention, router, norms, embedding) is the same with or without folding.
+  const double rest = transformer_rank_parameters(plain, 0) - transformer_stage_expert_parameters(plain, 0);
+  CHECK(transformer_rank_parameters(folded, 0) - transformer_stage_expert_parameters(folded, 0) == Approx(rest));
+  // bf16 weights 2 B + fp32 gradients 4 B per parameter; Adam's 12 B sharded over dp x cp 2
+  // (the rest) and expert DP (1 plain, 2 folded).
+  const double e_plain = 2 * 2 * expert / 2, e_folded = 2 * 2 * expert;
+  CHECK(estimate_transformer_memory(plain, s4)[0].dense == Approx(6 * (rest + e_plain) + 12 * (rest / 2 + e_plain / 1)));
+  CHECK(estimate_transformer_memory(folded, s4)[0].dense == Approx(6 * (rest + e_folded) + 12 * (rest / 2 + e_folded / 2)));
+}
+
 TEST_CASE("moe: the workload keys and config errors", "[transformer][moe][config]") {
   const JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/mixtral_8x7b.json");
   const TransformerSpec mixtral = parse_transformer(doc);
