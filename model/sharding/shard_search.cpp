@@ -202,7 +202,13 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     assign_table_wise(touch(p, t), w_->tables[t], to);
     return "merge";
   }
-  const auto t = pick(T);
+  // One node: half the time a table of the busiest rank. Splitting the table that makes the
+  // critical rank critical (a pooling-heavy one) over the node's NVLink is what these moves
+  // are for. Over several nodes a table split over all ranks crosses the network: there the
+  // table is drawn uniformly (and no extra draw is made, so their sequence is unchanged); the
+  // node-local moves above target the busiest rank instead.
+  const auto busiest = nodes == 1 && rng_() % 2 == 0 ? tw_table(true) : std::nullopt;
+  const auto t = busiest ? *busiest : pick(T);
   if (p.tables[t].type != ShardingType::kTableWise) return "";
   if (u < 0.925) {
     // Only small tables are worth replicating: under 1% of the rank's embedding budget.

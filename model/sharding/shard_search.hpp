@@ -55,7 +55,8 @@ class FixedPlansProposer final : public Proposer {
 /// Local search from the best plan it has been told about: move a table off the rank with
 /// the most embedding time, swap two tables, split a table column-wise over two ranks,
 /// merge a column-wise table, make a small table data-parallel or a table with heavy
-/// pooling row-wise, and back. On several nodes also: a table row-wise over one node
+/// pooling row-wise (on one node half of those two moves take a table-wise table of the
+/// busiest rank, the rest any table), and back. On several nodes also: a table row-wise over one node
 /// (table_row_wise), column-wise over ranks of its node (table_column_wise), or two
 /// column blocks each row-wise over a node (grid). Accepts a neighbour when it is better (feasible first,
 /// then faster).

@@ -62,6 +62,8 @@ void plan(const std::vector<std::string>& lines) {
   if (!scalars.empty()) req.space.max_tp = static_cast<int>(scalars[0]);
   if (scalars.size() > 1) req.gpus = static_cast<int>(scalars[1]);
   if (scalars.size() > 2) req.timeout_s = static_cast<double>(scalars[2]) * 1e-3;
+  if (scalars.size() > 3) req.exhaustive = scalars[3] != 0;
+  req.space.expert_tensor_parallel = integers<int>(line(5));
   const PlanSearchResult r = search_parallel_plans(req);
   for (const auto& p : r.ranked) fuzz::require_finite_time(p.iteration_time, "a ranked plan's iteration time");
 }

@@ -64,7 +64,7 @@ make_seeds() {
   printf '{"families": [{"family": "gemm.fp16", "heldout_samples": 10, "heldout_geomean_abs_error": 0.1, "train_geomean_abs_error": 0.05}], "written": "c.json"}' | seed report cal_kernels.json 00
   printf '{"runs": [{"line": 2, "split": "fit", "measured_s": 0.01, "fitted_s": 0.011}], "op_overhead_s": 1e-5, "fit_runs": 1, "heldout_runs": 0, "written": null}' | seed report cal_runtime.json 00
   printf '{"dry_run": false, "cases": 3, "sweeps": [{"name": "gemm", "cases": 3, "warmup": 1, "repetitions": 2, "flush_l2": true}], "measured": 2, "failed": 1, "not_run": 0, "timer": "cupti", "written": "m.jsonl"}' | seed report profile.json 00
-  # options: 0 sweep lines, 1 plan lists (micro-batches, cp, vp, ep, "max_tp,gpus,budget_ms"), 2 shard values.
+  # options: 0 sweep lines, 1 plan lists (micro-batches, cp, vp, ep, "max_tp,gpus,budget_ms,exhaustive", expert TP), 2 shard values.
   printf 'workload.batch_size=1024,2048\nsystem.nodes=1,2\n' | seed options sweep.txt 00
   printf '1,2\n1,2\n1\n\n8,8,500\n' | seed options plan.txt 01
   printf '10s\n3,7\n30s\nauto\nsearch\ntorchrec\n' | seed options shard.txt 02

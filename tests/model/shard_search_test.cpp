@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/graph/memory_estimate.hpp"
@@ -109,6 +111,29 @@ TEST_CASE("search: never worse than the best baseline, deterministic for a seed"
     CHECK_FALSE(better(e, a.best_eval));
   }
   CHECK(a.best_eval.feasible);
+}
+
+TEST_CASE("search: on one node the busiest rank's pooling-heavy table is split within 500 plans", "[shard][search]") {
+  // dlrm_mlperf on a DGX H100: every baseline keeps each table whole, and the rank holding
+  // the pooling-heavy tables is the critical path. Splitting one of them over the node is the
+  // move that pays; drawing the split's table from the busiest rank finds it early.
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  FixedPlansProposer fixed(baseline_plans(w, s, 1));
+  LocalSearchProposer local(w, s, 1);
+  SearchOptions opt;
+  opt.max_evaluations = 500;
+  const SearchResult r = run_search({&fixed, &local}, ev, opt);
+  REQUIRE(r.best);
+  double best_baseline = 1e300;
+  for (const auto& base : baseline_plans(w, s, 1)) best_baseline = std::min(best_baseline, ev.evaluate(base.plan).iteration_time);
+  CHECK(r.best_eval.feasible);
+  CHECK(r.best_eval.iteration_time < 0.75 * best_baseline);
+  int split = 0;
+  for (const auto& t : r.best->plan.tables) split += t.type != ShardingType::kTableWise;
+  CHECK(split > 0);
 }
 
 TEST_CASE("local search: proposals carry plan_hash, kept incrementally, and scratch restores exactly", "[shard]") {
