@@ -10,12 +10,7 @@ using namespace perfcast;
 namespace {
 
 ParallelismChoice choice(int pp, int vp, int dp, std::int64_t micro_batch) {
-  ParallelismChoice c;
-  c.pp = pp;
-  c.vp = vp;
-  c.dp = dp;
-  c.micro_batch = micro_batch;
-  return c;
+  return ParallelismChoice{.pp = pp, .dp = dp, .vp = vp, .micro_batch = micro_batch};
 }
 
 WorkloadMetrics metrics(double flops, double tokens_per_s, double mfu, Seconds compute, Seconds bubble) {
