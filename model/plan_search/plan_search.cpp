@@ -118,7 +118,6 @@ std::string why_slower(const RankedPlan& p, const RankedPlan& best) {
   return worst.empty() ? pct : fmt::format("{}: {} +{}", pct, worst, format_time(grew));
 }
 
-
 /// `q` with the global batch that gives `micro_batches` micro-batches per pipeline to `c`.
 PredictRequest with_micro_batch_count(PredictRequest q, const ParallelismChoice& c, std::int64_t micro_batches) {
   q.overrides.push_back(fmt::format("workload.global_batch={}", micro_batches * c.dp * c.micro_batch));

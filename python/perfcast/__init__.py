@@ -202,8 +202,8 @@ def convert_plan(system, workload, plan, plan_format=None, module_path=None, ove
                                               module_path or ""))
 
 
-def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, expert_tp=None, max_tp=0,
-         overlaps="search", budget=0, threads=0, exhaustive=False, timeout=None):
+def plan(system, workload, overrides=None, gpus=0, micro_batches=None, cp=None, vp=None, ep=None, max_tp=0,
+         overlaps="search", budget=0, threads=0, timeout=None, expert_tp=None, exhaustive=False):
     """``perfcast plan --json -``: every predicted Transformer parallelism, fastest first
     (``plans``), those screened out and why (``rejected``), and where the workload's own
     stands (``asked``). ``system`` and ``workload`` are file paths (the search re-reads them

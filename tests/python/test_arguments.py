@@ -67,8 +67,8 @@ def test_every_function_raises_only_documented_exceptions(src):
         (perfcast.comm, (sys_file,), ["collective", "sizes", "ranks", "nodes"]),
         (perfcast.shard, (sys_file, dlrm), ["overrides", "budget", "evaluations", "seed", "plan_format", "memory_tiers",
                                             "dense_layout"]),
-        (perfcast.plan, (sys_file, gpt2), ["overrides", "gpus", "micro_batches", "cp", "vp", "ep", "max_tp", "overlaps",
-                                           "budget", "threads"]),
+        (perfcast.plan, (sys_file, gpt2), ["overrides", "gpus", "micro_batches", "cp", "vp", "ep", "expert_tp", "max_tp",
+                                           "overlaps", "budget", "threads"]),
     ]
     ran = 0
     for _ in range(150):
