@@ -75,6 +75,7 @@ RankProgram build_transformer_rank_program(const TransformerSpec& w, int rank, S
 }  // namespace transformer
 
 double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer) {
+  if (w.diffusion()) return dit_layer_parameters(w, w.tp);
   const double t = w.tp, h = double(w.hidden);
   const double f1 = fc1_multiplier(w.activation) * double(w.ffn_hidden);
   // MoE: the router (replicated over TP), the rank's experts and its TP share of the shared
@@ -107,6 +108,7 @@ double transformer_stage_expert_parameters(const TransformerSpec& w, int stage) 
 double transformer_rank_parameters(const TransformerSpec& w, int stage) {
   const double t = w.tp, h = double(w.hidden);
   double p = transformer_stage_layer_parameters(w, stage);
+  if (w.diffusion()) return p + (stage == 0 ? dit_input_parameters(w) : 0.0) + (stage + 1 == w.pp ? dit_output_parameters(w) : 0.0);
   const double table = double(w.padded_vocab()) / t * h;
   if (stage == 0) p += table + (w.position == PositionEmbedding::kLearned ? double(w.seq_len) * h : 0.0);
   if (stage + 1 == w.pp) {
@@ -167,6 +169,23 @@ double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
   return (w.sequence_parallel ? replicated / t : replicated) + split / t;
 }
 
+/// A diffusion layer's stored activations per micro-batch at 2-byte elements on one of `t`
+/// TP ranks, counted as for layer_activation_bytes from what each sub-block keeps for its
+/// backward. Per sub-block, on the sequence-parallel shard (split over TP only under sequence
+/// parallelism): the norm's input, the modulated output (the next GEMM's input) and the
+/// branch output the gate's gradient reads, 2 sbh each (18 sbh for the three). Split over TP:
+/// self-attention's Q, K, V and output (2 sbh x (2 + 2 kv / heads)), the cross-attention's
+/// query and output (4 sbh) and the text keys and values (2 x 2 b s_text h), the MLP's fc1
+/// and GeLU outputs (dense_mlp_activation_bytes). The flash kernels' softmax statistics and
+/// the per-sample modulation values are negligible.
+double dit_layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
+  const double replicated = 18 * sbh;
+  const double kv = double(w.kv_heads) / double(w.heads);
+  const double text = 4.0 * double(w.micro_batch) * double(w.dit.text_tokens) * double(w.hidden);
+  const double split = sbh * (2 * (2 + 2 * kv) + 4) + text + dense_mlp_activation_bytes(w, sbh);
+  return (w.sequence_parallel ? replicated / t : replicated) + split / t;
+}
+
 /// MoE layers: the change in bytes of stored activations per layer and micro-batch when the
 /// dense MLP's share (dense_mlp_activation_bytes and its dropout mask) is replaced by the MoE
 /// MLP's: the router input (sbh / tp elements), each routed row's permuted input, fc1 output
@@ -217,7 +236,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const bool keep_scores = w.attention == AttentionImpl::kUnfused && w.recompute == Recompute::kNone;
   const double sp = w.sequence_parallel ? t : 1.0;
   // Bytes per layer per micro-batch at 2-byte activations.
-  double per_layer = layer_activation_bytes(w, sbh, t);
+  double per_layer = w.diffusion() ? dit_layer_activation_bytes(w, sbh, t) : layer_activation_bytes(w, sbh, t);
   if (keep_scores) per_layer += sbh * attn / t;
   if (w.mla.enabled()) per_layer += mla_activation_bytes_change(w, sbh / w.hidden);
   per_layer *= e / 2;

@@ -28,7 +28,7 @@ void add_context_parallel_attention(const TransformerRankContext& c, Transformer
   const std::int64_t b = w.micro_batch, s = c.tokens / w.micro_batch, hd = w.head_dim();
   const bool backward = pass == AttentionPass::kBackward;
   const double kv_bytes = 2.0 * double(b) * s * c.kv_heads * hd * c.e * (backward ? 2 : 1);
-  const bool causal = w.kind == TransformerKind::kDecoder;
+  const bool causal = w.causal();
   for (int step = 0; step < w.cp; ++step) {
     std::vector<int> transfer;
     if (step + 1 < w.cp) {
@@ -47,12 +47,14 @@ void add_context_parallel_attention(const TransformerRankContext& c, Transformer
   d.kernels(p + (backward ? "cp_kv_grad_sum" : "cp_output_merge"), ph, {ew(backward ? "cp_kv_grad_sum" : "cp_output_merge", elements * (w.cp - 1), 3, 3 * c.e)});
 }
 
+}  // namespace
+
 /// Scores, softmax, dropout and context of one layer's attention, forward (also the
 /// selective recomputation in the backward, prefix `p` + "recompute.").
 void add_attention_core_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph) {
   const auto& w = c.w;
   const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.qk_dim(), vd = w.v_dim();
-  const bool causal = w.kind == TransformerKind::kDecoder;
+  const bool causal = w.causal();
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kForward);
   if (w.attention == AttentionImpl::kFlash) {
     AttentionDesc a{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kForward, vd};
@@ -89,7 +91,7 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
   const auto& w = c.w;
   const Phase ph = Phase::kBackward;
   const std::int64_t b = w.micro_batch, s = w.seq_len, hd = w.qk_dim(), vd = w.v_dim();
-  const bool causal = w.kind == TransformerKind::kDecoder;
+  const bool causal = w.causal();
   if (w.attention == AttentionImpl::kFlash && w.cp > 1) return add_context_parallel_attention(c, d, p, ph, AttentionPass::kBackward);
   if (w.attention == AttentionImpl::kFlash) {
     AttentionDesc a{b, c.heads, c.kv_heads, s, s, hd, causal, w.activation_dtype(), AttentionPass::kBackward, vd};
@@ -122,6 +124,8 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
   k.push_back(c.gemm(s, hd, s, false, b * c.heads));
   d.kernels(p + "core_attention", ph, std::move(k));
 }
+
+namespace {
 
 /// Multi-latent attention's projections (MLASelfAttention.get_query_key_value_tensors),
 /// forward: the query down-projection, its RMSNorm and up-projection (or one full query
@@ -181,6 +185,7 @@ void add_mla_projections_backward(const TransformerRankContext& c, TransformerDr
 
 void add_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag) {
   const auto& w = c.w;
+  if (w.diffusion()) return add_dit_layer_forward(c, d, layer, ph, tag);
   const double e = c.e;
   const std::string p = fmt::format("layer{}.{}", layer, tag);
   d.kernels(p + "input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
@@ -243,6 +248,11 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const Phase ph = Phase::kBackward;
   if (w.recompute == Recompute::kFull) add_layer_forward(c, d, layer, ph, "recompute.");
   const std::string p = fmt::format("layer{}.backward.", layer);
+  if (w.diffusion()) {
+    add_dit_layer_backward(c, d, layer);
+    if (w.overlap_grad_reduce && d.last_micro_batch()) add_layer_grad_buckets(c, d, p, layer);
+    return;
+  }
   const double e = c.e;
   const std::int64_t T = c.tokens, H = w.hidden;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});

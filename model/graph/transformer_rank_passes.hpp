@@ -275,6 +275,21 @@ void add_mlp_forward(const TransformerRankContext& c, TransformerDraft& d, const
 void add_mlp_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, const MlpShape& m);
 void add_moe_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph);
 void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p);
+/// Self-attention's core (scores, softmax, values) of a layer, prefix `p`: flash (with the
+/// CP ring under context parallelism), or the unfused kernels; causal for decoders.
+void add_attention_core_forward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p, Phase ph);
+void add_attention_core_backward(const TransformerRankContext& c, TransformerDraft& d, const std::string& p);
+
+// ---- diffusion transformers (transformer_dit_passes.cpp; TransformerSpec::diffusion()) ----
+/// One DiT layer: adaLN modulation, self-attention, cross-attention to the text, MLP.
+void add_dit_layer_forward(const TransformerRankContext& c, TransformerDraft& d, int layer, Phase ph, const std::string& tag);
+void add_dit_layer_backward(const TransformerRankContext& c, TransformerDraft& d, int layer);
+/// In place of get_batch, the embedding, the LM head and loss, and their backwards.
+void add_dit_get_batch(const TransformerRankContext& c, TransformerDraft& d);
+void add_dit_input_forward(const TransformerRankContext& c, TransformerDraft& d);
+void add_dit_output_and_loss(const TransformerRankContext& c, TransformerDraft& d);
+void add_dit_output_backward(const TransformerRankContext& c, TransformerDraft& d);
+void add_dit_input_backward(const TransformerRankContext& c, TransformerDraft& d);
 
 inline constexpr std::array<NamedTransformerPass, 4> kForwardPasses{{
     {"get_batch", add_get_batch},

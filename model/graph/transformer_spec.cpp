@@ -61,6 +61,48 @@ MoeSpec parse_moe(const JsonObject& o) {
   return m;
 }
 
+/// The "dit" object (see DitSpec), whose patch sizes must divide the latent video.
+DitSpec parse_dit(const JsonObject& o) {
+  DitSpec d;
+  d.latent_frames = o.integer("latent_frames", 1, 1 << 16);
+  d.latent_height = o.integer("latent_height", 1, 1 << 16);
+  d.latent_width = o.integer("latent_width", 1, 1 << 16);
+  d.latent_channels = o.integer_or("latent_channels", 1, 4096, 16);
+  d.patch_spatial = o.integer_or("patch_spatial", 1, 64, 2);
+  d.patch_temporal = o.integer_or("patch_temporal", 1, 64, 1);
+  d.padding_mask_channel = o.bool_or("padding_mask_channel", true);
+  d.text_tokens = o.integer_or("text_tokens", 1, 1 << 20, 512);
+  d.text_dim = o.integer_or("text_dim", 1, kMaxWidth, 1024);
+  d.adaln_lora_dim = o.integer_or("adaln_lora_dim", 0, kMaxWidth, 256);
+  o.finish();
+  if (d.latent_frames % d.patch_temporal != 0)
+    o.fail("patch_temporal", fmt::format("{} latent frames do not divide into patches of {}", d.latent_frames, d.patch_temporal));
+  if (d.latent_height % d.patch_spatial != 0 || d.latent_width % d.patch_spatial != 0)
+    o.fail("patch_spatial", fmt::format("latent {} x {} does not divide into patches of {}", d.latent_height, d.latent_width, d.patch_spatial));
+  if (d.tokens() > (std::int64_t{1} << 24))
+    o.fail("latent_frames", fmt::format("{} tokens per sample; perfcast models at most {}", d.tokens(), std::int64_t{1} << 24));
+  return d;
+}
+
+/// A diffusion transformer has no vocabulary, MoE or MLA in perfcast; its sequence is the
+/// latent video's patches.
+void check_dit(const JsonObject& root, TransformerSpec& w) {
+  if (!w.dit.enabled()) root.fail("dit", "\"architecture\": \"dit\" needs a \"dit\" object (latent_frames, latent_height, latent_width, ...)");
+  if (root.find("vocab")) root.fail("vocab", "a diffusion transformer has no vocabulary: leave \"vocab\" out");
+  if (root.find("tied_embeddings")) root.fail("tied_embeddings", "a diffusion transformer has no token embedding: leave it out");
+  if (w.position == PositionEmbedding::kLearned && root.find("position_embedding"))
+    root.fail("position_embedding", "the diffusion transformer's positions are 3D rotary embeddings: \"rope\" or leave it out");
+  if (const auto s = root.find("seq_len"); s && s->as_integer(1, std::int64_t{1} << 24) != w.dit.tokens())
+    root.fail("seq_len", fmt::format("the latent video has {} tokens (frames / patch_temporal x height / patch_spatial x "
+                                     "width / patch_spatial); leave \"seq_len\" out or set it to that", w.dit.tokens()));
+  if (w.moe.enabled()) root.fail("moe", "mixture-of-experts diffusion transformers are not modelled");
+  if (w.mla.enabled()) root.fail("mla", "multi-latent attention in a diffusion transformer is not modelled");
+  w.seq_len = w.dit.tokens();
+  w.vocab = 0;
+  w.tied_embeddings = false;
+  w.position = PositionEmbedding::kRope;
+}
+
 }  // namespace
 
 void check_moe_layers(const TransformerSpec& w) {
@@ -83,6 +125,7 @@ const char* activation_name(Activation a) {
 }
 
 std::int64_t TransformerSpec::padded_vocab() const {
+  if (vocab == 0) return 0;  // diffusion transformers
   const std::int64_t multiple = 128 * tp;  // Megatron: make_vocab_size_divisible_by (128) x tp
   return (vocab + multiple - 1) / multiple * multiple;
 }
@@ -104,6 +147,7 @@ double mlp_parameters(const TransformerSpec& w, double experts_counted, bool moe
 
 double total_parameters(const TransformerSpec& w, double experts_counted) {
   const double h = double(w.hidden);
+  if (w.diffusion()) return double(w.layers) * dit_layer_parameters(w, 1) + dit_input_parameters(w) + dit_output_parameters(w);
   double layers = 0;
   for (std::int64_t l = 0; l < w.layers; ++l)  // + two layer norms (weight, bias) each
     layers += w.attention_parameters(1) + mlp_parameters(w, experts_counted, w.moe.in_layer(l)) + 4 * h;
@@ -135,6 +179,57 @@ double TransformerSpec::shared_expert_parameters() const {
 
 double TransformerSpec::active_parameters() const { return total_parameters(*this, moe.top_k); }
 
+namespace {
+
+/// The adaLN modulation's parameters producing `chunks` x hidden values per sample: the
+/// low-rank pair (hidden x r, r x chunks hidden) or one hidden x chunks hidden projection.
+double adaln_parameters(const TransformerSpec& w, double chunks) {
+  const double h = double(w.hidden), r = double(w.dit.adaln_lora_dim);
+  return r > 0 ? h * r + r * chunks * h : chunks * h * h;
+}
+
+/// Parameters a diffusion layer applies to every video token, unsharded: QKV and output of
+/// self-attention, query and output of cross-attention, the MLP (no biases).
+double dit_token_layer_parameters(const TransformerSpec& w) {
+  const double h = double(w.hidden), a = double(w.heads) * double(w.head_dim()), kv = double(w.kv_heads) * double(w.head_dim());
+  return h * (a + 2 * kv) + a * h + 2 * h * a + 2 * h * double(w.ffn_hidden);
+}
+
+}  // namespace
+
+double dit_layer_parameters(const TransformerSpec& w, int tp) {
+  if (!w.diffusion()) return 0;
+  const double t = tp, a = double(w.heads) * double(w.head_dim());
+  const double norms = 4.0 * double(w.head_dim());  // per-head query and key RMSNorm weights, both attentions
+  const double text_kv = 2.0 * double(w.dit.text_dim) * a;  // cross-attention keys and values, column-parallel
+  return (dit_token_layer_parameters(w) + text_kv) / t + norms + adaln_parameters(w, 9);
+}
+
+double dit_input_parameters(const TransformerSpec& w) {
+  if (!w.diffusion()) return 0;
+  const double h = double(w.hidden);
+  // Patch embedding (no bias); timestep embedding h x h then h x 3h (its 3h output feeds the
+  // layers' AdaLN-LoRA) or h x h without LoRA; the timestep embedding's RMSNorm weight.
+  const double timestep = h * h + h * (w.dit.adaln_lora_dim > 0 ? 3 * h : h);
+  return double(w.dit.patch_inputs()) * h + timestep + h;
+}
+
+double dit_output_parameters(const TransformerSpec& w) {
+  if (!w.diffusion()) return 0;
+  return adaln_parameters(w, 2) + double(w.hidden) * double(w.dit.patch_outputs());  // shift and scale; projection to patches
+}
+
+double dit_model_flops_per_sample(const TransformerSpec& w) {
+  if (!w.diffusion()) return 0;
+  const double L = double(w.layers), s = double(w.seq_len), text = double(w.dit.text_tokens), h = double(w.hidden);
+  const double a = double(w.heads) * double(w.head_dim());
+  const double per_token = L * dit_token_layer_parameters(w) + double(w.dit.patch_inputs()) * h + h * double(w.dit.patch_outputs());
+  const double per_text_token = L * 2.0 * double(w.dit.text_dim) * a;
+  const double per_sample = dit_input_parameters(w) - double(w.dit.patch_inputs()) * h - h  // the timestep embedding
+                            + L * adaln_parameters(w, 9) + adaln_parameters(w, 2);
+  return 6.0 * (per_token * s + per_text_token * text + per_sample) + 12.0 * L * a * s * (s + text);
+}
+
 TransformerSpec parse_transformer(const JsonDocument& doc) {
   const JsonObject root(doc);
   root.require_schema("perfcast.workload", 1);
@@ -142,14 +237,16 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   w.file = doc.file;
   w.name = root.string("name");
   [[maybe_unused]] const std::string model = root.at("model").as_enum({"transformer"});
-  w.kind = root.enum_or("architecture", {"decoder", "encoder"}, "decoder") == "decoder" ? TransformerKind::kDecoder
-                                                                                       : TransformerKind::kEncoder;
+  const std::string arch = root.enum_or("architecture", {"decoder", "encoder", "dit"}, "decoder");
+  w.kind = arch == "decoder" ? TransformerKind::kDecoder : arch == "encoder" ? TransformerKind::kEncoder : TransformerKind::kDiffusion;
   w.hidden = root.integer("hidden", 1, kMaxWidth);
   w.heads = root.integer("heads", 1, 4096);
   w.kv_heads = root.integer_or("kv_heads", 1, 4096, w.heads);
   w.layers = root.integer("layers", 1, 10000);
-  w.seq_len = root.integer("seq_len", 1, std::int64_t{1} << 24);
-  w.vocab = root.integer("vocab", 1, std::int64_t{1} << 24);
+  if (!w.diffusion()) {
+    w.seq_len = root.integer("seq_len", 1, std::int64_t{1} << 24);
+    w.vocab = root.integer("vocab", 1, std::int64_t{1} << 24);
+  }
   w.ffn_hidden = root.integer_or("ffn_hidden", 1, kMaxWidth, 4 * w.hidden);
   const std::string act = root.enum_or("activation", {"gelu", "swiglu", "geglu", "relu", "squared_relu"}, "gelu");
   for (const Activation a : {Activation::kGelu, Activation::kSwiglu, Activation::kGeglu, Activation::kRelu, Activation::kSquaredRelu})
@@ -203,6 +300,11 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   }
   if (const auto moe = root.find("moe")) w.moe = parse_moe(moe->as_object());
   if (const auto mla = root.find("mla")) w.mla = parse_mla(mla->as_object());
+  if (const auto dit = root.find("dit")) {
+    if (!w.diffusion()) root.fail("dit", "applies to \"architecture\": \"dit\" only");
+    w.dit = parse_dit(dit->as_object());
+  }
+  if (w.diffusion()) check_dit(root, w);
   root.finish();
   if (w.mla.enabled()) check_mla(w);
   if (w.ep > 1 && !w.moe.enabled())

@@ -1,8 +1,9 @@
 #pragma once
 /// \file transformer_spec.hpp
 /// Transformer training workloads (schema "perfcast.workload" 1.x, model "transformer"):
-/// a Megatron-style encoder (BERT) or decoder (GPT, Llama) stack trained with tensor (TP),
-/// pipeline (PP, 1F1B) and data parallelism (DP), as Megatron-LM's arguments describe it.
+/// a Megatron-style encoder (BERT), decoder (GPT, Llama) or video diffusion transformer
+/// (DiT: Cosmos, NeMo's DiT) stack trained with tensor (TP), pipeline (PP, 1F1B), context
+/// (CP) and data parallelism (DP), as Megatron-LM's arguments describe it.
 ///
 /// Sizes are counts (tokens, elements), not bytes. `vocab` is the tokenizer's size; the
 /// builder pads it to a multiple of 128 x tp as Megatron does (--make-vocab-size-divisible-by 128).
@@ -18,7 +19,9 @@
 
 namespace perfcast {
 
-enum class TransformerKind { kEncoder, kDecoder };
+/// Encoder: bidirectional attention with a vocabulary (BERT); decoder: causal (GPT, Llama);
+/// diffusion: a video diffusion transformer (DitSpec), bidirectional, without a vocabulary.
+enum class TransformerKind { kEncoder, kDecoder, kDiffusion };
 /// MLP activations: GeLU (GPT, BERT), SwiGLU (Llama: a gated SiLU, fc1 twice as wide),
 /// GeGLU (a gated GeLU), ReLU, squared ReLU (Nemotron-4: relu(x)^2, So et al. 2021 "Primer").
 enum class Activation { kGelu, kSwiglu, kGeglu, kRelu, kSquaredRelu };
@@ -96,6 +99,50 @@ struct MoeSpec {
   }
 };
 
+/// A video diffusion transformer (workload "architecture": "dit"), as NVIDIA's Cosmos world
+/// foundation models (arXiv:2501.03575, section 5.1; the GeneralDIT network with block
+/// "FA-CA-MLP") and NeMo's Megatron-Core DiT (nemo/collections/diffusion/models/dit) build it:
+/// the latent video of the tokenizer is cut into patches of patch_temporal x patch_spatial^2
+/// latent pixels, one token each, and every layer runs three sub-blocks, each behind an
+/// adaptive layer norm (a LayerNorm without weights, then x (1 + scale) + shift) and closed
+/// by a gated residual (x + gate y): full self-attention over all the video's tokens (no
+/// mask), cross-attention from the video tokens to the text encoder's embeddings
+/// (text_tokens x text_dim: T5-XXL's, precomputed by the data pipeline), and the MLP
+/// (GeLU, no biases). Shift, scale and gate of the three sub-blocks (9 x hidden per sample)
+/// come from the timestep embedding through one adaLN modulation per layer, a low-rank
+/// pair (hidden x adaln_lora_dim, adaln_lora_dim x 9 hidden; AdaLN-LoRA) or, with
+/// adaln_lora_dim 0, one hidden x 9 hidden projection. Queries and keys have a per-head
+/// RMSNorm; positions are 3D rotary embeddings (no parameters). The loss is the EDM
+/// denoising loss (Karras et al. 2022) on the latent: no LM head.
+struct DitSpec {
+  std::int64_t latent_frames = 0;   ///< latent frames (Cosmos: 121 video frames -> 16)
+  std::int64_t latent_height = 0;   ///< latent pixels (704 -> 88 under the 8x8x8 tokenizer)
+  std::int64_t latent_width = 0;    ///< (1280 -> 160)
+  std::int64_t latent_channels = 16;
+  std::int64_t patch_spatial = 2;
+  std::int64_t patch_temporal = 1;
+  bool padding_mask_channel = true;  ///< GeneralDIT's concat_padding_mask: one more input channel
+  std::int64_t text_tokens = 512;    ///< cross-attention keys per sample
+  std::int64_t text_dim = 1024;      ///< width of the text embeddings (crossattn_emb_channels)
+  std::int64_t adaln_lora_dim = 256; ///< 0: a full hidden x 9 hidden modulation per layer
+
+  [[nodiscard]] bool enabled() const { return latent_frames > 0; }
+  /// Video tokens per sample: (frames / pt) x (height / ps) x (width / ps).
+  [[nodiscard]] std::int64_t tokens() const {
+    return (latent_frames / patch_temporal) * (latent_height / patch_spatial) * (latent_width / patch_spatial);
+  }
+  /// Latent elements per sample (channels x frames x height x width).
+  [[nodiscard]] double latent_elements() const {
+    return double(latent_channels) * double(latent_frames) * double(latent_height) * double(latent_width);
+  }
+  /// Inputs of the patch embedding per token: (channels + padding mask) x pt x ps^2.
+  [[nodiscard]] std::int64_t patch_inputs() const {
+    return (latent_channels + (padding_mask_channel ? 1 : 0)) * patch_temporal * patch_spatial * patch_spatial;
+  }
+  /// Outputs of the final layer per token: channels x pt x ps^2.
+  [[nodiscard]] std::int64_t patch_outputs() const { return latent_channels * patch_temporal * patch_spatial * patch_spatial; }
+};
+
 struct TransformerSpec {
   std::string name;
   std::string file;
@@ -151,6 +198,7 @@ struct TransformerSpec {
   int ep = 1;
   MoeSpec moe;
   MlaSpec mla;
+  DitSpec dit;  ///< set (enabled) exactly when kind is kDiffusion
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
   /// The fused-attention kernel of "flash" attention (workload key "attention_kernel"):
@@ -167,6 +215,10 @@ struct TransformerSpec {
   bool symmetric_simulation = true;
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// A video diffusion transformer (DitSpec): no vocabulary, adaLN sub-blocks, cross-attention.
+  [[nodiscard]] bool diffusion() const { return kind == TransformerKind::kDiffusion; }
+  /// Attention under a causal mask (decoders only).
+  [[nodiscard]] bool causal() const { return kind == TransformerKind::kDecoder; }
   /// Elements per head of queries and keys / of values and the attention output:
   /// head_dim() both, or multi-latent attention's.
   [[nodiscard]] std::int64_t qk_dim() const { return mla.enabled() ? mla.qk_head_dim + mla.qk_rope_head_dim : head_dim(); }
@@ -201,6 +253,22 @@ struct TransformerSpec {
   /// MoE MLP width (moe.ffn_hidden, default ffn_hidden).
   [[nodiscard]] std::int64_t expert_ffn() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
 };
+
+/// Parameters of one diffusion-transformer layer on one of `tp` ranks (self- and
+/// cross-attention, MLP, the per-head query / key norms; the adaLN modulation whole on every
+/// rank, as NeMo's AdaLN is a plain replicated nn.Linear). 0 unless w.diffusion().
+[[nodiscard]] double dit_layer_parameters(const TransformerSpec& w, int tp);
+/// Parameters of a diffusion transformer outside its layers on the first stage (patch
+/// embedding, timestep embedding and its RMSNorm) and on the last (the final layer's adaLN
+/// modulation and output projection); replicated over TP. 0 unless w.diffusion().
+[[nodiscard]] double dit_input_parameters(const TransformerSpec& w);
+[[nodiscard]] double dit_output_parameters(const TransformerSpec& w);
+/// Model FLOPs of one diffusion-transformer sample, forward and backward (3 x the forward's
+/// multiply-adds x 2), no recomputation: 6 x (the parameters applied to each video token x
+/// tokens + the cross-attention key / value projections x text tokens + the adaLN and
+/// timestep parameters once) + 12 L h s (s + text tokens) for the attention scores and
+/// values of self- and cross-attention (h = heads x head_dim).
+[[nodiscard]] double dit_model_flops_per_sample(const TransformerSpec& w);
 
 /// Reads a transformer workload (schema "perfcast.workload" 1.x, "model": "transformer").
 /// Throws ConfigError (file, JSON path, message).

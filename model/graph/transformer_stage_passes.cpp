@@ -19,6 +19,7 @@ namespace perfcast::transformer {
 /// get_ltor_masks_and_position_ids builds the causal mask (tril of s x s ones, compared
 /// < 0.5), the loss mask and the position ids, and tokens/labels are sliced contiguous.
 void add_get_batch(const TransformerRankContext& c, TransformerDraft& d) {
+  if (c.w.diffusion()) return add_dit_get_batch(c, d);
   const auto& w = c.w;
   // Interleaved schedule (Megatron-Core): pretrain_gpt.get_batch returns at once on stages
   // that are neither the first nor the last pipeline stage; those two load a batch for
@@ -42,6 +43,7 @@ void add_get_batch(const TransformerRankContext& c, TransformerDraft& d) {
 /// First stage: the vocab-parallel embedding lookup (+ learned positions), its TP
 /// reduction, dropout.
 void add_embedding_forward(const TransformerRankContext& c, TransformerDraft& d) {
+  if (c.w.diffusion()) return add_dit_input_forward(c, d);
   if (!c.first_stage()) return;
   const auto& w = c.w;
   const Phase ph = Phase::kForward;
@@ -54,6 +56,7 @@ void add_embedding_forward(const TransformerRankContext& c, TransformerDraft& d)
 /// Last stage: final layer norm, LM head, vocab-parallel cross entropy and the loss
 /// averaged over the data-parallel group.
 void add_head_and_loss(const TransformerRankContext& c, TransformerDraft& d) {
+  if (c.w.diffusion()) return add_dit_output_and_loss(c, d);
   if (!c.last_stage()) return;
   const auto& w = c.w;
   const Phase ph = Phase::kForward;
@@ -78,6 +81,7 @@ void add_head_and_loss(const TransformerRankContext& c, TransformerDraft& d) {
 /// Last stage: cross entropy, LM head (data and weight gradients, TP reduction) and final
 /// layer norm backward.
 void add_head_backward(const TransformerRankContext& c, TransformerDraft& d) {
+  if (c.w.diffusion()) return add_dit_output_backward(c, d);
   if (!c.last_stage()) return;
   const Phase ph = Phase::kBackward;
   const std::int64_t T = c.tokens, H = c.w.hidden;
@@ -90,6 +94,7 @@ void add_head_backward(const TransformerRankContext& c, TransformerDraft& d) {
 /// First stage: dropout backward and the dense gradient of the vocab shard: zero,
 /// scatter-add the tokens' rows, accumulate into the fp32 main gradient.
 void add_embedding_backward(const TransformerRankContext& c, TransformerDraft& d) {
+  if (c.w.diffusion()) return add_dit_input_backward(c, d);
   if (!c.first_stage()) return;
   const Phase ph = Phase::kBackward;
   const std::int64_t T = c.tokens, H = c.w.hidden;

@@ -90,7 +90,8 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world, std:
   c.dp = w.dp;
   c.micro_batch = w.micro_batch;
   c.recompute = w.recompute;
-  c.distributed_optimizer = w.distributed_optimizer;
+  // As the space lists them: nothing to shard or reduce with one gradient rank.
+  c.distributed_optimizer = w.distributed_optimizer && c.dp * c.cp > 1;
   c.overlap_grad_reduce = w.overlap_grad_reduce && c.dp * c.cp > 1;
   c.tp_comm_overlap = w.tp_comm_overlap && c.tp > 1;
   return c;

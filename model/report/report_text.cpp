@@ -47,9 +47,13 @@ std::string header(const Prediction& p) {
   return out;
 }
 
+/// Samples per second: whole numbers from 10 on, three significant digits below (a video
+/// diffusion step of a few samples takes seconds).
+std::string format_rate(double per_s) { return per_s >= 10 ? fmt::format("{:.0f}", per_s) : fmt::format("{:.3g}", per_s); }
+
 std::string throughput(const Prediction& p, const WorkloadMetrics& m) {
-  std::string out = fmt::format("\npredicted iteration time: {}  ({:.0f} samples/s)\n", format_time(p.timeline.iteration_time),
-                                m.samples_per_s);
+  std::string out = fmt::format("\npredicted iteration time: {}  ({} samples/s)\n", format_time(p.timeline.iteration_time),
+                                format_rate(m.samples_per_s));
   if (!p.provenance.empty()) out += "  " + provenance_headline(p.provenance) + "\n";
   if (std::holds_alternative<TransformerSpec>(p.workload)) {
     out += fmt::format("  {:.0f} tokens/s; MFU {:.1f}% of {:.0f} TFLOP/s dense per GPU ({:.3g} model FLOPs per iteration: {})\n",

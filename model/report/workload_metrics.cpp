@@ -8,6 +8,7 @@ std::string fmt_group(int k) {
 }
 
 double transformer_flops_per_token(const TransformerSpec& w) {
+  if (w.diffusion()) return dit_model_flops_per_sample(w) / double(w.seq_len);
   // MoE: the parameters a token meets (top_k experts per layer), as Megatron counts MoE FLOPs.
   // Scores and values: 2 x 3 (forward and backward) x s x n x (d_qk + d_v) per layer and
   // token, 12 L h s for standard attention (n x head_dim = h).

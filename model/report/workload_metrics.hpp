@@ -43,8 +43,15 @@ inline constexpr const char* kModelFlopsFormula = "6 N + 12 L h s FLOPs per toke
 /// for the attention scores and values (12 L h s when n d_qk = n d_v = h).
 inline constexpr const char* kModelFlopsFormulaMla =
     "6 N + 6 L s n (d_qk + d_v) FLOPs per token (PaLM appendix B with MLA's head widths), no recomputation";
-/// kModelFlopsFormulaMla when `w` uses multi-latent attention, else kModelFlopsFormula.
+/// Diffusion transformers (dit_model_flops_per_sample over the video tokens): the parameters
+/// a token meets, the text keys and values and the per-sample conditioning, each counted where
+/// it applies, and the attention scores and values of self- and cross-attention.
+inline constexpr const char* kModelFlopsFormulaDit =
+    "(6 (N_token s + N_text s_text + N_sample) + 12 L h s (s + s_text)) / s FLOPs per video token (PaLM appendix B per "
+    "sample, text keys / values and adaLN counted where they apply), no recomputation";
+/// The formula that applies to `w`.
 [[nodiscard]] inline const char* model_flops_formula(const TransformerSpec& w) {
+  if (w.diffusion()) return kModelFlopsFormulaDit;
   return w.mla.enabled() ? kModelFlopsFormulaMla : kModelFlopsFormula;
 }
 
