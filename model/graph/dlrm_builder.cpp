@@ -63,13 +63,13 @@ void capture_in_graph(RankProgram& p) {
 namespace {
 
 /// Per node, the pooled-output bytes per sample of its table_row_wise / grid blocks.
-std::vector<double> node_output_bytes(const ShardingPlan& plan, int nodes, int gpus_per_node) {
+std::vector<double> node_output_bytes(const DlrmSpec& w, const ShardingPlan& plan, int nodes, int gpus_per_node) {
   std::vector<double> out(static_cast<std::size_t>(nodes), 0.0);
   for (const auto& t : plan.tables) {
     if (!node_reduced(t.type)) continue;
     // One column block per shard at row 0; a block's shards share one node.
     for (const auto& sh : t.shards)
-      if (sh.row_offset == 0) out[static_cast<std::size_t>(sh.rank / gpus_per_node)] += static_cast<double>(sh.cols) * t.output_bytes;
+      if (sh.row_offset == 0) out[static_cast<std::size_t>(sh.rank / gpus_per_node)] += static_cast<double>(sh.cols) * pooled_output_bytes(w, t);
   }
   return out;
 }
@@ -111,7 +111,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
   keys.resize(n);
   for (auto& k : keys) k.clear();
   Shape shape;
-  shape.node_output_bytes = node_output_bytes(plan, world_ / gpus_per_node_, gpus_per_node_);
+  shape.node_output_bytes = node_output_bytes(*w_, plan, world_ / gpus_per_node_, gpus_per_node_);
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
     const auto type = plan.tables[t].type;
     shape.sparse = shape.sparse || type != ShardingType::kDataParallel;

@@ -164,7 +164,7 @@ std::vector<double> RankContext::hybrid_pairs() const {
     if (plan.tables[t].type != ShardingType::kHybrid) continue;
     for (const auto& sh : plan.tables[t].shards)
       per_src[static_cast<std::size_t>(sh.rank)] +=
-          double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * plan.tables[t].output_bytes;
+          double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * pooled_output_bytes(w, plan.tables[t]);
   }
   std::vector<double> m(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
@@ -195,7 +195,7 @@ std::vector<double> RankContext::output_pairs() const {
     if (!exchanged_by_all_to_all(t)) continue;
     for (const auto& sh : plan.tables[t].shards) {
       const double rows_per_sample = w.tables[t].sequence ? shard_pooling(t, sh) : 1.0;
-      per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * plan.tables[t].output_bytes;
+      per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * pooled_output_bytes(w, plan.tables[t]);
     }
   }
   std::vector<double> m(un * un, 0.0);
@@ -208,7 +208,7 @@ double RankContext::rw_bytes() const {
   double per_sample = 0;
   for (std::size_t t = 0; t < plan.tables.size(); ++t)
     if (plan.tables[t].type == ShardingType::kRowWise && !w.tables[t].sequence)
-      per_sample += double(w.tables[t].dim) * plan.tables[t].output_bytes;
+      per_sample += double(w.tables[t].dim) * pooled_output_bytes(w, plan.tables[t]);
   return double(w.batch_size) * per_sample;
 }
 
@@ -227,7 +227,7 @@ DType RankContext::lookup_output_dtype(bool dp) const {
   double bytes = 0;
   for (const auto& ref : local) {
     if ((ref.type == ShardingType::kDataParallel) != dp) continue;
-    const double b = plan.tables[ref.table].output_bytes;
+    const double b = pooled_output_bytes(w, plan.tables[ref.table]);
     if (bytes != 0 && b != bytes) return DType::kFp32;
     bytes = b;
   }

@@ -137,7 +137,12 @@ class RankContext {
   /// Bytes of an element of the interaction's concatenated features. Autocast runs torch.cat
   /// in the widest input type (its "promote" list), so the half bottom output concatenated
   /// with fp32 embeddings comes out fp32; only the GEMMs after it (bmm, Linear) cast to half.
-  [[nodiscard]] double interaction_bytes() const { return std::max(act_bytes(), dtype_bytes(w.embedding_dtype)); }
+  /// A stack whose embeddings output a type of their own (DlrmStack::embedding_output;
+  /// HugeCTR's half outputs under mixed precision) concatenates in the wider of it and the MLPs'.
+  [[nodiscard]] double interaction_bytes() const {
+    const DType emb = w.stack.embedding_output ? *w.stack.embedding_output : w.embedding_dtype;
+    return std::max(act_bytes(), dtype_bytes(emb));
+  }
   /// The concatenated features are wider than the GEMMs' type: autocast casts them first.
   [[nodiscard]] bool interaction_cast() const { return interaction_bytes() > act_bytes(); }
   /// Columns of the table_row_wise / grid blocks of this rank's node.

@@ -60,7 +60,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     const bool dp = plan.tables[t].type == ShardingType::kDataParallel;
     // Row-split shards (row_wise, table_row_wise, grid) see their share of the lookups.
     const bool rw = splits_rows(plan.tables[t].type);
-    pooled_bytes += static_cast<double>(spec.dim) * (spec.sequence ? spec.pooling : 1.0) * plan.tables[t].output_bytes;  // sequence: every row
+    pooled_bytes += static_cast<double>(spec.dim) * (spec.sequence ? spec.pooling : 1.0) * pooled_output_bytes(w, plan.tables[t]);  // sequence: every row
     for (const auto& sh : plan.tables[t].shards) {
       auto& m = out[static_cast<std::size_t>(sh.rank)];
       const double cols = static_cast<double>(sh.cols), rows = static_cast<double>(sh.rows);
@@ -76,7 +76,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
                            : hybrid ? infrequent * rows / static_cast<double>(spec.rows - plan.tables[t].frequent_rows)
                                     : 1.0;
       const double out_rows = spec.sequence ? batch * spec.pooling * share : batch;
-      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * plan.tables[t].output_bytes;
+      m.io += depth * batch * (spec.pooling * share + 1) * w.index_bytes + out_rows * cols * pooled_output_bytes(w, plan.tables[t]);
     }
   }
   // Hybrid tables' frequent rows: on every rank, with their optimizer state, a dense gradient
@@ -89,7 +89,7 @@ std::vector<RankMemory> estimate_memory(const DlrmSpec& w, const ShardingPlan& p
     const double lookups = b * spec.pooling * hybrid_frequent_share(spec, ts, w.batch_size);
     for (auto& m : out) {
       m.embedding += embedding_weight_and_state_bytes(w, rows, cols) + rows * cols * 4;
-      m.io += depth * (lookups + b) * w.index_bytes + b * cols * ts.output_bytes;
+      m.io += depth * (lookups + b) * w.index_bytes + b * cols * pooled_output_bytes(w, ts);
     }
   }
   const double params = w.dense_parameters();

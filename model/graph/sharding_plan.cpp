@@ -98,6 +98,11 @@ constexpr std::array<std::pair<const char*, double>, 10> kDataTypeBytes{{{"FP32"
 
 }  // namespace
 
+double pooled_output_bytes(const DlrmSpec& w, const TableSharding& t) {
+  if (!t.output_dtype.empty() || !w.stack.embedding_output) return t.output_bytes;
+  return dtype_bytes(*w.stack.embedding_output);
+}
+
 void parse_output_dtype(const JsonObject& t, TableSharding& ts) {
   ts.output_dtype.clear();
   ts.output_bytes = 4;

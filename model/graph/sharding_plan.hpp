@@ -108,6 +108,10 @@ struct TableSharding {
   double output_bytes = 4;
 };
 
+/// Bytes per element of table `t`'s pooled output: the plan's output_dtype when it states
+/// one, else the stack's embedding output type (DlrmStack::embedding_output), else FP32.
+[[nodiscard]] double pooled_output_bytes(const DlrmSpec& w, const TableSharding& t);
+
 /// TorchRec's compute_kernel of a table: "dense" for data_parallel, else the storage's name.
 [[nodiscard]] std::string_view compute_kernel_name(const TableSharding& t);
 

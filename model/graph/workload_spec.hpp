@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,11 @@ struct DlrmStack {
   /// kernels, so only the region's first op pays a framework op's host cost (its backward
   /// likewise); the launches stay.
   bool compiled_dense = false;
+  /// Type of the pooled embedding outputs where the plan does not state one (TorchRec's
+  /// output_dtype): what the lookups write, the all-to-alls move and the interaction reads,
+  /// and the type of their gradients. Unset: FP32, TorchRec's default. HugeCTR under mixed
+  /// precision: FP16.
+  std::optional<DType> embedding_output;
 };
 
 struct DlrmSpec {

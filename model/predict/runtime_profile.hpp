@@ -28,12 +28,13 @@ namespace perfcast {
 ///  fusion.interaction: "none" | "fused"; embedding_optimizer: "fused" | "separate";
 ///  pipeline: "none" | "sparse_dist" | "semi_sync"; reader: "blocking" | "overlapped";
 ///  launch: "eager" | "cuda_graphs"; dense: "eager" | "compiled"; mlp_dtype: fp32 | tf32 | bf16 | fp16;
-///  embedding_dtype: fp32 | fp16 | bf16.
+///  embedding_dtype: fp32 | fp16 | bf16 (the tables' weights); embedding_output: fp32 | fp16 |
+///  bf16 (the pooled outputs and their gradients where the plan states no output_dtype).
 struct RuntimeDlrmStack {
   std::optional<Fusion> dcn_cross, mlp_backward;
   std::optional<bool> fused_interaction, fused_embedding_optimizer, overlapped_reader, cuda_graphs, compiled_dense;
   std::optional<TrainPipeline> pipeline;
-  std::optional<DType> mlp_dtype, embedding_dtype;
+  std::optional<DType> mlp_dtype, embedding_dtype, embedding_output;
 };
 
 /// What a profile was fitted on (its "fit.regime"): predictions outside it are

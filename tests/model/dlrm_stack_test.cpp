@@ -72,6 +72,8 @@ TEST_CASE("shipped DLRM stacks: every setting sourced, each sets the stack it de
     CHECK_FALSE(w.stack.compiled_dense);
     CHECK(w.pipeline == TrainPipeline::kSparseDist);
     CHECK(w.mlp_dtype == DType::kFp16);
+    REQUIRE(w.stack.embedding_output.has_value());
+    CHECK(*w.stack.embedding_output == DType::kFp16);  // HugeCTR's half embedding outputs under mixed precision
     REQUIRE(notes.size() == 2);  // the pipeline and the precision replace the workload's
     CHECK(notes[1] == "mlp_dtype fp16 (the workload says fp32)");
   }
@@ -152,6 +154,41 @@ TEST_CASE("DCN cross fusion: the elementwise tail's kernels and bytes by hand", 
     CHECK(inputs == 3);
     CHECK(elementwise_bytes(ep).first == 0);
   }
+}
+
+TEST_CASE("embedding output type: lookups, all-to-all, concat and cross layers by hand", "[dlrm][stack]") {
+  // fp16 MLPs with the pooled outputs in fp32 (TorchRec's default) or in the stack's fp16
+  // (HugeCTR). Per rank 8,192 samples x 3,456 interaction elements.
+  const double elems = 8192.0 * 3456;
+  auto graph = [&](bool half_output) {
+    DlrmSpec w = dcnv2();
+    w.mlp_dtype = DType::kFp16;
+    if (half_output) w.stack.embedding_output = DType::kFp16;
+    return build_dlrm_graph(w, default_plan(w, 8), 8);
+  };
+  const ExecutionGraph full = graph(false), half = graph(true);
+  // Concat: read and write 4 B each in fp32, then a cast to fp16 (4 + 2 B); in fp16, 2 + 2 B and no cast.
+  CHECK(elementwise_bytes(op_named(full, 0, "interaction")) == std::pair<int, double>{2, 8 * elems + 6 * elems});
+  CHECK(elementwise_bytes(op_named(half, 0, "interaction")) == std::pair<int, double>{1, 4 * elems});
+  // The fused cross kernel reads three and writes one: 16 B an element in fp32, 8 B in fp16;
+  // its backward 24 B / 12 B, plus the bias gradient in the MLPs' fp16 (2 B).
+  CHECK(elementwise_bytes(op_named(full, 0, "dcn.cross.0")) == std::pair<int, double>{1, 16 * elems});
+  CHECK(elementwise_bytes(op_named(half, 0, "dcn.cross.0")) == std::pair<int, double>{1, 8 * elems});
+  CHECK(elementwise_bytes(op_named(half, 0, "dcn.cross.0.backward")) == std::pair<int, double>{2, 12 * elems + 2 * elems});
+  // The pooled all-to-all moves half the bytes, and the lookup writes fp16.
+  auto a2a = [](const ExecutionGraph& g) { return g.collectives[static_cast<std::size_t>(*op_named(g, 0, "output_dist").collective)].desc; };
+  REQUIRE(a2a(full).pair_bytes.size() == 64);  // an 8 x 8 all-to-allv
+  for (std::size_t i = 0; i < a2a(full).pair_bytes.size(); ++i) CHECK(a2a(half).pair_bytes[i] == Approx(a2a(full).pair_bytes[i] / 2));
+  CHECK(std::get<EmbeddingDesc>(op_named(half, 0, "embedding_lookup").kernels.at(0)).output_dtype == DType::kFp16);
+  CHECK(std::get<EmbeddingDesc>(op_named(full, 0, "embedding_lookup").kernels.at(0)).output_dtype == DType::kFp32);
+  // A plan's own output_dtype wins over the stack's.
+  DlrmSpec w = dcnv2();
+  w.stack.embedding_output = DType::kFp16;
+  TableSharding stated = default_plan(w, 8).tables[0];
+  CHECK(pooled_output_bytes(w, stated) == 2);
+  stated.output_dtype = "FP32";
+  stated.output_bytes = 4;
+  CHECK(pooled_output_bytes(w, stated) == 4);
 }
 
 TEST_CASE("MLP backward fusion: ReLU backward and bias gradient kernels by hand", "[dlrm][stack]") {

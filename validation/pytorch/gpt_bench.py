@@ -200,6 +200,9 @@ def main(argv=None):
     try:
         doc = apply_overrides(wio.load_json(args.workload), args)
         w = wio.read_transformer(doc, args.workload)
+        if w["architecture"] == "dit":
+            raise wio.WorkloadError(args.workload, "/architecture", "this reference runs GPT and BERT layers; a diffusion "
+                                    "transformer (\"dit\") has no reference run here")
         wio.gpt_single_gpu_steps(w, args.workload)
     except wio.WorkloadError as e:
         print(f"error: {e}", file=sys.stderr)

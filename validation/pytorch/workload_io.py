@@ -139,8 +139,21 @@ def read_transformer(doc, file="<input>"):
     if doc.get("model") != "transformer":
         raise WorkloadError(file, "/model", f'expected "transformer", got {doc.get("model")!r}')
     w = {"name": doc.get("name", "")}
-    w["architecture"] = _enum(doc, "architecture", ["decoder", "encoder"], "decoder", file, "")
-    for key in ("hidden", "heads", "layers", "seq_len", "vocab"):
+    w["architecture"] = _enum(doc, "architecture", ["decoder", "encoder", "dit"], "decoder", file, "")
+    if w["architecture"] == "dit":
+        # A video diffusion transformer: the sequence is the latent video's patches, no vocabulary.
+        dit = doc.get("dit")
+        if not isinstance(dit, dict):
+            raise WorkloadError(file, "/dit", 'expected an object (latent_frames, latent_height, latent_width, ...)')
+        frames, height, width = (_int(dit, k, file, "/dit") for k in ("latent_frames", "latent_height", "latent_width"))
+        ps = _int(dit, "patch_spatial", file, "/dit", default=2)
+        pt = _int(dit, "patch_temporal", file, "/dit", default=1)
+        w["seq_len"] = (frames // pt) * (height // ps) * (width // ps)
+        w["vocab"] = 0
+        keys = ("hidden", "heads", "layers")
+    else:
+        keys = ("hidden", "heads", "layers", "seq_len", "vocab")
+    for key in keys:
         w[key] = _int(doc, key, file, "")
     w["kv_heads"] = _int(doc, "kv_heads", file, "", default=w["heads"])
     w["ffn_hidden"] = _int(doc, "ffn_hidden", file, "", default=4 * w["hidden"])
