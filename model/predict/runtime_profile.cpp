@@ -65,6 +65,8 @@ RuntimeDlrmStack parse_dlrm_stack(const JsonObject& o, std::vector<std::string>&
   if (given("mlp_dtype")) st.mlp_dtype = *dtype_from_name(o.at("mlp_dtype").as_enum({"fp32", "tf32", "bf16", "fp16"}));
   if (given("embedding_dtype")) st.embedding_dtype = *dtype_from_name(o.at("embedding_dtype").as_enum({"fp32", "fp16", "bf16"}));
   if (given("embedding_output")) st.embedding_output = *dtype_from_name(o.at("embedding_output").as_enum({"fp32", "fp16", "bf16"}));
+  if (given("embedding_update"))
+    st.embedding_update = embedding_optimizer_from_name(o.at("embedding_update").as_enum({"sgd", "rowwise_adagrad", "adagrad", "adam"}));
   o.finish();
   return st;
 }
@@ -251,6 +253,11 @@ std::vector<std::string> apply_runtime_stack(DlrmSpec& w, const RuntimeProfile& 
   if (st.mlp_dtype && *st.mlp_dtype != w.mlp_dtype) {
     notes.push_back(fmt::format("mlp_dtype {} (the workload says {})", dtype_name(*st.mlp_dtype), dtype_name(w.mlp_dtype)));
     w.mlp_dtype = *st.mlp_dtype;
+  }
+  if (st.embedding_update && *st.embedding_update != w.embedding_optimizer) {
+    notes.push_back(fmt::format("embedding optimizer {} (the workload says {})", optimizer_name(*st.embedding_update),
+                                optimizer_name(w.embedding_optimizer)));
+    w.embedding_optimizer = *st.embedding_update;
   }
   if (st.embedding_dtype && *st.embedding_dtype != w.embedding_dtype) {
     notes.push_back(fmt::format("embedding dtype {} (the workload says {})", dtype_name(*st.embedding_dtype),

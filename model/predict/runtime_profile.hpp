@@ -29,12 +29,15 @@ namespace perfcast {
 ///  pipeline: "none" | "sparse_dist" | "semi_sync"; reader: "blocking" | "overlapped";
 ///  launch: "eager" | "cuda_graphs"; dense: "eager" | "compiled"; mlp_dtype: fp32 | tf32 | bf16 | fp16;
 ///  embedding_dtype: fp32 | fp16 | bf16 (the tables' weights); embedding_output: fp32 | fp16 |
-///  bf16 (the pooled outputs and their gradients where the plan states no output_dtype).
+///  bf16 (the pooled outputs and their gradients where the plan states no output_dtype);
+///  embedding_update: sgd | rowwise_adagrad | adagrad | adam (the optimizer the stack runs on
+///  the tables, replacing the workload's).
 struct RuntimeDlrmStack {
   std::optional<Fusion> dcn_cross, mlp_backward;
   std::optional<bool> fused_interaction, fused_embedding_optimizer, overlapped_reader, cuda_graphs, compiled_dense;
   std::optional<TrainPipeline> pipeline;
   std::optional<DType> mlp_dtype, embedding_dtype, embedding_output;
+  std::optional<EmbeddingOptimizer> embedding_update;
 };
 
 /// What a profile was fitted on (its "fit.regime"): predictions outside it are

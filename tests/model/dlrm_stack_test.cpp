@@ -74,8 +74,14 @@ TEST_CASE("shipped DLRM stacks: every setting sourced, each sets the stack it de
     CHECK(w.mlp_dtype == DType::kFp16);
     REQUIRE(w.stack.embedding_output.has_value());
     CHECK(*w.stack.embedding_output == DType::kFp16);  // HugeCTR's half embedding outputs under mixed precision
-    REQUIRE(notes.size() == 2);  // the pipeline and the precision replace the workload's
+    // HugeCTR's per-element AdaGrad replaces the reference's row-wise AdaGrad on the tables.
+    CHECK(w.embedding_optimizer == EmbeddingOptimizer::kAdagrad);
+    REQUIRE(notes.size() == 3);  // the pipeline, the precision and the embedding optimizer replace the workload's
     CHECK(notes[1] == "mlp_dtype fp16 (the workload says fp32)");
+    CHECK(notes[2] == "embedding optimizer adagrad (the workload says rowwise_adagrad)");
+    w.batch_size = 55296;
+    const ExecutionGraph g = build_dlrm_graph(w, default_plan(w, 8), 8);
+    CHECK(std::get<EmbeddingDesc>(op_named(g, 0, "embedding_backward").kernels.at(0)).optimizer == EmbeddingOptimizer::kAdagrad);
   }
   {
     const auto r = load_runtime_profile("torchrec_pipelined", wl, true);
