@@ -23,6 +23,21 @@ Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const
       rendezvous_(tg, log_, overrides_),
       iteration_end_(std::move(storage.iteration_end)) {
   const std::size_t world = g_.ranks.size();
+  inputs_.resize(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    RankInputs& in = inputs_[r];
+    const auto& ops = g_.ranks[r].ops;
+    in.offset.reserve(2 * ops.size() + 1);
+    in.offset.push_back(0);
+    for (const Op& op : ops) {
+      in.list.insert(in.list.end(), op.deps.begin(), op.deps.end());
+      in.offset.push_back(static_cast<std::uint32_t>(in.list.size()));
+      in.list.insert(in.list.end(), op.prev_deps.begin(), op.prev_deps.end());
+      in.offset.push_back(static_cast<std::uint32_t>(in.list.size()));
+    }
+    if (in.list.size() > std::numeric_limits<std::uint32_t>::max())
+      throw SimulationError(fmt::format("rank {} has {} op inputs; the simulator indexes at most 2^32", r, in.list.size()));
+  }
   cursors_.resize(world);
   for (std::size_t r = 0; r < world; ++r) {
     cursors_[r].op_last_event.assign(g_.ranks[r].ops.size(), -1);
@@ -78,8 +93,9 @@ Seconds Engine::host_op_overhead(const Op& op) const {
   return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0) + scaled;
 }
 
-void Engine::wait_host(RankCursor& st, int e) const {
-  const Seconds end = log_.end_of(e);
+void Engine::wait_host(RankCursor& st, int e) const { wait_host_until(st, e, log_.end_of(e)); }
+
+void Engine::wait_host_until(RankCursor& st, int e, Seconds end) const {
   if (end > st.host) {
     st.host = end;
     st.host_binding = Binding::kDependency;
@@ -87,23 +103,23 @@ void Engine::wait_host(RankCursor& st, int e) const {
   }
 }
 
-int Engine::queue_slot_event(const RankCursor& st, std::size_t s, int kernels) const {
+const RankCursor::Launch* Engine::queue_slot(const RankCursor& st, std::size_t s, int kernels) const {
   const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
-  if (depth == 0 || kernels <= 0) return -1;
+  if (depth == 0 || kernels <= 0) return nullptr;
   // The op's last launch is number launches + k - 1; it fits once launch number
   // (launches + k - 1 - depth) has finished (streams run their launches in order).
   const std::size_t k = std::min(static_cast<std::size_t>(kernels), depth);
   const std::size_t last = st.launches[s] + k - 1;
-  if (last < depth) return -1;
-  return st.launch_ring[s][(last - depth) % depth];
+  if (last < depth) return nullptr;
+  return &st.launch_ring[s][(last - depth) % depth];
 }
 
 void Engine::record_launch(RankCursor& st, std::size_t s, int e) const {
   const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
   if (depth == 0) return;
   auto& ring = st.launch_ring[s];
-  if (ring.empty()) ring.assign(depth, -1);
-  ring[st.launches[s] % depth] = e;
+  if (ring.empty()) ring.assign(depth, RankCursor::Launch{});
+  ring[st.launches[s] % depth] = RankCursor::Launch{e, log_.end_of(e)};
   st.launches[s]++;
 }
 
@@ -136,7 +152,7 @@ void Engine::place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, 
   if (ev.binding != Binding::kHost) ev.host_delay = 0;
 }
 
-bool Engine::dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const {
+bool Engine::dependencies_end(RankCursor& st, int rank, Seconds& deps_end, int& dep_event) const {
   deps_end = 0;
   dep_event = -1;
   auto take = [&](int e) {
@@ -150,10 +166,12 @@ bool Engine::dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, i
     }
     return true;
   };
-  for (int d : op.deps)
-    if (!take(st.op_last_event[static_cast<std::size_t>(d)])) return false;
-  for (int d : op.prev_deps)
-    if (!take(st.op_prev_event[static_cast<std::size_t>(d)])) return false;
+  const RankInputs& in = inputs_[static_cast<std::size_t>(rank)];
+  const auto i = 2 * static_cast<std::size_t>(st.op);
+  for (std::uint32_t k = in.offset[i]; k < in.offset[i + 1]; ++k)
+    if (!take(st.op_last_event[static_cast<std::size_t>(in.list[k])])) return false;
+  for (std::uint32_t k = in.offset[i + 1]; k < in.offset[i + 2]; ++k)
+    if (!take(st.op_prev_event[static_cast<std::size_t>(in.list[k])])) return false;
   return true;
 }
 
@@ -237,15 +255,15 @@ bool Engine::step(int rank) {
   }
   Seconds deps_end = 0;
   int dep_event = -1;
-  if (!dependencies_end(st, op, deps_end, dep_event)) return false;
+  if (!dependencies_end(st, rank, deps_end, dep_event)) return false;
   // A full launch queue blocks the host until the stream's oldest pending launch finishes.
-  const int slot = op.concurrent ? -1 : queue_slot_event(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()));
-  if (slot >= 0) {
-    if (!log_.resolved(slot)) {
-      st.blocked_on = slot;
+  if (const RankCursor::Launch* slot = op.concurrent ? nullptr : queue_slot(st, s, op.collective ? 1 : static_cast<int>(op.kernels.size()))) {
+    const Seconds end = launch_end(*slot);
+    if (std::isnan(end)) {
+      st.blocked_on = slot->event;
       return false;
     }
-    wait_host(st, slot);
+    wait_host_until(st, slot->event, end);
   }
 
   const int seg = issue_host_segment(st, rank, op, timing);

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -75,9 +76,16 @@ struct RankCursor {
   int waiting_event = -1;          ///< host blocked on an unresolved event
   int blocked_on = -1;             ///< the unresolved event the current op's last try stopped at
   bool done = false;
+  /// A launched GPU event and its end as known when it was launched (kUnresolved for a
+  /// collective, whose end the rendezvous sets later): a full launch queue waits for the
+  /// oldest launch, and reading its end here spares a cache miss in the event log.
+  struct Launch {
+    int event = -1;
+    Seconds end = 0;
+  };
   /// Per stream: the last HostSpec::launch_queue_depth GPU events issued (a ring, filled
   /// lazily), and how many were issued in all.
-  std::array<std::vector<int>, kStreamCount> launch_ring;
+  std::array<std::vector<Launch>, kStreamCount> launch_ring;
   std::array<std::size_t, kStreamCount> launches{};
 };
 
@@ -131,9 +139,10 @@ class Engine {
   /// Issues rank `rank`'s next op, or resumes its host after a wait; false when it cannot
   /// go on yet (or is done).
   bool step(int rank);
-  /// Latest end among the op's dependencies (`dep_event` the event that set it, -1 if
-  /// none); false, with `st.blocked_on` set to the first unresolved input, when one is unresolved.
-  bool dependencies_end(RankCursor& st, const Op& op, Seconds& deps_end, int& dep_event) const;
+  /// Latest end among the dependencies of rank `rank`'s current op (`dep_event` the event
+  /// that set it, -1 if none); false, with `st.blocked_on` set to the first unresolved input,
+  /// when one is unresolved.
+  bool dependencies_end(RankCursor& st, int rank, Seconds& deps_end, int& dep_event) const;
   /// The host segment of the op: its Python/dispatcher cost.
   int issue_host_segment(RankCursor& st, int rank, const Op& op, const OpTiming& timing);
   /// The op's collective event (its end left to the rendezvous).
@@ -147,9 +156,13 @@ class Engine {
   [[nodiscard]] Seconds host_op_overhead(const Op& op) const;
   /// Moves the host past event `e` when it ends later.
   void wait_host(RankCursor& st, int e) const;
-  /// The launch queue (HostSpec::launch_queue_depth): the event on stream `s` that must
-  /// finish before `kernels` more launches fit, or -1 when they fit.
-  [[nodiscard]] int queue_slot_event(const RankCursor& st, std::size_t s, int kernels) const;
+  /// The launch queue (HostSpec::launch_queue_depth): the launch on stream `s` that must
+  /// finish before `kernels` more launches fit, or null when they fit.
+  [[nodiscard]] const RankCursor::Launch* queue_slot(const RankCursor& st, std::size_t s, int kernels) const;
+  /// End of launch `l`: the end recorded at launch, else the event log's (kUnresolved until known).
+  [[nodiscard]] Seconds launch_end(const RankCursor::Launch& l) const { return std::isnan(l.end) ? log_.end_of(l.event) : l.end; }
+  /// Moves the host past `end`, the end of event `e`, when it is later.
+  void wait_host_until(RankCursor& st, int e, Seconds end) const;
   /// Records GPU event `e` as launched on stream `s`.
   void record_launch(RankCursor& st, std::size_t s, int e) const;
   /// Next op; past the last, the next iteration (or done).
@@ -159,8 +172,17 @@ class Engine {
   void place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, Seconds deps_end, int dep_event) const;
   [[noreturn]] void throw_deadlock() const;
 
+  /// One rank's op inputs in one flat array, in op order (Op::deps and Op::prev_deps live in
+  /// an allocation per op; reading them op by op missed the cache on every step): op i's
+  /// deps are list[offset[2i] .. offset[2i+1]), its prev_deps list[offset[2i+1] .. offset[2i+2]).
+  struct RankInputs {
+    std::vector<std::uint32_t> offset;
+    std::vector<int> list;
+  };
+
   const TimedGraph& tg_;
   const ExecutionGraph& g_;
+  std::vector<RankInputs> inputs_;  ///< per rank
   HostSpec host_;
   int iterations_;
   DurationOverrides overrides_;
