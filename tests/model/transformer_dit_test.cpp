@@ -54,21 +54,7 @@ std::vector<GemmDesc> gemms_of(const ExecutionGraph& g, const std::string& name)
   return out;
 }
 
-const AttentionDesc* attention_of(const ExecutionGraph& g, const std::string& name) {
-  if (const Op* op = op_named(g, name))
-    for (const auto& k : op->kernels)
-      if (const auto* a = std::get_if<AttentionDesc>(&k)) return a;
-  return nullptr;
-}
 
-std::string error_of(const std::string& workload_json) {
-  try {
-    (void)parse_transformer(JsonDocument{nlohmann::json::parse(workload_json), "w.json"});
-  } catch (const ConfigError& e) {
-    return e.pointer() + ": " + e.message();
-  }
-  return "no error";
-}
 
 }  // namespace
 
@@ -159,13 +145,13 @@ TEST_CASE("dit: GEMM and attention shapes per TP rank", "[transformer][dit]") {
   check("mb0.final_layer.linear", 0, 4, 16, 64);               // the rank's sequence-parallel half
   // Backward of the text keys / values: the weight gradient only.
   CHECK(gemms_of(g, "mb0.layer0.backward.cross_attention.kv").size() == 1);
-  const AttentionDesc* self = attention_of(g, "mb0.layer0.self_attention.flash_attention");
+  const AttentionDesc* self = test::attention_of(g, "mb0.layer0.self_attention.flash_attention");
   REQUIRE(self != nullptr);
   CHECK_FALSE(self->causal);
   CHECK(self->seq_q == 8);
   CHECK(self->seq_kv == 8);
   CHECK(self->heads == 2);
-  const AttentionDesc* cross = attention_of(g, "mb0.layer0.cross_attention.flash_attention");
+  const AttentionDesc* cross = test::attention_of(g, "mb0.layer0.cross_attention.flash_attention");
   REQUIRE(cross != nullptr);
   CHECK_FALSE(cross->causal);
   CHECK(cross->seq_q == 8);
@@ -242,23 +228,24 @@ TEST_CASE("dit: refusals name the field", "[transformer][dit]") {
   const std::string base = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
     "architecture": "dit", "hidden": 64, "heads": 4, "layers": 2, "micro_batch": 1, "global_batch": 8, )";
   const std::string dit = R"("dit": {"latent_frames": 2, "latent_height": 4, "latent_width": 4})";
-  CHECK(error_of(base + dit + "}") == "no error");
-  CHECK(error_of(base + R"("seq_len": 8, )" + dit + "}") == "no error");
-  CHECK(error_of(base + R"("seq_len": 9, )" + dit + "}").rfind("/seq_len:", 0) == 0);
-  CHECK(error_of(base + R"("vocab": 100, )" + dit + "}").rfind("/vocab:", 0) == 0);
-  CHECK(error_of(base + R"("tied_embeddings": true, )" + dit + "}").rfind("/tied_embeddings:", 0) == 0);
-  CHECK(error_of(base + R"("position_embedding": "learned", )" + dit + "}").rfind("/position_embedding:", 0) == 0);
-  CHECK(error_of(base + R"("moe": {"experts": 4}, )" + dit + "}").rfind("/moe:", 0) == 0);
-  CHECK(error_of(base + R"("seq_len": 8)" + "}").rfind("/dit:", 0) == 0);
-  CHECK(error_of(base + R"("dit": {"latent_frames": 2, "latent_height": 5, "latent_width": 4})" + "}").rfind("/dit/patch_spatial:", 0) == 0);
-  CHECK(error_of(base + R"("dit": {"latent_frames": 3, "latent_height": 4, "latent_width": 4, "patch_temporal": 2})" + "}")
+  CHECK(test::workload_error(base + dit + "}") == "no error");
+  CHECK(test::workload_error(base + R"("seq_len": 8, )" + dit + "}") == "no error");
+  CHECK(test::workload_error(base + R"("seq_len": 9, )" + dit + "}").rfind("/seq_len:", 0) == 0);
+  CHECK(test::workload_error(base + R"("vocab": 100, )" + dit + "}").rfind("/vocab:", 0) == 0);
+  CHECK(test::workload_error(base + R"("tied_embeddings": true, )" + dit + "}").rfind("/tied_embeddings:", 0) == 0);
+  CHECK(test::workload_error(base + R"("position_embedding": "learned", )" + dit + "}").rfind("/position_embedding:", 0) == 0);
+  CHECK(test::workload_error(base + R"("moe": {"experts": 4}, )" + dit + "}").rfind("/moe:", 0) == 0);
+  CHECK(test::workload_error(base + R"("seq_len": 8)" + "}").rfind("/dit:", 0) == 0);
+  const std::string odd = R"("dit": {"latent_frames": 2, "latent_height": 5, "latent_width": 4})";
+  CHECK(test::workload_error(base + odd + "}").rfind("/dit/patch_spatial:", 0) == 0);
+  CHECK(test::workload_error(base + R"("dit": {"latent_frames": 3, "latent_height": 4, "latent_width": 4, "patch_temporal": 2})" + "}")
             .rfind("/dit/patch_temporal:", 0) == 0);
-  CHECK(error_of(base + R"("dit": {"latent_frames": 2, "latent_height": 4, "latent_width": 4, "frames": 3})" + "}").find("frames") !=
+  CHECK(test::workload_error(base + R"("dit": {"latent_frames": 2, "latent_height": 4, "latent_width": 4, "frames": 3})" + "}").find("frames") !=
         std::string::npos);
   // The "dit" object belongs to the diffusion architecture only.
   const std::string gpt = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
     "hidden": 64, "heads": 4, "layers": 2, "seq_len": 8, "vocab": 100, "micro_batch": 1, "global_batch": 8, )";
-  CHECK(error_of(gpt + dit + "}").rfind("/dit:", 0) == 0);
+  CHECK(test::workload_error(gpt + dit + "}").rfind("/dit:", 0) == 0);
 }
 
 }  // namespace perfcast_test_model_transformer_dit_test

@@ -40,22 +40,7 @@ const GemmDesc& first_gemm(const ExecutionGraph& g, const std::string& name) {
   return none;
 }
 
-const AttentionDesc* attention_of(const ExecutionGraph& g, const std::string& name) {
-  for (const auto& op : g.ranks[0].ops)
-    if (op.name == name)
-      for (const auto& k : op.kernels)
-        if (const auto* a = std::get_if<AttentionDesc>(&k)) return a;
-  return nullptr;
-}
 
-std::string error_of(const std::string& workload_json) {
-  try {
-    (void)parse_transformer(JsonDocument{nlohmann::json::parse(workload_json), "w.json"});
-  } catch (const ConfigError& e) {
-    return e.pointer() + ": " + e.message();
-  }
-  return "no error";
-}
 
 }  // namespace
 
@@ -87,7 +72,7 @@ TEST_CASE("mla: GEMM shapes and the attention kernel's widths per TP rank", "[tr
   check("mb0.layer0.kv_down", T, 16 + 4, 64);      // latent + shared rotary key
   check("mb0.layer0.kv_up", T, 2 * (8 + 6), 16);   // keys and values of 2 heads
   check("mb0.layer0.attention.dense", T, 64, 2 * 6);  // values of 2 heads back to the hidden size
-  const AttentionDesc* a = attention_of(g, "mb0.layer0.flash_attention");
+  const AttentionDesc* a = test::attention_of(g, "mb0.layer0.flash_attention");
   REQUIRE(a != nullptr);
   CHECK(a->heads == 2);
   CHECK(a->head_dim == 12);
@@ -166,13 +151,14 @@ TEST_CASE("mla: refusals name the field", "[transformer][mla]") {
   const std::string base = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
     "hidden": 64, "heads": 4, "layers": 2, "seq_len": 32, "vocab": 100, "micro_batch": 1, "global_batch": 8, )";
   const std::string mla = R"("mla": {"kv_lora_rank": 16, "qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6})";
-  CHECK(error_of(base + mla + "}") == "no error");
-  CHECK(error_of(base + R"("kv_heads": 2, )" + mla + "}").rfind("/kv_heads:", 0) == 0);
-  CHECK(error_of(base + R"("parallelism": {"cp": 2}, )" + mla + "}").rfind("/parallelism/cp:", 0) == 0);
-  CHECK(error_of(base + R"("sequence_parallel": true, "tp_comm_overlap": true, )" + mla + "}").rfind("/tp_comm_overlap:", 0) == 0);
-  CHECK(error_of(base + R"("mla": {"kv_lora_rank": 16, "qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6, "rank": 3}})")
+  CHECK(test::workload_error(base + mla + "}") == "no error");
+  CHECK(test::workload_error(base + R"("kv_heads": 2, )" + mla + "}").rfind("/kv_heads:", 0) == 0);
+  CHECK(test::workload_error(base + R"("parallelism": {"cp": 2}, )" + mla + "}").rfind("/parallelism/cp:", 0) == 0);
+  CHECK(test::workload_error(base + R"("sequence_parallel": true, "tp_comm_overlap": true, )" + mla + "}").rfind("/tp_comm_overlap:", 0) == 0);
+  CHECK(test::workload_error(base + R"("mla": {"kv_lora_rank": 16, "qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6, "rank": 3}})")
             .find("rank") != std::string::npos);
-  CHECK(error_of(base + R"("mla": {"qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6}})").find("kv_lora_rank") != std::string::npos);
+  CHECK(test::workload_error(base + R"("mla": {"qk_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6}})").find("kv_lora_rank") !=
+        std::string::npos);
 }
 
 }  // namespace perfcast_test_model_transformer_mla_test

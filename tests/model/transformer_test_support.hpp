@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "model/graph/execution_graph.hpp"
 #include "model/graph/transformer_spec.hpp"
 #include "topology/system_spec.hpp"
 
@@ -42,6 +43,25 @@ inline std::string parallelism_error(TransformerSpec w, int world) {
     resolve_parallelism(w, world);
   } catch (const ConfigError& e) {
     return fmt::format("{}: {}", e.pointer(), e.message());
+  }
+  return "no error";
+}
+
+/// The attention kernel of rank 0's op `name`, or null when the op has none.
+inline const AttentionDesc* attention_of(const ExecutionGraph& g, const std::string& name) {
+  for (const auto& op : g.ranks[0].ops)
+    if (op.name == name)
+      for (const auto& k : op.kernels)
+        if (const auto* a = std::get_if<AttentionDesc>(&k)) return a;
+  return nullptr;
+}
+
+/// "JSON path: message" of parse_transformer's error on the workload text, or "no error".
+inline std::string workload_error(const std::string& workload_json) {
+  try {
+    (void)parse_transformer(JsonDocument{nlohmann::json::parse(workload_json), "w.json"});
+  } catch (const ConfigError& e) {
+    return e.pointer() + ": " + e.message();
   }
   return "no error";
 }

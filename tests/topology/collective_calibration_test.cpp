@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/sanitized.hpp"
 #include "topology/collective_calibration.hpp"
 
 // One namespace per test file, so that files can share a unity batch.
@@ -116,7 +117,9 @@ TEST_CASE("leave-one-out on the measured A100 all-reduce tables", "[calibration]
     all.insert(all.end(), log.samples.begin(), log.samples.end());
   }
   std::vector<double> held_errors;
-  for (int n = 3; n <= 8; ++n) {  // interpolation and extrapolation upwards; 2 GPUs is outside the others' range
+  // Interpolation and extrapolation upwards; 2 GPUs is outside the others' range. Under the
+  // sanitizers one fit (8 GPUs held out) runs the fit code; the optimized build checks the goal.
+  for (int n = test::kSanitized ? 8 : 3; n <= 8; ++n) {
     std::vector<CollectiveSample> train, test;
     for (const auto& smp : all) (smp.ranks == n ? test : train).push_back(smp);
     const auto fit = fit_collective(train, nccl_initial_protocols(s));
@@ -127,7 +130,8 @@ TEST_CASE("leave-one-out on the measured A100 all-reduce tables", "[calibration]
   for (double e : held_errors) log_sum += std::log(std::max(std::fabs(e), 1e-9));
   const double geomean = std::exp(log_sum / static_cast<double>(held_errors.size()));
   INFO("leave-one-out geomean |error| " << geomean);
-  CHECK(geomean < 0.05);  // the accuracy goal for calibrated collectives
+  CHECK(std::isfinite(geomean));
+  if (!test::kSanitized) CHECK(geomean < 0.05);  // the accuracy goal for calibrated collectives
 }
 
 TEST_CASE("nccl-tests output across nodes: node count from the host names; not mixed with one node", "[nccl-tests][calibration]") {

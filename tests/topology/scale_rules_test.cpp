@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tests/sanitized.hpp"
 #include "topology/collective_calibration.hpp"
 
 // One namespace per test file, so that files can share a unity batch.
@@ -53,6 +54,12 @@ double line_rate_bound(const SystemSpec& s, const RankGroup& g, CollectiveKind k
   return t;
 }
 
+/// Under AddressSanitizer the all-to-all's pair-by-pair cost at 64 and 128 nodes (up to a
+/// million rank pairs per size) made the topology tests take 10 minutes of CI's sanitizer
+/// stage; there the all-to-all is checked up to 32 nodes, the other collectives at every
+/// node count. The plain build checks everything.
+constexpr int kMaxAllToAllNodes = test::kSanitized ? 32 : 1 << 20;
+
 struct Shape {
   const char* system;
   int nodes;
@@ -74,6 +81,7 @@ TEST_CASE("scale rules: monotone in size, never below the bottleneck's line rate
         if (g.size() < 2) continue;
         for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
                           CollectiveKind::kBroadcast, CollectiveKind::kAllToAll}) {
+          if (kind == CollectiveKind::kAllToAll && nodes > kMaxAllToAllNodes) continue;
           double prev = 0;
           for (double bytes = 8; bytes <= 32e9; bytes *= 1.37) {
             INFO(sh.system << " nodes=" << nodes << " ppn=" << ppn << " " << collective_name(kind) << " " << bytes);
@@ -98,22 +106,6 @@ TEST_CASE("scale rules: monotone in size, never below the bottleneck's line rate
 /// aws_p5 (calibrated at 2 nodes), 2.5 GB per GPU, ring on 4 nodes 13.93 ms, NVLS tree on 8
 /// nodes 13.66 ms (-2.0%); 7.75 GB per GPU, ring on 8 nodes, NVLS tree on 16 (-1.6%): within 2.5%.
 constexpr double kNodeRuleSlack = 0.025;
-
-/// Under AddressSanitizer the all-to-all's pair-by-pair cost at 64 and 128 nodes (up to a
-/// million rank pairs per size) made the topology tests take 10 minutes of CI's sanitizer
-/// stage; there the all-to-all is checked up to 32 nodes, the other collectives at every
-/// node count. The plain build checks everything.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kMaxAllToAllNodes = 32;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr int kMaxAllToAllNodes = 32;
-#else
-constexpr int kMaxAllToAllNodes = 1 << 20;
-#endif
-#else
-constexpr int kMaxAllToAllNodes = 1 << 20;
-#endif
 
 TEST_CASE("scale rules: more nodes are never faster for the same bytes per GPU", "[collective][rule][scale]") {
   for (const char* name : {"dgx_h100_superpod.json", "aws_p5.json", "hgx_b200.json", "gcp_a3_mega.json"}) {
@@ -159,6 +151,7 @@ TEST_CASE("scale rules: oversubscription never helps", "[collective][rule][scale
     for (int nodes : {2, 32, 33, 64}) {
       const RankGroup g = spread(full, nodes, 8);
       for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
+        if (kind == CollectiveKind::kAllToAll && nodes > kMaxAllToAllNodes) continue;
         for (double bytes = 1e3; bytes <= 16e9; bytes *= 4.7) {
           INFO("oversubscription " << o << " on " << nodes << " nodes, " << collective_name(kind) << " " << bytes);
           const auto ea = a.estimate({kind, bytes, {}}, g);
