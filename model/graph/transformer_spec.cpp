@@ -95,9 +95,12 @@ void check_dit(const JsonObject& root, TransformerSpec& w) {
   if (const auto s = root.find("seq_len"); s && s->as_integer(1, std::int64_t{1} << 24) != w.dit.tokens())
     root.fail("seq_len", fmt::format("the latent video has {} tokens (frames / patch_temporal x height / patch_spatial x "
                                      "width / patch_spatial); leave \"seq_len\" out or set it to that", w.dit.tokens()));
+  if (root.find("dropout") && w.dropout > 0)
+    root.fail("dropout", "dropout in a diffusion transformer is not modelled (Cosmos and NeMo's DiT train without): 0 or leave it out");
   if (w.moe.enabled()) root.fail("moe", "mixture-of-experts diffusion transformers are not modelled");
   if (w.mla.enabled()) root.fail("mla", "multi-latent attention in a diffusion transformer is not modelled");
   w.seq_len = w.dit.tokens();
+  w.dropout = 0;  // the default 0.1 is Megatron's for GPT; DiT blocks have none
   w.vocab = 0;
   w.tied_embeddings = false;
   w.position = PositionEmbedding::kRope;

@@ -235,6 +235,8 @@ TEST_CASE("dit: refusals name the field", "[transformer][dit]") {
   CHECK(test::workload_error(base + R"("tied_embeddings": true, )" + dit + "}").rfind("/tied_embeddings:", 0) == 0);
   CHECK(test::workload_error(base + R"("position_embedding": "learned", )" + dit + "}").rfind("/position_embedding:", 0) == 0);
   CHECK(test::workload_error(base + R"("moe": {"experts": 4}, )" + dit + "}").rfind("/moe:", 0) == 0);
+  CHECK(test::workload_error(base + R"("dropout": 0.1, )" + dit + "}").rfind("/dropout:", 0) == 0);
+  CHECK(test::workload_error(base + R"("dropout": 0, )" + dit + "}") == "no error");
   CHECK(test::workload_error(base + R"("seq_len": 8)" + "}").rfind("/dit:", 0) == 0);
   const std::string odd = R"("dit": {"latent_frames": 2, "latent_height": 5, "latent_width": 4})";
   CHECK(test::workload_error(base + odd + "}").rfind("/dit/patch_spatial:", 0) == 0);
