@@ -12,21 +12,11 @@
 
 namespace perfcast::sim {
 
-Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations,
-               Timeline storage)
-    : tg_(tg),
-      g_(*tg.graph),
-      host_(host),
-      iterations_(iterations),
-      overrides_(durations),
-      log_(std::move(storage.events)),
-      rendezvous_(tg, log_, overrides_),
-      iteration_end_(std::move(storage.iteration_end)) {
-  const std::size_t world = g_.ranks.size();
-  inputs_.resize(world);
-  for (std::size_t r = 0; r < world; ++r) {
-    RankInputs& in = inputs_[r];
-    const auto& ops = g_.ranks[r].ops;
+OpInputs::OpInputs(const ExecutionGraph& g) {
+  ranks_.resize(g.ranks.size());
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+    RankInputs& in = ranks_[r];
+    const auto& ops = g.ranks[r].ops;
     in.offset.reserve(2 * ops.size() + 1);
     in.offset.push_back(0);
     for (const Op& op : ops) {
@@ -38,6 +28,21 @@ Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const
     if (in.list.size() > std::numeric_limits<std::uint32_t>::max())
       throw SimulationError(fmt::format("rank {} has {} op inputs; the simulator indexes at most 2^32", r, in.list.size()));
   }
+}
+
+Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations,
+               Timeline storage, const OpInputs* inputs)
+    : tg_(tg),
+      g_(*tg.graph),
+      inputs_(inputs),
+      host_(host),
+      iterations_(iterations),
+      overrides_(durations),
+      log_(std::move(storage.events)),
+      rendezvous_(tg, log_, overrides_),
+      iteration_end_(std::move(storage.iteration_end)) {
+  const std::size_t world = g_.ranks.size();
+  if (inputs_ == nullptr) inputs_ = &own_inputs_.emplace(g_);
   cursors_.resize(world);
   for (std::size_t r = 0; r < world; ++r) {
     cursors_[r].op_last_event.assign(g_.ranks[r].ops.size(), -1);
@@ -166,12 +171,11 @@ bool Engine::dependencies_end(RankCursor& st, int rank, Seconds& deps_end, int& 
     }
     return true;
   };
-  const RankInputs& in = inputs_[static_cast<std::size_t>(rank)];
-  const auto i = 2 * static_cast<std::size_t>(st.op);
-  for (std::uint32_t k = in.offset[i]; k < in.offset[i + 1]; ++k)
-    if (!take(st.op_last_event[static_cast<std::size_t>(in.list[k])])) return false;
-  for (std::uint32_t k = in.offset[i + 1]; k < in.offset[i + 2]; ++k)
-    if (!take(st.op_prev_event[static_cast<std::size_t>(in.list[k])])) return false;
+  const auto r = static_cast<std::size_t>(rank), op = static_cast<std::size_t>(st.op);
+  for (auto [d, end] = inputs_->deps(r, op); d != end; ++d)
+    if (!take(st.op_last_event[static_cast<std::size_t>(*d)])) return false;
+  for (auto [d, end] = inputs_->prev_deps(r, op); d != end; ++d)
+    if (!take(st.op_prev_event[static_cast<std::size_t>(*d)])) return false;
   return true;
 }
 

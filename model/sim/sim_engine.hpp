@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "model/sim/simulator.hpp"
@@ -123,14 +124,45 @@ class CollectiveRendezvous {
   std::vector<std::vector<Arrival>> arrivals_;
 };
 
+/// Every rank's op inputs in one flat array per rank, in op order (Op::deps and Op::prev_deps
+/// live in an allocation per op; reading them op by op missed the cache on every step). Built
+/// once per graph and shared by the engine runs of a simulation (the contention passes).
+class OpInputs {
+ public:
+  /// Throws SimulationError when a rank has more inputs than 32-bit offsets index.
+  explicit OpInputs(const ExecutionGraph& g);
+  /// Rank `rank`'s op `op`: its deps, then its prev_deps.
+  struct Range {
+    const int* begin;
+    const int* end;
+  };
+  [[nodiscard]] Range deps(std::size_t rank, std::size_t op) const {
+    const RankInputs& in = ranks_[rank];
+    return {in.list.data() + in.offset[2 * op], in.list.data() + in.offset[2 * op + 1]};
+  }
+  [[nodiscard]] Range prev_deps(std::size_t rank, std::size_t op) const {
+    const RankInputs& in = ranks_[rank];
+    return {in.list.data() + in.offset[2 * op + 1], in.list.data() + in.offset[2 * op + 2]};
+  }
+
+ private:
+  /// Op i's deps are list[offset[2i] .. offset[2i+1]), its prev_deps list[offset[2i+1] .. offset[2i+2]).
+  struct RankInputs {
+    std::vector<std::uint32_t> offset;
+    std::vector<int> list;
+  };
+  std::vector<RankInputs> ranks_;
+};
+
 /// One simulation pass over all ranks and iterations.
 class Engine {
  public:
   /// `durations`: per event index, a duration that replaces the model's (contention
   /// passes); NaN or absent: the model's.
   /// `storage`: a finished timeline whose buffers this run reuses (its contents are dropped).
+  /// `inputs`: the graph's OpInputs, shared by several runs (null: built for this run).
   Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const std::vector<Seconds>* durations = nullptr,
-         Timeline storage = {});
+         Timeline storage = {}, const OpInputs* inputs = nullptr);
 
   /// Runs every rank to the end; throws SimulationError on a deadlock.
   Timeline run();
@@ -172,17 +204,10 @@ class Engine {
   void place(TimelineEvent& ev, Seconds launch, int seg, int stream_last, Seconds deps_end, int dep_event) const;
   [[noreturn]] void throw_deadlock() const;
 
-  /// One rank's op inputs in one flat array, in op order (Op::deps and Op::prev_deps live in
-  /// an allocation per op; reading them op by op missed the cache on every step): op i's
-  /// deps are list[offset[2i] .. offset[2i+1]), its prev_deps list[offset[2i+1] .. offset[2i+2]).
-  struct RankInputs {
-    std::vector<std::uint32_t> offset;
-    std::vector<int> list;
-  };
-
   const TimedGraph& tg_;
   const ExecutionGraph& g_;
-  std::vector<RankInputs> inputs_;  ///< per rank
+  std::optional<OpInputs> own_inputs_;  ///< built here when the caller shares none
+  const OpInputs* inputs_;
   HostSpec host_;
   int iterations_;
   DurationOverrides overrides_;

@@ -38,7 +38,8 @@ Timeline simulate(const TimedGraph& graph, const HostSpec& host, const Simulatio
 
 Timeline simulate(const TimedGraph& graph, const HostSpec& host, const SimulationOptions& options, Timeline&& recycled) {
   if (options.iterations < 2) throw std::invalid_argument("simulate: at least 2 iterations are needed for a steady-state period");
-  Timeline t = sim::Engine(graph, host, options.iterations, nullptr, std::move(recycled)).run();
+  const sim::OpInputs inputs(*graph.graph);  // shared by the first run and the contention passes
+  Timeline t = sim::Engine(graph, host, options.iterations, nullptr, std::move(recycled), &inputs).run();
   if (!options.contention) return t;
   if (!sim::transfers_overlap(graph, t.events)) return t;  // nothing shares a link: solo speeds hold
   std::vector<Seconds> durations;
@@ -56,7 +57,7 @@ Timeline simulate(const TimedGraph& graph, const HostSpec& host, const Simulatio
     if (same) break;  // a fixed point: the durations reproduce the starts that made them
     durations = std::move(next);
     const Seconds before = t.iteration_time;
-    t = sim::Engine(graph, host, options.iterations, &durations, std::move(t)).run();  // reuses t's storage
+    t = sim::Engine(graph, host, options.iterations, &durations, std::move(t), &inputs).run();  // reuses t's storage
     t.contention_passes = pass + 1;
     if (std::abs(t.iteration_time - before) <= options.contention_tolerance * std::abs(t.iteration_time)) break;
   }
