@@ -103,7 +103,7 @@ TEST_CASE("dit: model FLOPs per sample by hand", "[transformer][dit]") {
   CHECK(std::string(model_flops_formula(two)).find("s_text") != std::string::npos);
 }
 
-TEST_CASE("dit: the Cosmos-1.0-Diffusion-7B preset counted by hand", "[transformer][dit]") {
+TEST_CASE("dit: the Cosmos-1.0-Diffusion 7B and 14B presets counted by hand", "[transformer][dit]") {
   JsonDocument doc = load_json_file(src("configs/workloads/cosmos_diffusion_7b.json"));
   (void)take_runtime_name(doc);
   const TransformerSpec w = parse_transformer(doc);
@@ -120,6 +120,14 @@ TEST_CASE("dit: the Cosmos-1.0-Diffusion-7B preset counted by hand", "[transform
   // parameters x 512 + 363,855,872 per-sample parameters) = 2,223,294,319,165,440; attention
   // 12 x 28 x 4,096 x 56,320 x (56,320 + 512) = 4,405,090,257,469,440.
   CHECK(dit_model_flops_per_sample(w) == Approx(2223294319165440.0 + 4405090257469440.0));
+
+  // The 14B: 36 layers of 5,120, 40 heads. Per layer 14 h^2 = 367,001,600; text keys / values
+  // 10,485,760; norms 512; adaLN 10 x 256 x 5,120 = 13,107,200: 390,595,072 x 36 =
+  // 14,061,422,592. Patch embedding 348,160, timestep embedding 4 h^2 = 104,857,600, its norm
+  // 5,120; final layer 1,310,720 + 2,621,440 + 327,680. Total 14,170,893,312: the "14B".
+  JsonDocument doc14 = load_json_file(src("configs/workloads/cosmos_diffusion_14b.json"));
+  (void)take_runtime_name(doc14);
+  CHECK(parse_transformer(doc14).parameters() == Approx(14170893312.0));
 }
 
 TEST_CASE("dit: GEMM and attention shapes per TP rank", "[transformer][dit]") {
