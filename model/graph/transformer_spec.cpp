@@ -198,6 +198,13 @@ double dit_token_layer_parameters(const TransformerSpec& w) {
   return h * (a + 2 * kv) + a * h + 2 * h * a + 2 * h * double(w.ffn_hidden);
 }
 
+/// The timestep embedding's two layers: h x h, then h x 3h (its 3h output feeds the layers'
+/// AdaLN-LoRA) or h x h without LoRA. Applied once per sample.
+double dit_timestep_parameters(const TransformerSpec& w) {
+  const double h = double(w.hidden);
+  return h * h + h * (w.dit.adaln_lora_dim > 0 ? 3 * h : h);
+}
+
 }  // namespace
 
 double dit_layer_parameters(const TransformerSpec& w, int tp) {
@@ -211,10 +218,8 @@ double dit_layer_parameters(const TransformerSpec& w, int tp) {
 double dit_input_parameters(const TransformerSpec& w) {
   if (!w.diffusion()) return 0;
   const double h = double(w.hidden);
-  // Patch embedding (no bias); timestep embedding h x h then h x 3h (its 3h output feeds the
-  // layers' AdaLN-LoRA) or h x h without LoRA; the timestep embedding's RMSNorm weight.
-  const double timestep = h * h + h * (w.dit.adaln_lora_dim > 0 ? 3 * h : h);
-  return double(w.dit.patch_inputs()) * h + timestep + h;
+  // Patch embedding (no bias), the timestep embedding and its RMSNorm weight.
+  return double(w.dit.patch_inputs()) * h + dit_timestep_parameters(w) + h;
 }
 
 double dit_output_parameters(const TransformerSpec& w) {
@@ -228,8 +233,7 @@ double dit_model_flops_per_sample(const TransformerSpec& w) {
   const double a = double(w.heads) * double(w.head_dim());
   const double per_token = L * dit_token_layer_parameters(w) + double(w.dit.patch_inputs()) * h + h * double(w.dit.patch_outputs());
   const double per_text_token = L * 2.0 * double(w.dit.text_dim) * a;
-  const double per_sample = dit_input_parameters(w) - double(w.dit.patch_inputs()) * h - h  // the timestep embedding
-                            + L * adaln_parameters(w, 9) + adaln_parameters(w, 2);
+  const double per_sample = dit_timestep_parameters(w) + L * adaln_parameters(w, 9) + adaln_parameters(w, 2);
   return 6.0 * (per_token * s + per_text_token * text + per_sample) + 12.0 * L * a * s * (s + text);
 }
 
