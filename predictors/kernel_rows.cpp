@@ -14,6 +14,7 @@
 #include "core/csv_record.hpp"
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
+#include "core/limits.hpp"
 #include "predictors/measurement.hpp"
 
 namespace perfcast {
@@ -218,12 +219,25 @@ void memory_bound_row(KernelRow& r, const CsvTable& t) {
   ElementwiseDesc e;
   e.op = r.op;
   const auto numel = number_of(t.text("numel"));
-  e.elements = numel && *numel >= 1 ? static_cast<std::int64_t>(*numel) : static_cast<std::int64_t>(bytes);
+  if (bytes > limits::kMaxBytes || (numel && *numel > limits::kMaxBytes))
+    t.fail(fmt::format("bytes_moved and numel: expected at most {:.0f}", limits::kMaxBytes));
+  e.elements = numel && *numel >= 1 ? static_cast<std::int64_t>(*numel) : std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes));
   e.bytes_per_element = bytes / static_cast<double>(e.elements);
   e.flops_per_element = 1;
   // Triton's do_bench flushes L2 before every call; KernelBench's newer harness thrashes it.
   e.cold_l2 = contains(measurement, "do_bench") || contains(measurement, "L2 thrashed");
   r.kernels.push_back(e);
+}
+
+/// Bounds on the table count, rows, width and batch size a row may state, so that the
+/// conversions to integers below are defined (limits::kMaxRows; widths as in workload files).
+constexpr double kMaxEmbeddingDim = 1 << 20;
+bool embedding_sizes_in_range(double tables, double rows, double dim, double batch) {
+  return tables >= 1 && tables <= kMaxTables && rows >= 1 && rows <= static_cast<double>(limits::kMaxRows) && dim >= 1 &&
+         dim <= kMaxEmbeddingDim && batch >= 1 && batch <= static_cast<double>(limits::kMaxRows);
+}
+std::string embedding_sizes_message() {
+  return fmt::format("tables (1 to {}), rows and batch (1 to 2^48) and dim (1 to 2^20) must be in range", kMaxTables);
 }
 
 /// TorchRec's batch_index_select_dim0 rows (unpooled multi-table gather, fp16).
@@ -245,8 +259,7 @@ void hopper_embedding_row(KernelRow& r, const CsvTable& t) {
                         "the update";
     return;
   }
-  if (*tables < 1 || *tables > kMaxTables || *rows < 1 || *dim < 1 || *batch < 1)
-    t.fail(fmt::format("tables (1 to {}), rows, dim and batch must be positive", kMaxTables));
+  if (!embedding_sizes_in_range(*tables, *rows, *dim, *batch)) t.fail(embedding_sizes_message());
   EmbeddingDesc d;
   d.batch = static_cast<std::int64_t>(*batch);
   d.weight_dtype = lower(t.text("dtype")) == "fp16" ? DType::kFp16 : DType::kFp32;
@@ -286,8 +299,7 @@ void embedding_times_row(const KernelRow& base, const CsvTable& t, std::vector<K
   const auto tables = number_of(t.text("num_tables")), rows = number_of(t.text("rows_per_table")),
              dim = number_of(t.text("embedding_dim")), batch = number_of(t.text("batch_size"));
   if (why.empty() && (!tables || !rows || !dim || !batch)) why = "tables, rows, dim or batch not a single number";
-  if (why.empty() && (*tables < 1 || *tables > kMaxTables || *rows < 1 || *dim < 1 || *batch < 1))
-    t.fail(fmt::format("tables (1 to {}), rows, dim and batch must be positive", kMaxTables));
+  if (why.empty() && !embedding_sizes_in_range(*tables, *rows, *dim, *batch)) t.fail(embedding_sizes_message());
   for (const auto pass : {EmbeddingPass::kForward, EmbeddingPass::kBackward}) {
     const bool fwd = pass == EmbeddingPass::kForward;
     const std::string column = fwd ? "fwd_ms" : "bwd_ms";

@@ -36,6 +36,19 @@ std::optional<double> number_field(const std::string& text, const std::string& f
   return v;
 }
 
+/// A whole count in [1, max], or nullopt for a blank field; throws for anything else (a fraction, zero, or a count
+/// beyond what perfcast models, which would not fit the int the samples hold).
+std::optional<int> count_field(const std::string& text, const std::string& file, std::size_t line, const std::string& column,
+                               int max) {
+  const auto v = number_field(text, file, line, column);
+  if (!v) return std::nullopt;
+  if (*v < 1 || *v > max || std::floor(*v) != *v) {
+    throw ConfigError(file, fmt::format("line {}", line),
+                      fmt::format("column {}: expected a whole number in [1, {}], got \"{}\"", column, max, trim_blanks(text)));
+  }
+  return static_cast<int>(*v);
+}
+
 }  // namespace
 
 std::string algorithm_from_nccl_algo(const std::string& env) {
@@ -95,12 +108,15 @@ std::vector<SourcedLog> parse_measurement_table_csv_text(const std::string& text
     auto get = [&](const char* c) { return trim_blanks(fields[col.at(c)]); };
     const auto kind = collective_from_name(get("collective"));
     if (!kind) throw ConfigError(name, fmt::format("line {}", line_no), fmt::format("unknown collective \"{}\"", get("collective")));
-    const auto per_node = number_field(get("gpus_per_node"), name, line_no, "gpus_per_node");
-    if (!per_node || *per_node < 1) throw ConfigError(name, fmt::format("line {}", line_no), "column gpus_per_node: expected >= 1");
-    const auto nodes_field = number_field(get("nodes"), name, line_no, "nodes");
-    const int nodes = nodes_field ? static_cast<int>(*nodes_field) : 1;
-    if (nodes < 1) throw ConfigError(name, fmt::format("line {}", line_no), "column nodes: expected >= 1");
-    const int ranks = static_cast<int>(*per_node) * nodes;
+    const auto per_node = count_field(get("gpus_per_node"), name, line_no, "gpus_per_node", limits::kMaxGpus);
+    if (!per_node) throw ConfigError(name, fmt::format("line {}", line_no), "column gpus_per_node: expected >= 1");
+    const auto nodes_field = count_field(get("nodes"), name, line_no, "nodes", limits::kMaxGpus);
+    const int nodes = nodes_field.value_or(1);
+    if (static_cast<long long>(*per_node) * nodes > limits::kMaxGpus) {
+      throw ConfigError(name, fmt::format("line {}", line_no),
+                        fmt::format("{} GPUs per node x {} nodes: perfcast models at most {} GPUs", *per_node, nodes, limits::kMaxGpus));
+    }
+    const int ranks = *per_node * nodes;
     const auto bytes = number_field(get("bytes"), name, line_no, "bytes");
     if (!bytes || *bytes <= 0) throw ConfigError(name, fmt::format("line {}", line_no), "column bytes: expected a positive byte count");
     double time_s = 0;

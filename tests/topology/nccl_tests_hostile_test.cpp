@@ -112,4 +112,24 @@ TEST_CASE("systems beyond the GPU limit are refused before any per-pair structur
   CHECK(parse_system(d).world_size() == 100000);
 }
 
+TEST_CASE("measurement tables: GPU and node counts are whole numbers perfcast can model", "[calibration][limits]") {
+  // fuzz_calibrate's finding (docs/robustness.md): nodes = 3.3e85 was converted to int, which is
+  // undefined behaviour; a fraction of a node was truncated silently.
+  const std::string header =
+      "source_url,gpu,gpus_per_node,nodes,nccl_version,env,collective,bytes,time_us,notes,inplace_time_us,inplace_busbw_GBps";
+  auto row = [&](const std::string& per_node, const std::string& nodes) {
+    return header + "\nx,h100," + per_node + "," + nodes + ",2.18,,all_reduce,1024,10,,,\n";
+  };
+  const auto two_nodes = parse_measurement_table_csv_text(row("8", "2"), "ok.csv");
+  REQUIRE(two_nodes.size() == 1);
+  CHECK(two_nodes[0].log.samples.at(0).ranks == 16);
+  CHECK(parse_measurement_table_csv_text(row("8", ""), "blank.csv").at(0).log.samples.at(0).ranks == 8);
+  CHECK_THROWS_WITH(parse_measurement_table_csv_text(row("8", "3.3e85"), "huge.csv"),
+                    Catch::Contains("huge.csv: line 2") && Catch::Contains("column nodes: expected a whole number"));
+  CHECK_THROWS_WITH(parse_measurement_table_csv_text(row("8", "1.5"), "half.csv"), Catch::Contains("column nodes"));
+  CHECK_THROWS_WITH(parse_measurement_table_csv_text(row("0", "1"), "zero.csv"), Catch::Contains("column gpus_per_node"));
+  CHECK_THROWS_WITH(parse_measurement_table_csv_text(row("2048", "1024"), "many.csv"),
+                    Catch::Contains("many.csv: line 2") && Catch::Contains("at most 1048576 GPUs"));
+}
+
 }  // namespace perfcast_test_topology_nccl_tests_hostile_test
