@@ -40,6 +40,13 @@ void add_data_parallel_tables_backward(const RankContext& c, RankDraft& d, int d
          {elementwise("sgd", elems, 2, 2 * dtype_bytes(c.w.embedding_dtype) + 4)}, {}, {ready}, false});
 }
 
+/// Keeps a weight-gradient op for add_deferred_weight_gradients; it reads the gradient the
+/// data op `data` also reads, so it depends on that op.
+void defer_weight_gradient(RankDraft& d, Op weights, int data, double params) {
+  weights.deps = {data};
+  d.deferred_weight_grads.emplace_back(std::move(weights), params);
+}
+
 }  // namespace
 
 /// The loss backward, then each top MLP layer's backward from the last; each layer's
@@ -53,8 +60,16 @@ void add_top_mlp_backward(const RankContext& c, RankDraft& d) {
   int prev = d.add(std::move(loss_grad));
   for (std::size_t i = c.w.top_mlp.size(); i-- > 0;) {
     const bool relu_out = i + 1 < c.w.top_mlp.size();  // the logit layer has no ReLU
-    prev = d.add(c.linear_backward(numbered("top_mlp.", i, ".backward"), d.top_in[i], c.w.top_mlp[i], true, relu_out, prev));
-    d.grad_ready(c, prev, d.top_in[i], c.w.top_mlp[i]);
+    const std::string name = numbered("top_mlp.", i, ".backward");
+    const double params = double(d.top_in[i]) * double(c.w.top_mlp[i]) + double(c.w.top_mlp[i]);
+    if (c.w.stack.async_weight_gradients) {
+      auto [data, weights] = c.linear_backward_split(name, d.top_in[i], c.w.top_mlp[i], relu_out, prev);
+      prev = d.add(std::move(data));
+      defer_weight_gradient(d, std::move(weights), prev, params);
+      continue;
+    }
+    prev = d.add(c.linear_backward(name, d.top_in[i], c.w.top_mlp[i], true, relu_out, prev));
+    d.params_ready(c, prev, params);
   }
   d.top_grad = prev;
 }
@@ -79,7 +94,8 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
     const std::int64_t r = c.w.dcn_rank;
     const Fusion fusion = c.w.stack.dcn_cross;
     for (int l = c.w.dcn_layers; l-- > 0;) {
-      Op op{numbered("dcn.cross.", l, ".backward"), Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
+      const std::string name = numbered("dcn.cross.", l, ".backward");
+      Op op{name, Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
       if (fusion == Fusion::kNone) {
         op.kernels.push_back(elementwise("dcn_cross_mul_backward", c.batch * width, 1, 3 * ib));
         op.kernels.push_back(elementwise("dcn_cross_mul_backward", c.batch * width, 1, 3 * ib));
@@ -88,15 +104,30 @@ void add_interaction_backward(const RankContext& c, RankDraft& d) {
         op.kernels.push_back(elementwise("dcn_cross_backward", c.batch * width, 3, 6 * ib));
       }
       const bool epilogue = fusion == Fusion::kEpilogue;
-      op.kernels.push_back(GemmDesc{r, w64, c.batch, 1, c.w.mlp_dtype, epilogue});  // W's gradient (+ bias gradient)
-      op.kernels.push_back(GemmDesc{c.batch, r, w64, 1, c.w.mlp_dtype, false});
-      op.kernels.push_back(GemmDesc{w64, r, c.batch, 1, c.w.mlp_dtype, false});
+      const GemmDesc w_grad{r, w64, c.batch, 1, c.w.mlp_dtype, epilogue};  // W's gradient (+ bias gradient)
+      const GemmDesc z_grad{c.batch, r, w64, 1, c.w.mlp_dtype, false};
+      const GemmDesc v_grad{w64, r, c.batch, 1, c.w.mlp_dtype, false};
       GemmDesc dx{c.batch, w64, r, 1, c.w.mlp_dtype, false};
       if (epilogue) dx.epilogue_inputs = 3;
+      const double params = 2.0 * double(w64) * double(r) + double(w64);  // V, W and W's bias
+      if (c.w.stack.async_weight_gradients) {
+        // The data chain (elementwise part, z's and x_l's gradients) now; W's and V's
+        // gradients and the bias gradient once the embedding gradients are on their way.
+        Op weights{name + ".weights", Phase::kBackward, Stream::kCompute, {w_grad, v_grad}, {}, {}, false};
+        if (!epilogue) weights.kernels.push_back(elementwise("bias_grad", c.batch * width, 1, ab));
+        op.kernels.push_back(z_grad);
+        op.kernels.push_back(dx);
+        grad = d.add(std::move(op));
+        defer_weight_gradient(d, std::move(weights), grad, params);
+        continue;
+      }
+      op.kernels.push_back(w_grad);
+      op.kernels.push_back(z_grad);
+      op.kernels.push_back(v_grad);
       op.kernels.push_back(dx);
       if (!epilogue) op.kernels.push_back(elementwise("bias_grad", c.batch * width, 1, ab));
       grad = d.add(std::move(op));
-      d.params_ready(c, grad, 2.0 * double(w64) * double(r) + double(w64));  // V, W and W's bias
+      d.params_ready(c, grad, params);
     }
   }
   Op op{"interaction.backward", Phase::kBackward, Stream::kCompute, {}, {}, {grad}, false};
@@ -162,6 +193,17 @@ void add_embedding_exchange_backward(const RankContext& c, RankDraft& d) {
     d.bottom_grad_ready = d.add(c.all_to_all_op("bottom_mlp.output_dist.backward", Phase::kBackward,
                                                 &RankContext::bottom_output_pairs, {grad}, true));
   }
+}
+
+/// The weight gradients the top MLP and the cross layers deferred, issued after the
+/// embedding gradients' exchange so that they run while it is in flight; each joins the DDP
+/// buckets as it is issued.
+void add_deferred_weight_gradients(const RankContext& c, RankDraft& d) {
+  for (auto& [op, params] : d.deferred_weight_grads) {
+    const int id = d.add(std::move(op));
+    d.params_ready(c, id, params);
+  }
+  d.deferred_weight_grads.clear();
 }
 
 /// Each bottom MLP layer's backward from the last (the first layer has no data

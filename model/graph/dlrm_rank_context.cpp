@@ -308,6 +308,22 @@ Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t 
   return op;
 }
 
+RankContext::SplitBackward RankContext::linear_backward_split(std::string name, std::int64_t in, std::int64_t out,
+                                                              bool relu_out, int dep) const {
+  // The data half of each fusion: eager ReLU backward (or the generated ReLU + bias-gradient
+  // kernel, which stays with it) and the input-gradient GEMM (with the ReLU backward in its
+  // epilogue); the rest is the weight half.
+  Op whole = linear_backward(name, in, out, /*dgrad=*/true, relu_out, dep);
+  const Fusion fusion = w.stack.mlp_backward;
+  const std::size_t data_kernels = fusion == Fusion::kEpilogue ? 1 : relu_out || fusion == Fusion::kPointwise ? 2 : 1;
+  SplitBackward s{whole, whole};
+  s.data.kernels.assign(whole.kernels.begin(), whole.kernels.begin() + static_cast<std::ptrdiff_t>(data_kernels));
+  s.weights.kernels.assign(whole.kernels.begin() + static_cast<std::ptrdiff_t>(data_kernels), whole.kernels.end());
+  s.weights.name = std::move(name) + ".weights";
+  s.weights.deps.clear();
+  return s;
+}
+
 void RankDraft::grad_ready(const RankContext& c, int op, std::int64_t in, std::int64_t out) {
   params_ready(c, op, double(in) * double(out) + double(out));
 }

@@ -219,6 +219,15 @@ class RankContext {
   /// data gradient (`dgrad`), weight gradient, bias gradient.
   [[nodiscard]] Op linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
                                    int dep, std::int64_t rows = 0) const;
+  /// The same kernels as two ops, for stacks that defer weight gradients
+  /// (DlrmStack::async_weight_gradients): `data` (ReLU backward, data gradient; depends on
+  /// `dep`) and `weights` (weight and bias gradients, named NAME.weights; its dependency is the
+  /// data op, set by the caller once that op has an index).
+  struct SplitBackward {
+    Op data, weights;
+  };
+  [[nodiscard]] SplitBackward linear_backward_split(std::string name, std::int64_t in, std::int64_t out, bool relu_out,
+                                                    int dep) const;
 
  private:
   [[nodiscard]] std::vector<double> input_pairs(bool lengths) const;
@@ -255,6 +264,9 @@ struct RankDraft {
   std::vector<int> allreduces;             ///< DDP gradient buckets (the dense optimizer waits on them)
   double bucket_bytes = 0;                 ///< gradients in the open bucket
   int buckets = 0;                         ///< buckets issued
+  /// Weight-gradient ops deferred until the embedding gradients' exchange is issued
+  /// (DlrmStack::async_weight_gradients), each with its fp32 parameter count for the buckets.
+  std::vector<std::pair<Op, double>> deferred_weight_grads;
 
   /// Appends `op`; returns its index.
   int add(Op op) {
@@ -288,12 +300,13 @@ void add_top_mlp_and_loss(const RankContext& c, RankDraft& d);
 void add_top_mlp_backward(const RankContext& c, RankDraft& d);
 void add_interaction_backward(const RankContext& c, RankDraft& d);
 void add_embedding_exchange_backward(const RankContext& c, RankDraft& d);
+void add_deferred_weight_gradients(const RankContext& c, RankDraft& d);
 void add_bottom_mlp_backward(const RankContext& c, RankDraft& d);
 void add_embedding_backward(const RankContext& c, RankDraft& d);
 void add_optimizer_step(const RankContext& c, RankDraft& d);
 
 /// The passes in host order.
-inline constexpr std::array<NamedRankPass, 13> kDlrmRankPasses{{
+inline constexpr std::array<NamedRankPass, 14> kDlrmRankPasses{{
     {"batch_copy", add_batch_copy},
     {"input_distribution", add_input_distribution},
     {"bottom_mlp", add_bottom_mlp},
@@ -304,6 +317,7 @@ inline constexpr std::array<NamedRankPass, 13> kDlrmRankPasses{{
     {"top_mlp_backward", add_top_mlp_backward},
     {"interaction_backward", add_interaction_backward},
     {"embedding_exchange_backward", add_embedding_exchange_backward},
+    {"deferred_weight_gradients", add_deferred_weight_gradients},
     {"bottom_mlp_backward", add_bottom_mlp_backward},
     {"embedding_backward", add_embedding_backward},
     {"optimizer_step", add_optimizer_step},

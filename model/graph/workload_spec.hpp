@@ -92,6 +92,12 @@ struct DlrmStack {
   /// and the type of their gradients. Unset: FP32, TorchRec's default. HugeCTR under mixed
   /// precision: FP16.
   std::optional<DType> embedding_output;
+  /// The dense layers above the interaction (top MLP, DCN cross layers) compute their weight
+  /// gradients after the whole activation-gradient chain (HugeCTR's async_wgrad, a second
+  /// stream): the embedding gradients' exchange starts once the interaction's gradient is
+  /// ready, and the weight-gradient GEMMs run while it is in flight. false: each layer's
+  /// backward computes both before the next layer's (PyTorch autograd).
+  bool async_weight_gradients = false;
 };
 
 struct DlrmSpec {

@@ -7,6 +7,7 @@
 
 #include "core/json_reader.hpp"
 #include "model/graph/dlrm_builder.hpp"
+#include "model/predict/predict.hpp"
 #include "tests/model/dlrm_test_support.hpp"
 #include "model/predict/runtime_profile.hpp"
 
@@ -76,6 +77,7 @@ TEST_CASE("shipped DLRM stacks: every setting sourced, each sets the stack it de
     CHECK(*w.stack.embedding_output == DType::kFp16);  // HugeCTR's half embedding outputs under mixed precision
     // HugeCTR's per-element AdaGrad replaces the reference's row-wise AdaGrad on the tables.
     CHECK(w.embedding_optimizer == EmbeddingOptimizer::kAdagrad);
+    CHECK(w.stack.async_weight_gradients);  // DenseLayerComputeConfig(async_wgrad=True)
     REQUIRE(notes.size() == 3);  // the pipeline, the precision and the embedding optimizer replace the workload's
     CHECK(notes[1] == "mlp_dtype fp16 (the workload says fp32)");
     CHECK(notes[2] == "embedding optimizer adagrad (the workload says rowwise_adagrad)");
@@ -95,6 +97,7 @@ TEST_CASE("shipped DLRM stacks: every setting sourced, each sets the stack it de
     CHECK_FALSE(w.stack.compiled_dense);
     CHECK(w.pipeline == TrainPipeline::kSparseDist);
     CHECK(w.mlp_dtype == DType::kFp32);  // not set: the workload's
+    CHECK_FALSE(w.stack.async_weight_gradients);  // autograd: each layer's weight gradient in its backward
   }
   {
     const auto r = load_runtime_profile("torchrec_compiled", wl, true);
@@ -246,6 +249,69 @@ TEST_CASE("reader, CUDA graphs, compiled dense part and host work: what each mar
   // Compiled: in a run of dense ops only the first pays a framework op's host cost.
   CHECK(op_named(g, 0, "dcn.cross.1").same_call);
   CHECK(op_named(g, 0, "top_mlp.0").same_call);
+}
+
+TEST_CASE("deferred weight gradients: the same kernels, the weight halves issued after the exchange", "[dlrm][stack]") {
+  // HugeCTR's async_wgrad: every top MLP and cross layer backward splits into its data half
+  // (on the chain to the interaction's gradient) and NAME.weights, issued after the embedding
+  // gradients' all-to-all so that they run while it is in flight.
+  auto graph = [&](bool deferred, Fusion mlp) {
+    DlrmSpec w = dcnv2();
+    w.mlp_dtype = DType::kFp16;
+    w.stack.mlp_backward = mlp;
+    w.stack.async_weight_gradients = deferred;
+    return build_dlrm_graph(w, default_plan(w, 8), 8);
+  };
+  for (const Fusion mlp : {Fusion::kNone, Fusion::kPointwise, Fusion::kEpilogue}) {
+    const ExecutionGraph in_layer = graph(false, mlp), deferred = graph(true, mlp);
+    // Per layer: the kernels of the one op are those of the two halves.
+    std::vector<std::string> layers{"dcn.cross.0.backward", "dcn.cross.2.backward"};
+    for (int i = 0; i < 5; ++i) layers.push_back("top_mlp." + std::to_string(i) + ".backward");
+    for (const auto& name : layers) {
+      const Op& whole = op_named(in_layer, 0, name);
+      const Op& data = op_named(deferred, 0, name);
+      const Op& weights = op_named(deferred, 0, name + ".weights");
+      CHECK(gemms(data) + gemms(weights) == gemms(whole));
+      CHECK(elementwise_bytes(data).second + elementwise_bytes(weights).second == Approx(elementwise_bytes(whole).second));
+      CHECK(weights.deps.size() == 1);
+    }
+  }
+  const ExecutionGraph g = graph(true, Fusion::kEpilogue);
+  // A cross layer's data half: its fused elementwise kernel, z's and x_l's gradient GEMMs;
+  // the weights: W's and V's gradient GEMMs and the bias gradient (a read of the fp16
+  // gradient, 2 B an element of 8,192 x 3,456 a rank).
+  CHECK(gemms(op_named(g, 0, "dcn.cross.1.backward")) == 2);
+  CHECK(gemms(op_named(g, 0, "dcn.cross.1.backward.weights")) == 2);
+  CHECK(elementwise_bytes(op_named(g, 0, "dcn.cross.1.backward.weights")) == std::pair<int, double>{1, 2 * 8192.0 * 3456});
+  // The logit layer under the epilogue fusion: the data-gradient GEMM, then the weight GEMM.
+  CHECK(gemms(op_named(g, 0, "top_mlp.4.backward")) == 1);
+  CHECK(gemms(op_named(g, 0, "top_mlp.4.backward.weights")) == 1);
+  // Host order: the chain, the interaction's gradient, its exchange, then the weights, then
+  // the embedding backward.
+  const auto& ops = g.ranks[0].ops;
+  auto index = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return static_cast<int>(i);
+    FAIL("no op " << name);
+    return -1;
+  };
+  CHECK(op_named(g, 0, "interaction.backward").deps == std::vector<int>{index("dcn.cross.0.backward")});
+  CHECK(op_named(g, 0, "dcn.cross.0.backward").deps == std::vector<int>{index("dcn.cross.1.backward")});
+  for (const auto& op : ops) {
+    if (op.name.size() < 8 || op.name.compare(op.name.size() - 8, 8, ".weights") != 0) continue;
+    CHECK(index(op.name) > index("output_dist.backward"));
+    CHECK(index(op.name) < index("embedding_backward"));
+  }
+  // Rule: deferring removes waits only. With the HugeCTR stack on one DGX H100, never slower.
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const auto r = load_runtime_profile("mlperf_hugectr", src(kDcn), true);
+  DlrmSpec w = dcnv2();
+  (void)apply_runtime_stack(w, *r);
+  w.batch_size = 55296;
+  const double deferred_time = predict_parsed(s, w, default_plan(w, 8), {})->timeline.iteration_time;
+  w.stack.async_weight_gradients = false;
+  const double in_layer_time = predict_parsed(s, w, default_plan(w, 8), {})->timeline.iteration_time;
+  CHECK(deferred_time <= in_layer_time);
 }
 
 }  // namespace perfcast_test_model_dlrm_stack_test
