@@ -34,7 +34,7 @@ void add_data_parallel_tables_backward(const RankContext& c, RankDraft& d, int d
   int ready = grad;
   if (c.world > 1) {
     ready = d.add(c.coll("allreduce.data_parallel_tables", Phase::kBackward,
-                         CollectiveDesc{CollectiveKind::kAllReduce, elems * 4.0, {}}, {grad}));
+                         CollectiveDesc{CollectiveKind::kAllReduce, elems * c.gradient_bytes(), {}}, {grad}));
   }
   d.add({"embedding_update.data_parallel", Phase::kOptimizer, Stream::kCompute,
          {elementwise("sgd", elems, 2, 2 * dtype_bytes(c.w.embedding_dtype) + 4)}, {}, {ready}, false});

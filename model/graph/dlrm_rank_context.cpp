@@ -330,7 +330,8 @@ void RankDraft::grad_ready(const RankContext& c, int op, std::int64_t in, std::i
 
 void RankDraft::params_ready(const RankContext& c, int op, double params) {
   if (c.world == 1) return;
-  bucket_bytes += params * 4.0;
+  bucket_bytes += params * c.gradient_bytes();
+  if (c.w.stack.grouped_allreduce) return;  // one all-reduce after the last layer (flush_bucket)
   const double cap = buckets == 0 ? c.w.first_bucket : c.w.gradient_bucket;
   if (bucket_bytes >= cap) flush_bucket(c, op);
 }

@@ -207,6 +207,8 @@ class RankContext {
   /// The dtype the local lookups (data-parallel ones when `dp`) write their pooled output in,
   /// from their tables' output_bytes (TorchRec's output_dtype).
   [[nodiscard]] DType lookup_output_dtype(bool dp) const;
+  /// Bytes per element of the gradients the data-parallel all-reduces move (DlrmStack::gradient_dtype; FP32 unset).
+  [[nodiscard]] double gradient_bytes() const { return w.stack.gradient_dtype ? dtype_bytes(*w.stack.gradient_dtype) : 4.0; }
   [[nodiscard]] double rw_bytes() const;
   /// Indices of a shard per sample: row-wise shards see their share of the rows' lookups,
   /// hybrid shards their share of the infrequent rows' lookups.

@@ -98,6 +98,13 @@ struct DlrmStack {
   /// ready, and the weight-gradient GEMMs run while it is in flight. false: each layer's
   /// backward computes both before the next layer's (PyTorch autograd).
   bool async_weight_gradients = false;
+  /// Type of the dense gradients the data-parallel all-reduces move (and the data-parallel
+  /// tables' gradients). Unset: FP32, PyTorch DDP's gradients of FP32 parameters. HugeCTR under
+  /// mixed precision: FP16.
+  std::optional<DType> gradient_dtype;
+  /// All dense gradients in one all-reduce once the backward has produced them all (HugeCTR's
+  /// grouped_all_reduce); false: DDP's buckets, each all-reduced as it fills.
+  bool grouped_allreduce = false;
 };
 
 struct DlrmSpec {

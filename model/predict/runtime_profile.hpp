@@ -32,13 +32,14 @@ namespace perfcast {
 ///  bf16 (the pooled outputs and their gradients where the plan states no output_dtype);
 ///  embedding_update: sgd | rowwise_adagrad | adagrad | adam (the optimizer the stack runs on
 ///  the tables, replacing the workload's); weight_gradients: "in_layer" | "async" (see
-///  DlrmStack::async_weight_gradients).
+///  DlrmStack::async_weight_gradients); gradient_allreduce: "buckets" | "grouped" and
+///  gradient_dtype: fp32 | fp16 | bf16 (DlrmStack::grouped_allreduce, gradient_dtype).
 struct RuntimeDlrmStack {
   std::optional<Fusion> dcn_cross, mlp_backward;
   std::optional<bool> fused_interaction, fused_embedding_optimizer, overlapped_reader, cuda_graphs, compiled_dense,
-      async_weight_gradients;
+      async_weight_gradients, grouped_allreduce;
   std::optional<TrainPipeline> pipeline;
-  std::optional<DType> mlp_dtype, embedding_dtype, embedding_output;
+  std::optional<DType> mlp_dtype, embedding_dtype, embedding_output, gradient_dtype;
   std::optional<EmbeddingOptimizer> embedding_update;
 };
 
