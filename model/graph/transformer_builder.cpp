@@ -159,13 +159,15 @@ double dense_mlp_activation_bytes(const TransformerSpec& w, double sbh) {
 /// (2 sbh each), the QKV and fc1 inputs (2 sbh each), the dropout masks after attention and
 /// after the MLP (sbh each, with dropout) — all split over TP only under sequence parallelism —
 /// and, split over TP, Q, K and V (2 sbh each for K and V scaled by kv heads / heads), the
-/// attention output the projection keeps (2 sbh) and the MLP's (dense_mlp_activation_bytes).
+/// attention output the projection keeps (2 sbh) and the MLP's (dense_mlp_activation_bytes);
+/// the attention's terms scale by heads x head_dim / hidden where "head_dim" sets it.
 /// GPT (f = 4h, GeLU, dropout): 34 sbh / t with sequence parallelism, sbh (10 + 24 / t) without.
 double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
   const double masks = w.dropout > 0 ? 2.0 : 0.0;
   const double replicated = sbh * (4 + 2 + 2 + masks);
   const double kv = double(w.kv_heads) / double(w.heads);
-  const double split = sbh * (2 * (1 + 2 * kv) + 2) + dense_mlp_activation_bytes(w, sbh);
+  const double a = double(w.attention_width()) / double(w.hidden);  // 1 unless head_dim says otherwise
+  const double split = sbh * a * (2 * (1 + 2 * kv) + 2) + dense_mlp_activation_bytes(w, sbh);
   return (w.sequence_parallel ? replicated / t : replicated) + split / t;
 }
 
@@ -181,8 +183,9 @@ double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
 double dit_layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
   const double replicated = 18 * sbh;
   const double kv = double(w.kv_heads) / double(w.heads);
-  const double text = 4.0 * double(w.micro_batch) * double(w.dit.text_tokens) * double(w.hidden);
-  const double split = sbh * (2 * (2 + 2 * kv) + 4) + text + dense_mlp_activation_bytes(w, sbh);
+  const double a = double(w.attention_width()) / double(w.hidden);  // 1 unless head_dim says otherwise
+  const double text = 4.0 * double(w.micro_batch) * double(w.dit.text_tokens) * double(w.attention_width());
+  const double split = sbh * a * (2 * (2 + 2 * kv) + 4) + text + dense_mlp_activation_bytes(w, sbh);
   return (w.sequence_parallel ? replicated / t : replicated) + split / t;
 }
 

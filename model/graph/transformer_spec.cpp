@@ -249,6 +249,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   w.hidden = root.integer("hidden", 1, kMaxWidth);
   w.heads = root.integer("heads", 1, 4096);
   w.kv_heads = root.integer_or("kv_heads", 1, 4096, w.heads);
+  if (root.find("head_dim")) w.explicit_head_dim = root.integer("head_dim", 1, 4096);
   w.layers = root.integer("layers", 1, 10000);
   if (!w.diffusion()) {
     w.seq_len = root.integer("seq_len", 1, std::int64_t{1} << 24);
@@ -325,7 +326,9 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     root.fail("schedule", fmt::format("\"1f1b\" runs one model chunk per stage, but parallelism.vp is {}: leave "
                                       "\"schedule\" out or set \"interleaved\"", w.vp));
 
-  if (w.hidden % w.heads != 0) {
+  if (w.explicit_head_dim > 0 && w.mla.enabled())
+    throw ConfigError(doc.file, "/head_dim", "multi-latent attention states its head widths in \"mla\" (qk_head_dim, v_head_dim)");
+  if (w.explicit_head_dim == 0 && w.hidden % w.heads != 0) {
     throw ConfigError(doc.file, "/heads", fmt::format("hidden {} does not divide into {} heads", w.hidden, w.heads));
   }
   if (w.heads % w.kv_heads != 0) {

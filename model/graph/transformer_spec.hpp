@@ -214,7 +214,14 @@ struct TransformerSpec {
   /// compare with the full simulation.
   bool symmetric_simulation = true;
 
-  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// Workload key "head_dim" (Megatron's kv_channels, Hugging Face's head_dim): elements per
+  /// attention head where they are not hidden / heads (Qwen3, Gemma); 0: hidden / heads.
+  std::int64_t explicit_head_dim = 0;
+
+  [[nodiscard]] std::int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
+  /// Width of the attention's queries (and of its output before the projection), heads x
+  /// head_dim: hidden unless "head_dim" says otherwise.
+  [[nodiscard]] std::int64_t attention_width() const { return heads * head_dim(); }
   /// A video diffusion transformer (DitSpec): no vocabulary, adaLN sub-blocks, cross-attention.
   [[nodiscard]] bool diffusion() const { return kind == TransformerKind::kDiffusion; }
   /// Attention under a causal mask (decoders only).

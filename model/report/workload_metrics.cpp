@@ -11,9 +11,8 @@ double transformer_flops_per_token(const TransformerSpec& w) {
   if (w.diffusion()) return dit_model_flops_per_sample(w) / double(w.seq_len);
   // MoE: the parameters a token meets (top_k experts per layer), as Megatron counts MoE FLOPs.
   // Scores and values: 2 x 3 (forward and backward) x s x n x (d_qk + d_v) per layer and
-  // token, 12 L h s for standard attention (n x head_dim = h).
-  const double attention = w.mla.enabled() ? 6.0 * double(w.layers) * double(w.seq_len) * double(w.heads) * double(w.qk_dim() + w.v_dim())
-                                           : 12.0 * double(w.layers) * double(w.hidden) * double(w.seq_len);
+  // token: 12 L h s for standard attention where n x head_dim = h.
+  const double attention = 6.0 * double(w.layers) * double(w.seq_len) * double(w.heads) * double(w.qk_dim() + w.v_dim());
   return 6.0 * w.active_parameters() + attention;
 }
 

@@ -43,6 +43,9 @@ inline constexpr const char* kModelFlopsFormula = "6 N + 12 L h s FLOPs per toke
 /// for the attention scores and values (12 L h s when n d_qk = n d_v = h).
 inline constexpr const char* kModelFlopsFormulaMla =
     "6 N + 6 L s n (d_qk + d_v) FLOPs per token (PaLM appendix B with MLA's head widths), no recomputation";
+/// The same where "head_dim" makes heads x head_dim differ from h (Qwen3, Gemma): 12 L s n d.
+inline constexpr const char* kModelFlopsFormulaHeadDim =
+    "6 N + 12 L s n d FLOPs per token (PaLM appendix B with n heads of d elements), no recomputation";
 /// Diffusion transformers (dit_model_flops_per_sample over the video tokens): the parameters
 /// a token meets, the text keys and values and the per-sample conditioning, each counted where
 /// it applies, and the attention scores and values of self- and cross-attention.
@@ -52,7 +55,8 @@ inline constexpr const char* kModelFlopsFormulaDit =
 /// The formula that applies to `w`.
 [[nodiscard]] inline const char* model_flops_formula(const TransformerSpec& w) {
   if (w.diffusion()) return kModelFlopsFormulaDit;
-  return w.mla.enabled() ? kModelFlopsFormulaMla : kModelFlopsFormula;
+  if (w.mla.enabled()) return kModelFlopsFormulaMla;
+  return w.attention_width() == w.hidden ? kModelFlopsFormula : kModelFlopsFormulaHeadDim;
 }
 
 [[nodiscard]] WorkloadMetrics workload_metrics(const Prediction& p);

@@ -37,7 +37,7 @@ def build_model(torch, w, device):
     nn, F = torch.nn, torch.nn.functional
     checkpoint = importlib.import_module("torch.utils.checkpoint").checkpoint if w["recompute"] == "full" else None
     h, heads, kv_heads = w["hidden"], w["heads"], w["kv_heads"]
-    hd = h // heads
+    hd = w["head_dim"]  # hidden // heads unless the workload states "head_dim"
     ffn = w["ffn_hidden"]
     vocab = int(math.ceil(w["vocab"] / 128.0) * 128)  # Megatron --make-vocab-size-divisible-by 128 (tp = 1)
     p_drop = w["dropout"]
@@ -57,7 +57,7 @@ def build_model(torch, w, device):
             super().__init__()
             self.ln1 = nn.LayerNorm(h, device=device)
             self.qkv = nn.Linear(h, (heads + 2 * kv_heads) * hd, device=device)
-            self.proj = nn.Linear(h, h, device=device)
+            self.proj = nn.Linear(heads * hd, h, device=device)
             self.ln2 = nn.LayerNorm(h, device=device)
             gate = 2 if w["activation"] in ("swiglu", "geglu") else 1
             self.fc1 = nn.Linear(h, gate * ffn, device=device)
@@ -83,7 +83,7 @@ def build_model(torch, w, device):
                 if causal:
                     sc = sc.masked_fill(torch.ones(s, s, device=x.device, dtype=torch.bool).triu(1), float("-inf"))
                 a = F.dropout(sc.softmax(-1), drop, self.training) @ v
-            x = x + self.drop(self.proj(a.transpose(1, 2).reshape(b, s, h)))
+            x = x + self.drop(self.proj(a.transpose(1, 2).reshape(b, s, heads * hd)))
             u = self.fc1(self.ln2(x))
             if w["activation"] in ("swiglu", "geglu"):
                 g, u = u.chunk(2, dim=-1)

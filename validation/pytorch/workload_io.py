@@ -156,6 +156,8 @@ def read_transformer(doc, file="<input>"):
     for key in keys:
         w[key] = _int(doc, key, file, "")
     w["kv_heads"] = _int(doc, "kv_heads", file, "", default=w["heads"])
+    explicit_head_dim = "head_dim" in doc
+    w["head_dim"] = _int(doc, "head_dim", file, "", default=w["hidden"] // w["heads"])
     w["ffn_hidden"] = _int(doc, "ffn_hidden", file, "", default=4 * w["hidden"])
     w["activation"] = _enum(doc, "activation", ["gelu", "swiglu", "geglu", "relu", "squared_relu"], "gelu", file, "")
     w["position_embedding"] = _enum(doc, "position_embedding", ["learned", "rope"], "learned", file, "")
@@ -172,7 +174,7 @@ def read_transformer(doc, file="<input>"):
     par = doc.get("parallelism", {})
     w["tp"] = _int(par, "tp", file, "/parallelism", default=1)
     w["pp"] = _int(par, "pp", file, "/parallelism", default=1)
-    if w["hidden"] % w["heads"] != 0:
+    if not explicit_head_dim and w["hidden"] % w["heads"] != 0:
         raise WorkloadError(file, "/heads", f"hidden {w['hidden']} does not divide into {w['heads']} heads")
     if w["global_batch"] % w["micro_batch"] != 0:
         raise WorkloadError(file, "/global_batch", "global batch is not a multiple of the micro batch")
