@@ -280,45 +280,47 @@ std::optional<EmbeddingDesc> RankContext::embedding_desc(EmbeddingPass pass, boo
 }
 
 Op RankContext::linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
-                                int dep, std::int64_t rows) const {
+                                int dep, std::int64_t rows, std::vector<bool>* weight_part) const {
   const double ab = act_bytes();
   const std::int64_t batch = rows > 0 ? rows : this->batch;
   Op op{std::move(name), Phase::kBackward, Stream::kCompute, {}, {}, {dep}, false};
   op.kernels.reserve(4);
+  // Each kernel, and whether it belongs to the weight half (weight and bias gradients only).
+  auto push = [&](KernelDesc k, bool weights) {
+    op.kernels.push_back(std::move(k));
+    if (weight_part) weight_part->push_back(weights);
+  };
   const Fusion fusion = w.stack.mlp_backward;
   if (fusion == Fusion::kEpilogue) {
     // cuBLASLt epilogues: the ReLU backward in the data-gradient GEMM (it reads the
     // activation), the bias gradient in the weight-gradient GEMM.
     GemmDesc dg{batch, in, out, 1, w.mlp_dtype, false};
     dg.epilogue_inputs = relu_out ? 1 : 0;
-    if (dgrad) op.kernels.emplace_back(dg);
-    op.kernels.emplace_back(GemmDesc{out, in, batch, 1, w.mlp_dtype, true});
-    if (!dgrad && relu_out) op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+    if (dgrad) push(dg, false);
+    push(GemmDesc{out, in, batch, 1, w.mlp_dtype, true}, true);
+    if (!dgrad && relu_out) push(elementwise("relu_backward", double(batch) * out, 1, 3 * ab), false);
     return op;
   }
   if (fusion == Fusion::kPointwise) {  // ReLU backward and the bias gradient's reduction in one generated kernel
-    op.kernels.emplace_back(elementwise(relu_out ? "relu_bias_backward" : "bias_grad", double(batch) * out, relu_out ? 2 : 1,
-                                        relu_out ? 3 * ab : ab));
+    push(elementwise(relu_out ? "relu_bias_backward" : "bias_grad", double(batch) * out, relu_out ? 2 : 1, relu_out ? 3 * ab : ab),
+         !relu_out);
   } else if (relu_out) {
-    op.kernels.emplace_back(elementwise("relu_backward", double(batch) * out, 1, 3 * ab));
+    push(elementwise("relu_backward", double(batch) * out, 1, 3 * ab), false);
   }
-  if (dgrad) op.kernels.emplace_back(GemmDesc{batch, in, out, 1, w.mlp_dtype, false});
-  op.kernels.emplace_back(GemmDesc{out, in, batch, 1, w.mlp_dtype, false});
-  if (fusion == Fusion::kNone) op.kernels.emplace_back(elementwise("bias_grad", double(batch) * out, 1, ab));
+  if (dgrad) push(GemmDesc{batch, in, out, 1, w.mlp_dtype, false}, false);
+  push(GemmDesc{out, in, batch, 1, w.mlp_dtype, false}, true);
+  if (fusion == Fusion::kNone) push(elementwise("bias_grad", double(batch) * out, 1, ab), true);
   return op;
 }
 
 RankContext::SplitBackward RankContext::linear_backward_split(std::string name, std::int64_t in, std::int64_t out,
                                                               bool relu_out, int dep) const {
-  // The data half of each fusion: eager ReLU backward (or the generated ReLU + bias-gradient
-  // kernel, which stays with it) and the input-gradient GEMM (with the ReLU backward in its
-  // epilogue); the rest is the weight half.
-  Op whole = linear_backward(name, in, out, /*dgrad=*/true, relu_out, dep);
-  const Fusion fusion = w.stack.mlp_backward;
-  const std::size_t data_kernels = fusion == Fusion::kEpilogue ? 1 : relu_out || fusion == Fusion::kPointwise ? 2 : 1;
+  std::vector<bool> weight_part;
+  Op whole = linear_backward(name, in, out, /*dgrad=*/true, relu_out, dep, 0, &weight_part);
   SplitBackward s{whole, whole};
-  s.data.kernels.assign(whole.kernels.begin(), whole.kernels.begin() + static_cast<std::ptrdiff_t>(data_kernels));
-  s.weights.kernels.assign(whole.kernels.begin() + static_cast<std::ptrdiff_t>(data_kernels), whole.kernels.end());
+  s.data.kernels.clear();
+  s.weights.kernels.clear();
+  for (std::size_t i = 0; i < whole.kernels.size(); ++i) (weight_part[i] ? s.weights : s.data).kernels.push_back(whole.kernels[i]);
   s.weights.name = std::move(name) + ".weights";
   s.weights.deps.clear();
   return s;

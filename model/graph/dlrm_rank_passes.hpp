@@ -218,13 +218,15 @@ class RankContext {
   /// which add_embedding_backward builds from elementwise kernels).
   [[nodiscard]] std::optional<EmbeddingDesc> embedding_desc(EmbeddingPass pass, bool dp) const;
   /// The backward of a linear layer `in` -> `out` (+ ReLU when `relu_out`): ReLU backward,
-  /// data gradient (`dgrad`), weight gradient, bias gradient.
+  /// data gradient (`dgrad`), weight gradient, bias gradient. `weight_part`, when given,
+  /// receives per kernel whether it computes a weight or bias gradient only.
   [[nodiscard]] Op linear_backward(std::string name, std::int64_t in, std::int64_t out, bool dgrad, bool relu_out,
-                                   int dep, std::int64_t rows = 0) const;
+                                   int dep, std::int64_t rows = 0, std::vector<bool>* weight_part = nullptr) const;
   /// The same kernels as two ops, for stacks that defer weight gradients
-  /// (DlrmStack::async_weight_gradients): `data` (ReLU backward, data gradient; depends on
-  /// `dep`) and `weights` (weight and bias gradients, named NAME.weights; its dependency is the
-  /// data op, set by the caller once that op has an index).
+  /// (DlrmStack::async_weight_gradients): `data` (ReLU backward, data gradient, and a fused
+  /// kernel that also reduces the bias gradient; depends on `dep`) and `weights` (weight and
+  /// bias gradients, named NAME.weights; its dependency is the data op, set by the caller once
+  /// that op has an index).
   struct SplitBackward {
     Op data, weights;
   };

@@ -277,6 +277,8 @@ TEST_CASE("deferred weight gradients: the same kernels, the weight halves issued
       CHECK(elementwise_bytes(data).second + elementwise_bytes(weights).second == Approx(elementwise_bytes(whole).second));
       CHECK(weights.deps.size() == 1);
     }
+    // The logit layer has no ReLU: its generated kernel is the bias gradient alone, a weight gradient.
+    if (mlp == Fusion::kPointwise) CHECK(elementwise_bytes(op_named(deferred, 0, "top_mlp.4.backward")).first == 0);
   }
   const ExecutionGraph g = graph(true, Fusion::kEpilogue);
   // A cross layer's data half: its fused elementwise kernel, z's and x_l's gradient GEMMs;
