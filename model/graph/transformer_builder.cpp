@@ -86,8 +86,12 @@ double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer
 }
 
 std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {
-  const std::int64_t chunk = w.layers / (std::int64_t(w.pp) * w.vp);  // layers per virtual chunk
   std::vector<std::int64_t> out;
+  if (w.uneven_stages()) {  // one model chunk per stage (checked)
+    for (std::int64_t l = 0; l < w.stage_layer_count(stage); ++l) out.push_back(w.stage_first_layer(stage) + l);
+    return out;
+  }
+  const std::int64_t chunk = w.layers / (std::int64_t(w.pp) * w.vp);  // layers per virtual chunk
   for (std::int64_t v = 0; v < w.vp; ++v)
     for (std::int64_t i = 0; i < chunk; ++i) out.push_back((v * w.pp + stage) * chunk + i);
   return out;
@@ -269,7 +273,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     // Interleaved: (pp - stage - 1) x 2 + (vp - 1) x pp + 1 virtual micro-batches of one
     // chunk's layers (schedules.py's warmup count).
     double inflight = double(std::min<std::int64_t>(w.pp - stage, M));
-    double layers = double(w.layers / w.pp);
+    double layers = double(w.stage_layer_count(stage));
     if (w.vp > 1) {
       const std::int64_t warmup = std::int64_t(w.pp - stage - 1) * 2 + std::int64_t(w.vp - 1) * w.pp;
       inflight = double(std::min<std::int64_t>(warmup + 1, M * w.vp));

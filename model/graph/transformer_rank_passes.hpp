@@ -123,12 +123,12 @@ struct TransformerRankContext {
   /// Holds the LM head and loss: the last stage (its last model chunk when interleaved).
   [[nodiscard]] bool last_stage() const { return stage + 1 == w.pp && (chunk < 0 || chunk + 1 == w.vp); }
   /// All layers the rank holds (every model chunk).
-  [[nodiscard]] std::int64_t layers_per_stage() const { return w.layers / w.pp; }
+  [[nodiscard]] std::int64_t layers_per_stage() const { return w.stage_layer_count(stage); }
   /// Layers the micro-batch passes run: one model chunk's, or the stage's.
   [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.layers / (w.pp * w.vp); }
   /// Index of the first of them: chunk v of stage s holds virtual stage v x pp + s.
   [[nodiscard]] std::int64_t first_layer() const {
-    return chunk < 0 ? stage * layers_per_stage() : (std::int64_t(chunk) * w.pp + stage) * chunk_layers();
+    return chunk < 0 ? w.stage_first_layer(stage) : (std::int64_t(chunk) * w.pp + stage) * chunk_layers();
   }
   /// Hidden-state elements on this rank.
   [[nodiscard]] double hs() const { return double(tokens_sp) * w.hidden; }

@@ -162,6 +162,28 @@ double total_parameters(const TransformerSpec& w, double experts_counted) {
 
 }  // namespace
 
+namespace {
+/// Stages that share the layers the first and last stage do not state, and those layers.
+std::pair<std::int64_t, std::int64_t> even_stages_and_layers(const TransformerSpec& w) {
+  const std::int64_t stages = w.pp - (w.first_stage_layers > 0 ? 1 : 0) - (w.last_stage_layers > 0 ? 1 : 0);
+  return {stages, w.layers - w.first_stage_layers - w.last_stage_layers};
+}
+}  // namespace
+
+std::int64_t TransformerSpec::stage_layer_count(int stage) const {
+  if (!uneven_stages()) return layers / pp;
+  if (stage == 0 && first_stage_layers > 0) return first_stage_layers;
+  if (stage + 1 == pp && last_stage_layers > 0) return last_stage_layers;
+  const auto [stages, rest] = even_stages_and_layers(*this);
+  return stages > 0 ? rest / stages : 0;
+}
+
+std::int64_t TransformerSpec::stage_first_layer(int stage) const {
+  std::int64_t first = 0;
+  for (int s = 0; s < stage; ++s) first += stage_layer_count(s);
+  return first;
+}
+
 double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
 
 double TransformerSpec::attention_parameters(int tp) const {
@@ -294,6 +316,8 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     w.tp = static_cast<int>(p.integer_or("tp", 1, 4096, 1));
     w.pp = static_cast<int>(p.integer_or("pp", 1, 4096, 1));
     w.vp = static_cast<int>(p.integer_or("vp", 1, 64, 1));
+    w.first_stage_layers = p.integer_or("first_stage_layers", 0, 10000, 0);  // 0: an even split
+    w.last_stage_layers = p.integer_or("last_stage_layers", 0, 10000, 0);
     w.cp = static_cast<int>(p.integer_or("cp", 1, 1024, 1));
     w.ep = static_cast<int>(p.integer_or("ep", 1, 4096, 1));
     if (const auto dp = p.find("dp")) {
@@ -367,6 +391,23 @@ void check_expert_parallelism(const TransformerSpec& w) {
 
 }  // namespace
 
+namespace {
+/// Megatron-Core's uneven pipeline split: the stated first / last stage layer counts, the
+/// other stages an even share of the rest; one model chunk per stage.
+void check_uneven_stages(const TransformerSpec& w, const std::string& at) {
+  const std::string key = w.first_stage_layers > 0 ? "/first_stage_layers" : "/last_stage_layers";
+  if (w.pp < 2) throw ConfigError(w.file, at + key, "uneven pipeline stages need pp >= 2");
+  if (w.vp > 1) throw ConfigError(w.file, at + key, "uneven pipeline stages are modelled with one model chunk per stage (vp 1)");
+  const auto [stages, rest] = even_stages_and_layers(w);
+  if (rest < 0 || (stages == 0 && rest != 0) || (stages > 0 && (rest < stages || rest % stages != 0))) {
+    throw ConfigError(w.file, at + key,
+                      fmt::format("first {} and last {} stage layers leave {} of the {} layers for {} other stage(s): they "
+                                  "must divide evenly, at least one layer each",
+                                  w.first_stage_layers, w.last_stage_layers, rest, w.layers, stages));
+  }
+}
+}  // namespace
+
 void resolve_parallelism(TransformerSpec& w, int world) {
   if (w.mla.enabled()) check_mla(w);  // again: overrides and the parallelism search change cp and the overlaps
   const std::string at = "/parallelism";
@@ -401,7 +442,9 @@ void resolve_parallelism(TransformerSpec& w, int world) {
   if (w.ffn_hidden % w.tp != 0) {
     throw ConfigError(w.file, at + "/tp", fmt::format("ffn_hidden {} does not divide over tp {}", w.ffn_hidden, w.tp));
   }
-  if (w.layers % w.pp != 0) {
+  if (w.uneven_stages()) {
+    check_uneven_stages(w, at);
+  } else if (w.layers % w.pp != 0) {
     throw ConfigError(w.file, at + "/pp", fmt::format("{} layers do not divide over pp {}", w.layers, w.pp));
   }
   if (w.vp > 1) {

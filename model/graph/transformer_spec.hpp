@@ -184,6 +184,11 @@ struct TransformerSpec {
   /// Virtual pipeline stages (model chunks) per pipeline rank, Megatron's
   /// --virtual-pipeline-model-parallel-size; > 1: the interleaved 1F1B schedule.
   int vp = 1;
+  /// Layers of the first and of the last pipeline stage where they differ from the others
+  /// (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
+  /// workload keys parallelism.first_stage_layers / last_stage_layers); the other stages share
+  /// the remaining layers evenly. 0: an even split. One model chunk per stage (vp 1) only.
+  std::int64_t first_stage_layers = 0, last_stage_layers = 0;
   /// Context parallelism (Megatron's --context-parallel-size): each sequence split over cp
   /// ranks, attention over the whole sequence by passing keys and values around the CP ring.
   int cp = 1;
@@ -218,6 +223,11 @@ struct TransformerSpec {
   /// attention head where they are not hidden / heads (Qwen3, Gemma); 0: hidden / heads.
   std::int64_t explicit_head_dim = 0;
 
+  /// Layers held by pipeline stage `stage` (all its model chunks), and the index of its first
+  /// layer under the 1F1B schedule (vp 1), after first_stage_layers / last_stage_layers.
+  [[nodiscard]] std::int64_t stage_layer_count(int stage) const;
+  [[nodiscard]] std::int64_t stage_first_layer(int stage) const;
+  [[nodiscard]] bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   [[nodiscard]] std::int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   /// Width of the attention's queries (and of its output before the projection), heads x
   /// head_dim: hidden unless "head_dim" says otherwise.

@@ -33,6 +33,10 @@ std::vector<std::string> ParallelismChoice::overrides() const {
           fmt::format("workload.overlap_grad_reduce={}", overlap_grad_reduce ? "true" : "false"),
           fmt::format("workload.tp_comm_overlap={}", tp_comm_overlap ? "true" : "false")};
   if (etp > 0) out.push_back(fmt::format("workload.moe.expert_tp={}", etp));
+  if (even_split_of_uneven) {
+    out.emplace_back("workload.parallelism.first_stage_layers=0");
+    out.emplace_back("workload.parallelism.last_stage_layers=0");
+  }
   // The workload's overlap_param_gather stays where its conditions hold (it is not searched).
   if (!(distributed_optimizer && overlap_grad_reduce)) out.emplace_back("workload.overlap_param_gather=false");
   return out;
@@ -78,6 +82,7 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.sequence_parallel = c.sequence_parallel();
   w.overlap_grad_reduce = c.overlap_grad_reduce;
   w.tp_comm_overlap = c.tp_comm_overlap;
+  w.first_stage_layers = w.last_stage_layers = 0;  // the space splits layers evenly
   // The workload's overlap_param_gather holds where its conditions do (not searched).
   w.overlap_param_gather = w.overlap_param_gather && c.distributed_optimizer && c.overlap_grad_reduce;
   try {
@@ -146,6 +151,7 @@ void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOpti
           c.distributed_optimizer = dist;
           c.overlap_grad_reduce = grad_overlap;
           c.tp_comm_overlap = tp_overlap;
+          c.even_split_of_uneven = w.uneven_stages();
           screen_recompute_settings(w, s, c, o.recomputes, out);
         }
       }
