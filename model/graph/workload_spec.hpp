@@ -105,6 +105,9 @@ struct DlrmStack {
   /// All dense gradients in one all-reduce once the backward has produced them all (HugeCTR's
   /// grouped_all_reduce); false: DDP's buckets, each all-reduced as it fills.
   bool grouped_allreduce = false;
+  /// The plan a prediction uses when none is given: perfcast's table-wise round robin, or the
+  /// stack's own planner (HugeCTR's "auto" / "hier_auto", model/sharding/hugectr_planner.hpp).
+  bool hugectr_planner = false;
 };
 
 struct DlrmSpec {

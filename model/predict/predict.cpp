@@ -8,6 +8,7 @@
 
 #include "model/graph/dlrm_builder.hpp"
 #include "model/predict/trace_predict.hpp"
+#include "model/sharding/hugectr_planner.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "topology/collective_calibration.hpp"
 #include "core/json_text.hpp"
@@ -204,6 +205,14 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   if (std::string w = check_gpu_precision(workload.mlp_dtype, system.gpu, workload_file, "mlp_dtype"); !w.empty()) notes.push_back(w);
   const int world = system.world_size();
   ShardingPlan plan = plan_doc ? parse_plan(*plan_doc, workload, world, system.gpus_per_node) : default_plan(workload, world);
+  if (!plan_doc && workload.stack.hugectr_planner && world > 1) {
+    if (auto h = hugectr_auto_plan(workload, system, hugectr_dgx_h100_options(system.nodes))) {
+      h->source += " (the runtime's planner: HugeCTR's samples/dlrm/sharding with its DGX H100 settings)";
+      plan = std::move(*h);
+    } else {
+      notes.push_back("HugeCTR's planner finds no plan within its 60 GB a GPU: the default table-wise round robin instead");
+    }
+  }
   return finish(predict_parsed(std::move(system), std::move(workload), std::move(plan), std::move(overrides), iterations));
 }
 

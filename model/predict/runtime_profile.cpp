@@ -62,6 +62,7 @@ RuntimeDlrmStack parse_dlrm_stack(const JsonObject& o, std::vector<std::string>&
   if (given("reader")) st.overlapped_reader = o.at("reader").as_enum({"blocking", "overlapped"}) == "overlapped";
   if (given("launch")) st.cuda_graphs = o.at("launch").as_enum({"eager", "cuda_graphs"}) == "cuda_graphs";
   if (given("weight_gradients")) st.async_weight_gradients = o.at("weight_gradients").as_enum({"in_layer", "async"}) == "async";
+  if (given("planner")) st.hugectr_planner = o.at("planner").as_enum({"round_robin", "hugectr_auto"}) == "hugectr_auto";
   if (given("gradient_allreduce")) st.grouped_allreduce = o.at("gradient_allreduce").as_enum({"buckets", "grouped"}) == "grouped";
   if (given("gradient_dtype")) st.gradient_dtype = *dtype_from_name(o.at("gradient_dtype").as_enum({"fp32", "fp16", "bf16"}));
   if (given("dense")) st.compiled_dense = o.at("dense").as_enum({"eager", "compiled"}) == "compiled";
@@ -247,6 +248,7 @@ std::vector<std::string> apply_runtime_stack(DlrmSpec& w, const RuntimeProfile& 
   if (st.compiled_dense) w.stack.compiled_dense = *st.compiled_dense;
   if (st.async_weight_gradients) w.stack.async_weight_gradients = *st.async_weight_gradients;
   if (st.grouped_allreduce) w.stack.grouped_allreduce = *st.grouped_allreduce;
+  if (st.hugectr_planner) w.stack.hugectr_planner = *st.hugectr_planner;
   if (st.gradient_dtype) w.stack.gradient_dtype = *st.gradient_dtype;
   if (st.embedding_output) w.stack.embedding_output = *st.embedding_output;
   auto pipeline_name = [](TrainPipeline p) {

@@ -33,11 +33,12 @@ namespace perfcast {
 ///  embedding_update: sgd | rowwise_adagrad | adagrad | adam (the optimizer the stack runs on
 ///  the tables, replacing the workload's); weight_gradients: "in_layer" | "async" (see
 ///  DlrmStack::async_weight_gradients); gradient_allreduce: "buckets" | "grouped" and
-///  gradient_dtype: fp32 | fp16 | bf16 (DlrmStack::grouped_allreduce, gradient_dtype).
+///  gradient_dtype: fp32 | fp16 | bf16 (DlrmStack::grouped_allreduce, gradient_dtype);
+///  planner: "round_robin" | "hugectr_auto" (the plan used when none is given).
 struct RuntimeDlrmStack {
   std::optional<Fusion> dcn_cross, mlp_backward;
   std::optional<bool> fused_interaction, fused_embedding_optimizer, overlapped_reader, cuda_graphs, compiled_dense,
-      async_weight_gradients, grouped_allreduce;
+      async_weight_gradients, grouped_allreduce, hugectr_planner;
   std::optional<TrainPipeline> pipeline;
   std::optional<DType> mlp_dtype, embedding_dtype, embedding_output, gradient_dtype;
   std::optional<EmbeddingOptimizer> embedding_update;

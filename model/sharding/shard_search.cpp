@@ -120,12 +120,23 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
     if (c.empty()) return std::nullopt;
     return c[pick(c.size())];
   };
+  // A model-parallel table of any type, for plans without a table-wise table (HugeCTR's
+  // hier_auto splits every such table over a node).
+  auto model_parallel_table = [&]() -> std::optional<std::size_t> {
+    std::vector<std::size_t>& c = pick_buffer_;
+    c.clear();
+    for (std::size_t t = 0; t < T; ++t)
+      if (p.tables[t].type != ShardingType::kDataParallel && p.tables[t].type != ShardingType::kHybrid) c.push_back(t);
+    if (c.empty()) return std::nullopt;
+    return c[pick(c.size())];
+  };
   // Several nodes: one move in five makes a table node-local (table_row_wise,
   // table_column_wise or grid). One node draws nothing here, so its sequence is unchanged.
   const int g = s_->gpus_per_node, nodes = n / std::max(g, 1);
   if (nodes > 1 && rng_() % 5 == 0) {
     auto t = tw_table(rng_() % 2 == 0);
     if (!t) t = tw_table(false);
+    if (!t) t = model_parallel_table();  // draws only where no table is table-wise
     if (!t) return "";
     const auto& spec = w_->tables[*t];
     if (spec.sequence) return "";  // TorchRec has no node-local sharding of sequence tables
@@ -277,15 +288,20 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
     if (options.max_evaluations > 0) return result.evaluations >= options.max_evaluations;
     return elapsed() >= options.budget_s;
   };
-  bool any = true;
+  // A round in which no proposer proposes ends the search only when it repeats: the local
+  // search's 64 draws can all miss (no table-wise table left to move, say) while its next
+  // round finds a move.
+  constexpr int kEmptyRoundsToStop = 16;
+  int empty_rounds = 0;
   std::size_t idle_rounds = 0;
-  while (any && !out_of_budget()) {
-    any = false;
+  while (empty_rounds < kEmptyRoundsToStop && !out_of_budget()) {
+    bool any = false;
     for (Proposer* prop : proposers) {
       if (out_of_budget()) break;
       auto c = prop->propose();
       if (!c) continue;
       any = true;
+      empty_rounds = 0;
       ++result.proposals;
       const std::size_t h = c->hash ? *c->hash : plan_hash(c->plan);
       auto it = cache.find(h);
@@ -294,7 +310,7 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
         ++result.evaluations;
         idle_rounds = 0;
       } else if (++idle_rounds > 100000) {
-        any = false;  // the proposers only repeat known plans
+        empty_rounds = kEmptyRoundsToStop;  // the proposers only repeat known plans
         break;
       }
       const PlanEvaluation& e = it->second;
@@ -306,6 +322,7 @@ SearchResult run_search(std::vector<Proposer*> proposers, PlanEvaluator& evaluat
       prop->recycle(std::move(*c));
       if (options.progress && result.evaluations % 256 == 0) options.progress(result.evaluations, result.best_eval.iteration_time);
     }
+    if (!any) ++empty_rounds;
   }
   result.wall_s = elapsed();
   return result;

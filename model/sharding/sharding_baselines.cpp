@@ -10,6 +10,7 @@
 
 #include "model/graph/memory_estimate.hpp"
 #include "model/sharding/plan_shapes.hpp"
+#include "model/sharding/hugectr_planner.hpp"
 
 namespace perfcast {
 namespace {
@@ -228,6 +229,9 @@ std::vector<NamedPlan> baseline_plans(const DlrmSpec& w, const SystemSpec& s, st
   out.push_back({"lookup_greedy", greedy(w, s, lookup, "lookup_greedy")});
   out.push_back({"size_lookup_greedy", greedy(w, s, size_lookup, "size_lookup_greedy")});
   out.push_back({"torchrec_greedy", torchrec_greedy(w, s)});
+  if (n > 1) {
+    if (auto h = hugectr_auto_plan(w, s, hugectr_dgx_h100_options(s.nodes))) out.push_back({h->source, std::move(*h)});
+  }
   if (!memory_tiers) return out;
   std::vector<NamedPlan> with_tiers;
   for (auto& b : out) {

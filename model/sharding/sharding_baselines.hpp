@@ -8,7 +8,9 @@
 ///  - torchrec_greedy: TorchRec's planner shape (docs/sharding-planners.md section 2):
 ///    per table the fastest option by its EmbeddingPerfEstimator formulas (table-wise, or
 ///    column-wise in 128-wide shards), then greedy bin packing of shard perf over ranks
-///    (GreedyPerfPartitioner), each rank's cost the plain sum of its shards.
+///    (GreedyPerfPartitioner), each rank's cost the plain sum of its shards;
+///  - hugectr_auto (one node) or hugectr_hier_auto (several): HugeCTR's planner with its
+///    DGX H100 settings (hugectr_planner.hpp).
 
 #include <cstdint>
 #include <string>

@@ -114,23 +114,32 @@ TEST_CASE("search: never worse than the best baseline, deterministic for a seed"
 }
 
 TEST_CASE("search: on one node the busiest rank's pooling-heavy table is split within 500 plans", "[shard][search]") {
-  // dlrm_mlperf on a DGX H100: every baseline keeps each table whole, and the rank holding
-  // the pooling-heavy tables is the critical path. Splitting one of them over the node is the
-  // move that pays; drawing the split's table from the busiest rank finds it early.
+  // dlrm_mlperf on a DGX H100: the baselines but HugeCTR's planner keep each table whole, and
+  // the rank holding the pooling-heavy tables is the critical path. Splitting one of them over
+  // the node is the move that pays; drawing the split's table from the busiest rank finds it
+  // early. Started from those baselines alone, the search reaches HugeCTR's planner's plan.
   const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
   const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
   const auto comm = make_collective_model(s);
   PlanEvaluator ev(s, w, *comm);
-  FixedPlansProposer fixed(baseline_plans(w, s, 1));
+  std::vector<NamedPlan> whole;
+  double hugectr = 0;
+  for (auto& b : baseline_plans(w, s, 1)) {
+    if (b.name == "hugectr_auto") hugectr = ev.evaluate(b.plan).iteration_time;
+    else whole.push_back(std::move(b));
+  }
+  REQUIRE(hugectr > 0);
+  FixedPlansProposer fixed(whole);
   LocalSearchProposer local(w, s, 1);
   SearchOptions opt;
   opt.max_evaluations = 500;
   const SearchResult r = run_search({&fixed, &local}, ev, opt);
   REQUIRE(r.best);
   double best_baseline = 1e300;
-  for (const auto& base : baseline_plans(w, s, 1)) best_baseline = std::min(best_baseline, ev.evaluate(base.plan).iteration_time);
+  for (const auto& base : whole) best_baseline = std::min(best_baseline, ev.evaluate(base.plan).iteration_time);
   CHECK(r.best_eval.feasible);
   CHECK(r.best_eval.iteration_time < 0.75 * best_baseline);
+  CHECK(r.best_eval.iteration_time < 1.02 * hugectr);
   int split = 0;
   for (const auto& t : r.best->plan.tables) split += t.type != ShardingType::kTableWise;
   CHECK(split > 0);
@@ -250,6 +259,35 @@ TEST_CASE("with memory tiers dlrm_mlperf fits one H100, and no feasible plan exc
     CHECK(e.feasible == tiered);
     if (tiered) CHECK(r.best_eval.iteration_time <= e.iteration_time);
   }
+}
+
+TEST_CASE("an empty round does not end the search; sixteen in a row do", "[shard][search]") {
+  // A proposer that has nothing on its first three calls, then four distinct plans (table 0
+  // on ranks 1..4), then nothing: the search evaluates all four and then stops by itself
+  // (no evaluation limit, a budget far longer than the test).
+  const SystemSpec s = load_system(src("configs/systems/dgx_h100.json"));
+  const DlrmSpec w = small_dlrm(4, 5000, 64);
+  struct Gappy final : Proposer {
+    const DlrmSpec* w = nullptr;
+    int calls = 0;
+    std::optional<Candidate> propose() override {
+      ++calls;
+      if (calls <= 3 || calls > 7) return std::nullopt;
+      ShardingPlan p = default_plan(*w, 8);
+      p.tables[0] = table_wise(w->tables[0], calls - 3);
+      return Candidate{"gappy", std::move(p), std::nullopt};
+    }
+    void feedback(const Candidate&, const PlanEvaluation&) override {}
+  } gappy;
+  gappy.w = &w;
+  const auto comm = make_collective_model(s);
+  PlanEvaluator ev(s, w, *comm);
+  SearchOptions opt;
+  opt.budget_s = 60;
+  const SearchResult r = run_search({&gappy}, ev, opt);
+  CHECK(r.evaluations == 4);
+  CHECK(gappy.calls == 7 + 16);  // the four plans, then sixteen empty rounds
+  CHECK(r.wall_s < opt.budget_s);
 }
 
 }  // namespace perfcast_test_model_shard_search_test
