@@ -31,15 +31,6 @@ TransformerSpec wide_heads(int tp) {
   return w;
 }
 
-const GemmDesc& first_gemm(const ExecutionGraph& g, const std::string& name) {
-  for (const auto& op : g.ranks[0].ops)
-    if (op.name == name)
-      for (const auto& k : op.kernels)
-        if (const auto* gm = std::get_if<GemmDesc>(&k)) return *gm;
-  FAIL("no GEMM in op " << name);
-  static GemmDesc none;
-  return none;
-}
 
 }  // namespace
 
@@ -58,7 +49,7 @@ TEST_CASE("head_dim: GEMM shapes and the attention kernel per TP rank", "[transf
   const ExecutionGraph g = build_transformer_graph(wide_heads(2), 2);
   const std::int64_t T = 32;  // micro-batch 1 x sequence 32
   auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) {
-    const GemmDesc& gm = first_gemm(g, op);
+    const GemmDesc& gm = test::first_gemm(g, op);
     CHECK(gm.m == m);
     CHECK(gm.n == n);
     CHECK(gm.k == k);

@@ -30,15 +30,6 @@ TransformerSpec mla_gpt(int tp, std::int64_t q_lora) {
   return w;
 }
 
-const GemmDesc& first_gemm(const ExecutionGraph& g, const std::string& name) {
-  for (const auto& op : g.ranks[0].ops)
-    if (op.name == name)
-      for (const auto& k : op.kernels)
-        if (const auto* gm = std::get_if<GemmDesc>(&k)) return *gm;
-  FAIL("no GEMM in op " << name);
-  static GemmDesc none;
-  return none;
-}
 
 
 
@@ -62,7 +53,7 @@ TEST_CASE("mla: GEMM shapes and the attention kernel's widths per TP rank", "[tr
   const ExecutionGraph g = build_transformer_graph(w, 2);
   const std::int64_t T = 32;  // micro-batch 1 x sequence 32
   auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) {
-    const GemmDesc& gm = first_gemm(g, op);
+    const GemmDesc& gm = test::first_gemm(g, op);
     CHECK(gm.m == m);
     CHECK(gm.n == n);
     CHECK(gm.k == k);
@@ -79,7 +70,7 @@ TEST_CASE("mla: GEMM shapes and the attention kernel's widths per TP rank", "[tr
   CHECK(a->value_dim() == 6);
   // No q_lora: one full query projection instead of q_down / q_up.
   const ExecutionGraph full = build_transformer_graph(mla_gpt(2, 0), 2);
-  CHECK(first_gemm(full, "mb0.layer0.q_proj").n == 24);
+  CHECK(test::first_gemm(full, "mb0.layer0.q_proj").n == 24);
 }
 
 TEST_CASE("mla: flash attention FLOPs and bytes with unequal widths", "[transformer][mla]") {

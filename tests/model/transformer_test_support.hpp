@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "model/graph/execution_graph.hpp"
@@ -54,6 +55,17 @@ inline const AttentionDesc* attention_of(const ExecutionGraph& g, const std::str
       for (const auto& k : op.kernels)
         if (const auto* a = std::get_if<AttentionDesc>(&k)) return a;
   return nullptr;
+}
+
+/// The first GEMM of rank 0's op `name`; fails the test when there is none.
+inline const GemmDesc& first_gemm(const ExecutionGraph& g, const std::string& name) {
+  for (const auto& op : g.ranks[0].ops)
+    if (op.name == name)
+      for (const auto& k : op.kernels)
+        if (const auto* gm = std::get_if<GemmDesc>(&k)) return *gm;
+  FAIL("no GEMM in op " << name);
+  static GemmDesc none;
+  return none;
 }
 
 /// "JSON path: message" of parse_transformer's error on the workload text, or "no error".
