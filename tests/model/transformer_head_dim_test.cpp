@@ -21,16 +21,11 @@ namespace {
 /// hidden 64, 4 query heads and 2 kv heads of 32 elements (attention width 128 = 2 x hidden),
 /// 2 layers, sequence 32, no dropout.
 TransformerSpec wide_heads(int tp) {
-  TransformerSpec w = test::gpt(64, 4, 2, 32);
+  TransformerSpec w = test::small_decoder(tp);
   w.kv_heads = 2;
   w.explicit_head_dim = 32;
-  w.tp = tp;
-  w.dp = 1;
-  w.sequence_parallel = tp > 1;
-  w.dropout = 0;
   return w;
 }
-
 
 }  // namespace
 
@@ -48,12 +43,7 @@ TEST_CASE("head_dim: attention parameters per TP rank by hand", "[transformer][h
 TEST_CASE("head_dim: GEMM shapes and the attention kernel per TP rank", "[transformer][head_dim]") {
   const ExecutionGraph g = build_transformer_graph(wide_heads(2), 2);
   const std::int64_t T = 32;  // micro-batch 1 x sequence 32
-  auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) {
-    const GemmDesc& gm = test::first_gemm(g, op);
-    CHECK(gm.m == m);
-    CHECK(gm.n == n);
-    CHECK(gm.k == k);
-  };
+  auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) { test::check_first_gemm(g, op, m, n, k); };
   check("mb0.layer0.qkv", T, (2 + 2 * 1) * 32, 64);  // 2 query heads and 1 kv head a rank, 32 wide
   check("mb0.layer0.attention.dense", T, 64, 2 * 32);  // 2 heads of 32 back to the hidden size
   const AttentionDesc* a = test::attention_of(g, "mb0.layer0.flash_attention");
@@ -81,14 +71,10 @@ TEST_CASE("head_dim: stored activations scale the attention's share by n d / h",
   // Q, K, V and the projection input, split over TP: sbh x (2 (1 + 2 kv / n) + 2) / t =
   // 2,048 x 6 / 2 = 6,144 B a layer at width 64; at width 128 twice that: +6,144 B a layer,
   // +12,288 B for both layers.
-  const SystemSpec s = test::system("dgx_h100", "gpus_per_node", 2);
-  TransformerSpec wide = wide_heads(2), plain = wide_heads(2);
+  TransformerSpec plain = wide_heads(2);
   plain.explicit_head_dim = 0;
-  resolve_parallelism(wide, 2);
-  resolve_parallelism(plain, 2);
-  const auto a = estimate_transformer_memory(wide, s), b = estimate_transformer_memory(plain, s);
-  REQUIRE(a.size() == 2);
-  CHECK(a[0].activations - b[0].activations == Approx(12288));
+  CHECK(test::first_stage_activation_change(wide_heads(2), plain, test::system("dgx_h100", "gpus_per_node", 2), 2) ==
+        Approx(12288));
 }
 
 TEST_CASE("head_dim: read from the workload, refused where it cannot apply", "[transformer][head_dim]") {

@@ -21,17 +21,10 @@ namespace {
 /// hidden 64, 4 heads, 2 layers, sequence 32; latent 16, query latent `q_lora`, per head
 /// 8 + 4 rotary for queries and keys, 6 for values.
 TransformerSpec mla_gpt(int tp, std::int64_t q_lora) {
-  TransformerSpec w = test::gpt(64, 4, 2, 32);
+  TransformerSpec w = test::small_decoder(tp);
   w.mla = MlaSpec{q_lora, 16, 8, 4, 6};
-  w.tp = tp;
-  w.dp = 1;
-  w.sequence_parallel = tp > 1;
-  w.dropout = 0;
   return w;
 }
-
-
-
 
 }  // namespace
 
@@ -52,12 +45,7 @@ TEST_CASE("mla: GEMM shapes and the attention kernel's widths per TP rank", "[tr
   const TransformerSpec w = mla_gpt(2, 32);
   const ExecutionGraph g = build_transformer_graph(w, 2);
   const std::int64_t T = 32;  // micro-batch 1 x sequence 32
-  auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) {
-    const GemmDesc& gm = test::first_gemm(g, op);
-    CHECK(gm.m == m);
-    CHECK(gm.n == n);
-    CHECK(gm.k == k);
-  };
+  auto check = [&](const std::string& op, std::int64_t m, std::int64_t n, std::int64_t k) { test::check_first_gemm(g, op, m, n, k); };
   check("mb0.layer0.q_down", T, 32, 64);           // duplicated on both TP ranks
   check("mb0.layer0.q_up", T, 2 * 12, 32);         // 2 heads per rank x (8 + 4)
   check("mb0.layer0.kv_down", T, 16 + 4, 64);      // latent + shared rotary key
@@ -127,15 +115,10 @@ TEST_CASE("mla: activation memory by hand", "[transformer][mla]") {
   // Per layer the formula's Q, K, V and projection input (2 sbh / t bytes each, 8 x 32 x 64 / 2
   // = 8,192 B) become 2 x 32 x 4 x (2 x 12 + 2 x 6) / 2 = 4,608 B, plus the latents and their
   // norms' outputs 4 x 32 x (32 + 16 + 4) = 6,656 B: +3,072 B per layer, +6,144 B for both.
-  const SystemSpec s = test::system("dgx_h100", "gpus_per_node", 2);
-  TransformerSpec mla = mla_gpt(2, 32);
-  TransformerSpec plain = mla;
+  TransformerSpec plain = mla_gpt(2, 32);
   plain.mla = MlaSpec{};
-  resolve_parallelism(mla, 2);
-  resolve_parallelism(plain, 2);
-  const auto a = estimate_transformer_memory(mla, s), b = estimate_transformer_memory(plain, s);
-  REQUIRE(a.size() == 2);
-  CHECK(a[0].activations - b[0].activations == Approx(6144));
+  CHECK(test::first_stage_activation_change(mla_gpt(2, 32), plain, test::system("dgx_h100", "gpus_per_node", 2), 2) ==
+        Approx(6144));
 }
 
 TEST_CASE("mla: refusals name the field", "[transformer][mla]") {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/graph/execution_graph.hpp"
+#include "model/graph/transformer_builder.hpp"
 #include "model/graph/transformer_spec.hpp"
 #include "topology/system_spec.hpp"
 
@@ -29,6 +30,24 @@ inline TransformerSpec gpt(std::int64_t hidden, std::int64_t heads, std::int64_t
   w.micro_batch = 1;
   w.global_batch = 8;
   return w;
+}
+
+/// gpt(64, 4, 2, 32) on `tp` tensor-parallel ranks (dp 1, sequence parallel when tp > 1), no dropout.
+inline TransformerSpec small_decoder(int tp) {
+  TransformerSpec w = gpt(64, 4, 2, 32);
+  w.tp = tp;
+  w.dp = 1;
+  w.sequence_parallel = tp > 1;
+  w.dropout = 0;
+  return w;
+}
+
+/// Stored activation bytes of the first stage of `changed` minus those of `base`, both resolved
+/// on `world` GPUs of `s`.
+inline double first_stage_activation_change(TransformerSpec changed, TransformerSpec base, const SystemSpec& s, int world) {
+  resolve_parallelism(changed, world);
+  resolve_parallelism(base, world);
+  return estimate_transformer_memory(changed, s).at(0).activations - estimate_transformer_memory(base, s).at(0).activations;
 }
 
 /// configs/systems/<stem>.json with `key` (e.g. "gpus_per_node" or "nodes") set to `value`.
@@ -67,6 +86,16 @@ inline const GemmDesc& first_gemm(const ExecutionGraph& g, const std::string& na
   static GemmDesc none;
   return none;
 }
+
+/// Checks the m x n x k of the first GEMM of rank 0's op `name`.
+inline void check_first_gemm(const ExecutionGraph& g, const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k) {
+  INFO(name);
+  const GemmDesc& gm = first_gemm(g, name);
+  CHECK(gm.m == m);
+  CHECK(gm.n == n);
+  CHECK(gm.k == k);
+}
+
 
 /// "JSON path: message" of parse_transformer's error on the workload text, or "no error".
 inline std::string workload_error(const std::string& workload_json) {
