@@ -122,7 +122,7 @@ std::optional<ShardingPlan> hugectr_auto_plan(const DlrmSpec& w, const SystemSpe
     const auto& spec = w.tables[t];
     hot[t] = spec.pooling;
     gb[t] = double(spec.rows) * double(spec.dim) * bytes_per_element * 1e-9;
-    dp[t] = gb[t] < o.dp_threshold_gb;
+    dp[t] = gb[t] < o.dp_threshold_gb || spec.rows < g;  // a node's GPUs need a row each (hier_auto)
     max_split[t] = spec.rows / g;  // a row split needs a row on every GPU it spans
     if (dp[t]) dp_gb += gb[t];
     all_gb += gb[t];
