@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
+#include <utility>
 
 #include "model/sharding/plan_shapes.hpp"
 
@@ -33,27 +35,34 @@ class PlannerState {
     const auto B = static_cast<std::size_t>(buckets_);
     out.buckets.assign(B, {});
     std::vector<double> cost(B, 0.0), memory(B, 0.0);
-    std::vector<std::size_t> order(B);
+    // Buckets by (cost, index): the cheapest first, ties to the lower index. Placing a shard
+    // changes one bucket's cost, so each placement is O(log B) plus the buckets it skips.
+    std::set<std::pair<double, std::size_t>> by_cost;
+    for (std::size_t b = 0; b < B; ++b) by_cost.emplace(0.0, b);
+    std::vector<std::vector<std::size_t>> holding(hot_.size());  // the buckets each table is on
     for (const std::size_t t : shards_) {
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost[a] < cost[b]; });
       const double share = 1.0 / double(split_[t]);
-      bool placed = false;
-      for (const std::size_t b : order) {
-        auto& list = out.buckets[b];
-        if (std::find(list.begin(), list.end(), t) != list.end()) continue;  // one shard of a table per bucket
+      std::optional<std::size_t> chosen;
+      for (const auto& [c, b] : by_cost) {
+        const auto& on = holding[t];
+        if (std::find(on.begin(), on.end(), b) != on.end()) continue;  // one shard of a table per bucket
         if (memory[b] + gb_[t] * share > capacity_) continue;
-        list.push_back(t);
-        cost[b] += hot_[t] * share + shard_cost_;
-        memory[b] += gb_[t] * share;
-        placed = true;
+        chosen = b;
         break;
       }
-      if (!placed) return t;
+      if (!chosen) return t;
+      const std::size_t b = *chosen;
+      by_cost.erase({cost[b], b});
+      cost[b] += hot_[t] * share + shard_cost_;
+      memory[b] += gb_[t] * share;
+      by_cost.emplace(cost[b], b);
+      out.buckets[b].push_back(t);
+      holding[t].push_back(b);
     }
     out.max_cost = *std::max_element(cost.begin(), cost.end());
     return std::nullopt;
   }
+
 
   /// Doubles the split of table `t` when the buckets (and its rows) allow; false otherwise.
   bool split(std::size_t t) {
