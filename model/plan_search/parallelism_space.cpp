@@ -45,10 +45,11 @@ std::vector<std::string> ParallelismChoice::overrides() const {
 std::string ParallelismChoice::label() const {
   const std::string cps = cp > 1 ? fmt::format(" cp {}", cp) : "", vps = vp > 1 ? fmt::format(" vp {}", vp) : "";
   const std::string eps = (ep > 1 ? fmt::format(" ep {}", ep) : "") + (etp > 0 && etp != tp ? fmt::format(" etp {}", etp) : "");
-  return fmt::format("tp {}{} pp {}{} dp {}{}, micro-batch {}, recompute {}{}{}{}", tp, cps, pp, vps, dp, eps, micro_batch,
+  return fmt::format("tp {}{} pp {}{} dp {}{}, micro-batch {}, recompute {}{}{}{}{}", tp, cps, pp, vps, dp, eps, micro_batch,
                      recompute_name(recompute),
                      distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
-                     tp_comm_overlap ? ", TP comm overlap" : "");
+                     tp_comm_overlap ? ", TP comm overlap" : "",
+                     even_split_of_uneven ? ", layers split evenly (not the file's uneven stages)" : "");
 }
 
 namespace {

@@ -34,7 +34,7 @@ struct ParallelismChoice {
   bool overlap_grad_reduce = false;  ///< Megatron's --overlap-grad-reduce (dp > 1 only)
   bool tp_comm_overlap = false;      ///< Transformer Engine's TP communication overlap (tp > 1 only)
   /// The workload states uneven first / last pipeline stages: the choice splits its layers
-  /// evenly instead (the space is even splits), and its overrides say so.
+  /// evenly instead (the space is even splits), and its overrides and label say so.
   bool even_split_of_uneven = false;
 
   [[nodiscard]] bool sequence_parallel() const { return tp > 1; }

@@ -63,7 +63,6 @@ class PlannerState {
     return std::nullopt;
   }
 
-
   /// Doubles the split of table `t` when the buckets (and its rows) allow; false otherwise.
   bool split(std::size_t t) {
     if (split_[t] * 2 > buckets_ || split_[t] * 2 > max_split_[t]) return false;

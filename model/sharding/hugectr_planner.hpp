@@ -16,6 +16,11 @@
 ///    "every table split over every bucket" plan first among equals.
 /// A table on several buckets is split evenly by rows over them; under "hier_auto" every GPU
 /// of a node holds the node's tables, so their rows are split over the node's GPUs too.
+/// Deviations: a table is not split beyond one row per GPU, and a table with fewer rows than a
+/// node's GPUs stays data-parallel under "hier_auto". perfcast exchanges a row split over some
+/// GPUs as any row_wise table (a reduce-scatter of its pooled outputs over all ranks), where
+/// HugeCTR sends the partial sums in its all-to-all: the split's GPUs move about the same bytes,
+/// the others more.
 
 #include <optional>
 

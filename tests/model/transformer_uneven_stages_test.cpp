@@ -139,6 +139,7 @@ TEST_CASE("uneven stages: plan searches even splits and says so in each choice's
   }
   CHECK(res.asked_unresolved.empty());
   CHECK(res.asked.even_split_of_uneven);
+  CHECK_THAT(res.asked.label(), Catch::Contains("layers split evenly"));
 }
 
 }  // namespace perfcast_test_model_transformer_uneven_stages_test
