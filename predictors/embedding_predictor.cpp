@@ -27,6 +27,25 @@ constexpr double kSingleTileSortItems = 256 * 19;
 /// warp-per-row update kernels. Counted in the PARAM V100 trace (FBGEMM 2023): 9 with a
 /// single-tile sort, 13 with a 4-pass onesweep sort (data/param-dlrm-v100-8rank).
 constexpr int kBackwardBaseKernels = 8;
+/// Segments (one unique row's indices) of at least this many indices are reduced by FBGEMM's
+/// CTA-per-row kernel, shorter ones by the warp-per-row kernel (FBGEMM's backward host code:
+/// max_segment_length_per_warp = 32).
+constexpr double kLongSegmentIndices = 32;
+/// FBGEMM launches the CTA-per-row kernel with one CTA per 1,024 indices (32 warps of 32
+/// threads); each CTA takes the long segments blockIdx, blockIdx + gridDim, ... in turn
+/// (embedding_backward_split_template.cu; grid and block seen in the HTA A100 trace:
+/// 61 CTAs of 32 x 32 threads for 61,072 indices).
+constexpr double kIndicesPerSegmentCta = 1024;
+/// CTAs of 1,024 threads resident per SM (2,048 threads per SM on V100, A100 and H100).
+constexpr double kSegmentCtasPerSm = 2;
+/// Dependent global-memory round trips of one long segment in the CTA-per-row kernel's loop
+/// (the segment's run id; its row and run start; the first index's sample; the table's
+/// offsets; the gradient rows; after the block's reduction the table's weight offsets; the
+/// row's weights and optimizer state), against those of one bag in the forward kernel (the
+/// bag's offsets, its indices, its rows), whose wave the fit measures as `wave_time`.
+/// Counted in embedding_backward_split_template.cu and the forward template.
+constexpr double kSegmentChainLoads = 7;
+constexpr double kBagChainLoads = 3;
 /// A non-fused optimizer: after the backward writes the unique rows' gradients, coalescing
 /// them and the optimizer's update are two more kernels.
 constexpr int kUnfusedOptimizerKernels = 2;
@@ -48,6 +67,16 @@ constexpr int kCachePrefetchKernels = 2;
 constexpr double kPrefetchBytesPerIndex = 132;
 
 double round_up(double v, double to) { return std::ceil(v / to) * to; }
+
+/// Long segments one CTA of the CTA-per-row kernel reduces in turn, times the waves of busy
+/// CTAs: the kernel's chain of dependent segment reductions (0 without long segments).
+double segment_rounds(double long_segments, double accesses, const GpuSpec& gpu) {
+  if (long_segments < 0.5) return 0;
+  const double ctas = std::max(1.0, std::ceil(accesses / kIndicesPerSegmentCta));
+  const double per_cta = std::ceil(long_segments / ctas);
+  const double busy = std::min(std::ceil(long_segments), ctas);
+  return per_cta * std::ceil(busy / (gpu.sm_count * kSegmentCtasPerSm));
+}
 
 /// Optimizer state bytes per unique row, read and written.
 double state_bytes(EmbeddingOptimizer o, double dim) {
@@ -112,6 +141,7 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
     const double grad_row = round_up(dim * out_elem, kSectorBytes);
     w.accesses += accesses[i];
     w.unique_rows += unique[i];
+    if (!fwd) w.long_segments += frequent_rows_for(t.distribution, static_cast<double>(t.rows), accesses[i], kLongSegmentIndices);
     if (fwd && cached) {
       // The prefetch looks the batch's indices up in the cache and fills the misses: each
       // miss reads a row from host memory and, once the cache is full, writes back the
@@ -187,6 +217,7 @@ EmbeddingWork embedding_work(const EmbeddingDesc& d, const GpuSpec& gpu) {
     w.sort_passes = (bits + kRadixBits - 1) / kRadixBits;
     w.sort_bytes = w.accesses * (d.index_bytes + 12.0 + 8.0 + 24.0 * w.sort_passes + 8.0) + w.unique_rows * 16.0;
     const bool single_tile = w.accesses <= kSingleTileSortItems;
+    w.segment_rounds = segment_rounds(w.long_segments, w.accesses, gpu);
     w.backward_kernels = kBackwardBaseKernels + (single_tile ? 1 : 2 + w.sort_passes) + (d.weighted ? 1 : 0) +
                          (d.fused_optimizer || d.optimizer == EmbeddingOptimizer::kNone ? 0 : kUnfusedOptimizerKernels);
   }
@@ -237,6 +268,10 @@ Seconds unique_row_update_floor(const EmbeddingDesc& d, const GpuSpec& gpu) {
 
 Estimate predict_embedding(const EmbeddingDesc& d, const GpuSpec& gpu) { return predict_embedding(d, gpu, kTbeFitted); }
 
+Seconds segment_chain_time(const EmbeddingWork& w, const TbeCoefficients& k) {
+  return w.segment_rounds * k.wave_time * kSegmentChainLoads / kBagChainLoads;
+}
+
 TbeTime tbe_time(const EmbeddingWork& w, EmbeddingPass pass, const GpuSpec& gpu, const TbeCoefficients& k) {
   TbeTime t;
   const double bw = gpu.memory_bandwidth * gpu.efficiency.memory;
@@ -250,7 +285,7 @@ TbeTime tbe_time(const EmbeddingWork& w, EmbeddingPass pass, const GpuSpec& gpu,
   }
   const Seconds random = (w.random_bytes + w.random_rows * k.backward_row_cost + w.stream_bytes) / bw;
   const double slots = gpu.sm_count * k.backward_warps_per_sm;
-  const Seconds loads = std::ceil(w.accesses / slots) * k.wave_time;
+  const Seconds loads = std::ceil(w.accesses / slots) * k.wave_time + segment_chain_time(w, k);
   const Seconds sort = w.sort_bytes / (gpu.memory_bandwidth * kSortEfficiency);
   t.bound = random >= loads ? "memory" : "latency";
   t.time = w.backward_kernels * std::max(k.subkernel_time, gpu.efficiency.min_kernel_time) + sort + p_norm(k.backward_norm, random, loads);

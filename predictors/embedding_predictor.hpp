@@ -48,12 +48,13 @@ struct TbeCoefficients {
   // forward
   double forward_norm = 1000;        ///< p of the p-norm of the HBM, L2 and dependent-load limits (>= 1000: their max)
   Bytes forward_row_cost = 0;        ///< bytes-equivalent cost of one scattered row read, on top of its bytes
-  Seconds wave_time = 2.0e-6;        ///< one wave of dependent loads (a bag, or a backward index), s
+  Seconds wave_time = 2.0e-6;        ///< one wave of dependent loads (a bag, or a backward index), s;
+                                     ///< a long segment of the backward's CTA-per-row kernel takes 7/3 of it
   Seconds row_time = 0.9e-6;         ///< each further row of a bag in a wave, s
   // backward
-  double backward_warps_per_sm = 40; ///< warp slots per SM of the segment-reduction kernels
+  double backward_warps_per_sm = 45; ///< warp slots per SM of the segment-reduction kernels
   double backward_norm = 1000;       ///< p of the p-norm of the random traffic and dependent loads (>= 1000: their max)
-  Bytes backward_row_cost = 288;     ///< bytes-equivalent cost of one scattered row read or write
+  Bytes backward_row_cost = 256;     ///< bytes-equivalent cost of one scattered row read or write
   Seconds subkernel_time = 9e-6;     ///< each backward sub-kernel takes at least this, s
   bool operator==(const TbeCoefficients&) const = default;
 };
@@ -85,6 +86,8 @@ struct EmbeddingWork {
   Bytes sort_bytes = 0;    ///< backward only: linearize, radix sort, run-length encoding
   int sort_passes = 0;     ///< backward only: radix passes (8 key bits each)
   int backward_kernels = 0;  ///< backward only: kernels of the sequence (the update's included)
+  double long_segments = 0;  ///< backward only: unique rows of >= 32 indices (FBGEMM's CTA-per-row segments)
+  double segment_rounds = 0; ///< backward only: long segments one CTA reduces in turn x waves of busy CTAs
   Bytes l2_bytes = 0;      ///< L2: every row request (forward), every gradient row gathered (backward)
   double flops = 0;
   double accesses = 0;     ///< row lookups, all tables
@@ -105,6 +108,13 @@ struct EmbeddingWork {
   double cache_hit = 1;        ///< lookup-weighted LRU hit rate of the cached tables (1: none)
 };
 [[nodiscard]] EmbeddingWork embedding_work(const EmbeddingDesc& e, const GpuSpec& gpu);
+
+/// The backward's chain of long-segment reductions in FBGEMM's CTA-per-row kernel, s: the
+/// segment rounds of `w` times one segment's dependent loads (7/3 of `k.wave_time`, which
+/// covers a forward bag's 3). Zero when no row is looked up 32 times or more. The backward
+/// adds it to its dependent-load limit, so skew or fewer rows can make a backward slower
+/// (the HTA A100 trace: a 1,000-row table looked up 61,072 times spends 68 us in that kernel).
+[[nodiscard]] Seconds segment_chain_time(const EmbeddingWork& w, const TbeCoefficients& k);
 
 /// The TBE model's time for work `w` with coefficients `k`, before any host-link time (the
 /// file comment's formulas; predict_embedding is this plus the host link). Its limiting term:

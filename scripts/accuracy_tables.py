@@ -284,7 +284,7 @@ def rows(r):
          f'{pct(rp["param_predicted"], 2)} geomean over ranks (host-bound; max {pct(rp["param_predicted_max"])}) / '
          f'{spct(rp["hta_predicted"])} on held-out steps, each within {pct(max(abs(e) for e in rp["hta_held_steps"]))} '
          '(GPU-bound, one traced rank whose collectives keep their measured peer waits)'),
-        ('embedding kernels in HBM, one H100', 'FBGEMM TBE timings (a source not used in the fit)',
+        ('embedding kernels in HBM, one H100', 'FBGEMM TBE timings (one of the four sources of the shipped fit; held out: docs/embedding.md)',
          f'backward {spct(em["hbm"][("sgd", "backward")])} / {spct(em["hbm"][("adam", "backward")])} (SGD / Adam), '
          f'forward {spct(em["hbm"][("sgd", "forward")], 0)}'),
         ('kernels calibrated from those traces', 'held-out ranks / steps',

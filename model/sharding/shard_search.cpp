@@ -218,9 +218,19 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   // are for. Over several nodes a table split over all ranks crosses the network: there the
   // table is drawn uniformly (and no extra draw is made, so their sequence is unchanged); the
   // node-local moves above target the busiest rank instead.
+  // A table split column-wise may also be re-split row-wise directly: between the two the
+  // table-wise plan is often worse than both, a valley the merge move would have to cross.
   const auto busiest = nodes == 1 && rng_() % 2 == 0 ? tw_table(true) : std::nullopt;
   const auto t = busiest ? *busiest : pick(T);
-  if (p.tables[t].type != ShardingType::kTableWise) return "";
+  const ShardingType type = p.tables[t].type;
+  if (type == ShardingType::kColumnWise && u >= 0.925) {
+    std::vector<int> all(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
+    if (w_->tables[t].rows < n) return "";
+    touch(p, t) = row_wise(w_->tables[t], all);
+    return "row_wise";
+  }
+  if (type != ShardingType::kTableWise) return "";
   if (u < 0.925) {
     // Only small tables are worth replicating: under 1% of the rank's embedding budget.
     if (table_bytes(*w_, w_->tables[t]) > 0.01 * budget_) return "";
