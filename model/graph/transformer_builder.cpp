@@ -87,13 +87,8 @@ double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer
 
 std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {
   std::vector<std::int64_t> out;
-  if (w.uneven_stages()) {  // one model chunk per stage (checked)
-    for (std::int64_t l = 0; l < w.stage_layer_count(stage); ++l) out.push_back(w.stage_first_layer(stage) + l);
-    return out;
-  }
-  const std::int64_t chunk = w.layers / (std::int64_t(w.pp) * w.vp);  // layers per virtual chunk
-  for (std::int64_t v = 0; v < w.vp; ++v)
-    for (std::int64_t i = 0; i < chunk; ++i) out.push_back((v * w.pp + stage) * chunk + i);
+  for (int v = 0; v < w.vp; ++v)
+    for (std::int64_t i = 0; i < w.chunk_layer_count(stage); ++i) out.push_back(w.chunk_first_layer(stage, v) + i);
   return out;
 }
 
@@ -277,7 +272,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     if (w.vp > 1) {
       const std::int64_t warmup = std::int64_t(w.pp - stage - 1) * 2 + std::int64_t(w.vp - 1) * w.pp;
       inflight = double(std::min<std::int64_t>(warmup + 1, M * w.vp));
-      layers = double(w.layers / (w.pp * w.vp));
+      layers = double(w.chunk_layer_count(stage));
     }
     // MoE layers keep their MLP's activations in place of the dense ones: the stage's
     // mean layer (its MoE share of layers).

@@ -125,11 +125,10 @@ struct TransformerRankContext {
   /// All layers the rank holds (every model chunk).
   [[nodiscard]] std::int64_t layers_per_stage() const { return w.stage_layer_count(stage); }
   /// Layers the micro-batch passes run: one model chunk's, or the stage's.
-  [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.layers / (w.pp * w.vp); }
-  /// Index of the first of them: chunk v of stage s holds virtual stage v x pp + s.
-  [[nodiscard]] std::int64_t first_layer() const {
-    return chunk < 0 ? w.stage_first_layer(stage) : (std::int64_t(chunk) * w.pp + stage) * chunk_layers();
-  }
+  [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.chunk_layer_count(stage); }
+  /// Index of the first of them: chunk v of stage s holds virtual stage v x pp + s
+  /// (TransformerSpec::chunk_first_layer).
+  [[nodiscard]] std::int64_t first_layer() const { return chunk < 0 ? w.stage_first_layer(stage) : w.chunk_first_layer(stage, chunk); }
   /// Hidden-state elements on this rank.
   [[nodiscard]] double hs() const { return double(tokens_sp) * w.hidden; }
   /// A GEMM in the activation type (attention's batched GEMMs, the LM head).

@@ -184,6 +184,12 @@ std::int64_t TransformerSpec::stage_first_layer(int stage) const {
   return first;
 }
 
+std::int64_t TransformerSpec::chunk_first_layer(int stage, int chunk) const {
+  std::int64_t first = std::int64_t(chunk) * (layers / vp);
+  for (int s = 0; s < stage; ++s) first += chunk_layer_count(s);
+  return first;
+}
+
 double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
 
 double TransformerSpec::attention_parameters(int tp) const {
@@ -393,17 +399,26 @@ void check_expert_parallelism(const TransformerSpec& w) {
 
 namespace {
 /// Megatron-Core's uneven pipeline split: the stated first / last stage layer counts, the
-/// other stages an even share of the rest; one model chunk per stage.
+/// other stages an even share of the rest; with virtual stages every stage's layers divide
+/// over its vp model chunks (get_num_layers_to_build).
 void check_uneven_stages(const TransformerSpec& w, const std::string& at) {
   const std::string key = w.first_stage_layers > 0 ? "/first_stage_layers" : "/last_stage_layers";
   if (w.pp < 2) throw ConfigError(w.file, at + key, "uneven pipeline stages need pp >= 2");
-  if (w.vp > 1) throw ConfigError(w.file, at + key, "uneven pipeline stages are modelled with one model chunk per stage (vp 1)");
   const auto [stages, rest] = even_stages_and_layers(w);
   if (rest < 0 || (stages == 0 && rest != 0) || (stages > 0 && (rest < stages || rest % stages != 0))) {
     throw ConfigError(w.file, at + key,
                       fmt::format("first {} and last {} stage layers leave {} of the {} layers for {} other stage(s): they "
                                   "must divide evenly, at least one layer each",
                                   w.first_stage_layers, w.last_stage_layers, rest, w.layers, stages));
+  }
+  if (w.vp > 1) {
+    for (int s = 0; s < w.pp; ++s) {
+      if (w.stage_layer_count(s) % w.vp == 0) continue;
+      throw ConfigError(w.file, at + "/vp",
+                        fmt::format("stage {} holds {} layers, which do not divide over vp {} model chunks (uneven stages with "
+                                    "virtual stages split each stage's layers evenly over its chunks)",
+                                    s, w.stage_layer_count(s), w.vp));
+    }
   }
 }
 }  // namespace
@@ -449,7 +464,7 @@ void resolve_parallelism(TransformerSpec& w, int world) {
   }
   if (w.vp > 1) {
     if (w.pp < 2) throw ConfigError(w.file, at + "/vp", fmt::format("virtual stages (vp {}) need pp >= 2", w.vp));
-    if (w.layers % (w.pp * w.vp) != 0) {
+    if (!w.uneven_stages() && w.layers % (w.pp * w.vp) != 0) {
       throw ConfigError(w.file, at + "/vp", fmt::format("{} layers do not divide over pp {} x vp {} model chunks", w.layers,
                                                         w.pp, w.vp));
     }

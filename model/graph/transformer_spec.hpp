@@ -187,7 +187,8 @@ struct TransformerSpec {
   /// Layers of the first and of the last pipeline stage where they differ from the others
   /// (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
   /// workload keys parallelism.first_stage_layers / last_stage_layers); the other stages share
-  /// the remaining layers evenly. 0: an even split. One model chunk per stage (vp 1) only.
+  /// the remaining layers evenly. 0: an even split. With virtual stages (vp > 1) each stage's
+  /// layers split evenly over its vp model chunks, as Megatron-Core builds them.
   std::int64_t first_stage_layers = 0, last_stage_layers = 0;
   /// Context parallelism (Megatron's --context-parallel-size): each sequence split over cp
   /// ranks, attention over the whole sequence by passing keys and values around the CP ring.
@@ -227,6 +228,12 @@ struct TransformerSpec {
   /// layer under the 1F1B schedule (vp 1), after first_stage_layers / last_stage_layers.
   [[nodiscard]] std::int64_t stage_layer_count(int stage) const;
   [[nodiscard]] std::int64_t stage_first_layer(int stage) const;
+  /// Layers of one model chunk of `stage` (stage_layer_count / vp), and the index of the first
+  /// layer of its model chunk `chunk` (0 .. vp-1): Megatron-Core's layer offset, chunk x
+  /// (layers / vp) plus the chunk layers of the stages before (get_transformer_layer_offset;
+  /// (chunk x pp + stage) x chunk layers when the stages are even).
+  [[nodiscard]] std::int64_t chunk_layer_count(int stage) const { return stage_layer_count(stage) / vp; }
+  [[nodiscard]] std::int64_t chunk_first_layer(int stage, int chunk) const;
   [[nodiscard]] bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   [[nodiscard]] std::int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   /// Width of the attention's queries (and of its output before the projection), heads x

@@ -1,7 +1,7 @@
 // Uneven pipeline stages (parallelism.first_stage_layers / last_stage_layers, Megatron-Core's
 // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers): the layers each
-// stage holds by hand, what the graph and the memory model give each stage, the refusals, and
-// `plan`, whose space splits evenly.
+// stage (and, with virtual stages, each model chunk) holds by hand, what the graph and the
+// memory model give each stage, the refusals, and `plan`, whose space splits evenly.
 #include <algorithm>
 #include <set>
 
@@ -32,12 +32,15 @@ TransformerSpec four_stages(std::int64_t first, std::int64_t last) {
   return w;
 }
 
-/// Distinct layer indices of rank `rank`'s forward ops ("mb0.layer<L>." ...).
+/// Distinct layer indices of rank `rank`'s forward ops of micro-batch 0 ("mb0.layer<L>." under
+/// 1F1B, "mb0.c<chunk>.layer<L>." interleaved).
 std::set<int> forward_layers(const ExecutionGraph& g, int rank) {
   std::set<int> out;
   for (const auto& op : g.ranks[static_cast<std::size_t>(rank)].ops) {
-    if (op.name.rfind("mb0.layer", 0) != 0 || op.name.find("backward") != std::string::npos) continue;
-    out.insert(std::stoi(op.name.substr(9)));
+    if (op.name.rfind("mb0.", 0) != 0 || op.name.find("backward") != std::string::npos) continue;
+    const auto at = op.name.find("layer");
+    if (at == std::string::npos || at > 8) continue;
+    out.insert(std::stoi(op.name.substr(at + 5)));
   }
   return out;
 }
@@ -71,6 +74,70 @@ TEST_CASE("uneven stages: the layers of each stage by hand", "[transformer][pipe
   CHECK(first_only.stage_first_layer(3) == 17);
   // Even: 6 each.
   CHECK(four_stages(0, 0).stage_layer_count(3) == 6);
+}
+
+TEST_CASE("uneven stages with virtual stages: each model chunk's layers by hand", "[transformer][pipeline]") {
+  // 24 layers, first 4, last 8, vp 2: chunks of 2, 3, 3 and 4 layers. Megatron-Core's offset
+  // of chunk v of stage s is v x (24 / 2) plus the chunk layers of the stages before s.
+  TransformerSpec w = four_stages(4, 8);
+  w.vp = 2;
+  CHECK(w.chunk_layer_count(0) == 2);
+  CHECK(w.chunk_layer_count(1) == 3);
+  CHECK(w.chunk_layer_count(3) == 4);
+  CHECK(w.chunk_first_layer(0, 0) == 0);
+  CHECK(w.chunk_first_layer(1, 0) == 2);
+  CHECK(w.chunk_first_layer(3, 0) == 8);
+  CHECK(w.chunk_first_layer(0, 1) == 12);
+  CHECK(w.chunk_first_layer(2, 1) == 17);
+  CHECK(w.chunk_first_layer(3, 1) == 20);
+  CHECK(transformer_stage_layers(w, 2) == std::vector<std::int64_t>{5, 6, 7, 17, 18, 19});
+  CHECK(transformer_stage_layers(w, 3) == std::vector<std::int64_t>{8, 9, 10, 11, 20, 21, 22, 23});
+  // Even stages: (v x pp + s) x chunk, as before.
+  TransformerSpec even = four_stages(0, 0);
+  even.vp = 2;
+  CHECK(even.chunk_first_layer(1, 1) == (1 * 4 + 1) * 3);
+  CHECK(transformer_stage_layers(even, 1) == std::vector<std::int64_t>{3, 4, 5, 15, 16, 17});
+}
+
+TEST_CASE("uneven stages with virtual stages: the interleaved programs run each stage's chunks", "[transformer][pipeline]") {
+  const SystemSpec s = test::system("dgx_h100", "gpus_per_node", 4);
+  TransformerSpec w = four_stages(4, 8);
+  w.vp = 2;
+  resolve_parallelism(w, 4);
+  const ExecutionGraph g = build_transformer_graph(w, 4);
+  std::set<int> seen;
+  std::vector<std::size_t> per_rank;
+  for (int r = 0; r < 4; ++r) {
+    const auto layers = forward_layers(g, r);
+    per_rank.push_back(layers.size());
+    seen.insert(layers.begin(), layers.end());
+  }
+  std::sort(per_rank.begin(), per_rank.end());
+  CHECK(per_rank == std::vector<std::size_t>{4, 6, 6, 8});
+  CHECK(seen.size() == 24);
+  // Activations in flight are one chunk's layers: stage 0's chunks of 2 against 3 when even.
+  TransformerSpec even = four_stages(0, 0);
+  even.vp = 2;
+  resolve_parallelism(even, 4);
+  const auto mu = estimate_transformer_memory(w, s), me = estimate_transformer_memory(even, s);
+  CHECK(mu[0].activations == Approx(me[0].activations * 2.0 / 3.0));
+  // Two layers moved from the first stage to the last (which also runs the LM head) do not
+  // make the step faster.
+  const auto p = predict_transformer(s, w, {}, 3), pe = predict_transformer(s, even, {}, 3);
+  REQUIRE(p);
+  CHECK(p->timeline.iteration_time >= pe->timeline.iteration_time);
+  // On 8 GPUs (dp 2), mirroring one rank per stage gives the step of simulating every rank.
+  const SystemSpec s8 = test::system("dgx_h100", "gpus_per_node", 8);
+  TransformerSpec mirrored = four_stages(4, 8);
+  mirrored.vp = 2;
+  mirrored.dp = 2;
+  resolve_parallelism(mirrored, 8);
+  TransformerSpec full = mirrored;
+  full.symmetric_simulation = false;
+  const auto pm = predict_transformer(s8, mirrored, {}, 3), pf = predict_transformer(s8, full, {}, 3);
+  CHECK_FALSE(pm->graph.mirror_of.empty());
+  CHECK(pf->graph.mirror_of.empty());
+  CHECK(pm->timeline.iteration_time == pf->timeline.iteration_time);
 }
 
 TEST_CASE("uneven stages: each rank's program runs its stage's layers", "[transformer][pipeline]") {
@@ -112,8 +179,12 @@ TEST_CASE("uneven stages: refusals name the field", "[transformer][pipeline]") {
   CHECK(resolve_error(base + R"({"pp": 4, "dp": 1, "first_stage_layers": 5}})", 4).rfind("/parallelism/first_stage_layers:", 0) == 0);
   CHECK(resolve_error(base + R"({"pp": 4, "dp": 1, "last_stage_layers": 30}})", 4).rfind("/parallelism/last_stage_layers:", 0) == 0);
   CHECK(resolve_error(base + R"({"pp": 1, "dp": 1, "first_stage_layers": 4}})", 1).rfind("/parallelism/first_stage_layers:", 0) == 0);
-  CHECK(resolve_error(base + R"({"pp": 4, "vp": 2, "dp": 1, "first_stage_layers": 4, "last_stage_layers": 8}})", 4)
-            .rfind("/parallelism/first_stage_layers:", 0) == 0);
+  // Virtual stages: every stage's layers divide over its vp model chunks (4, 6, 6, 8 over 2).
+  CHECK(resolve_error(base + R"({"pp": 4, "vp": 2, "dp": 1, "first_stage_layers": 4, "last_stage_layers": 8}})", 4) == "no error");
+  CHECK(resolve_error(base + R"({"pp": 4, "vp": 4, "dp": 1, "first_stage_layers": 4, "last_stage_layers": 8}})", 4)
+            .rfind("/parallelism/vp:", 0) == 0);
+  CHECK_THAT(resolve_error(base + R"({"pp": 4, "vp": 4, "dp": 1, "first_stage_layers": 4, "last_stage_layers": 8}})", 4),
+             Catch::Contains("stage 1 holds 6 layers"));
   // pp 2 with both stated: they must add up to the layers.
   CHECK(resolve_error(base + R"({"pp": 2, "dp": 1, "first_stage_layers": 10, "last_stage_layers": 14}})", 2) == "no error");
   CHECK(resolve_error(base + R"({"pp": 2, "dp": 1, "first_stage_layers": 10, "last_stage_layers": 10}})", 2)
