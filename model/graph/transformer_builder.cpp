@@ -88,7 +88,7 @@ double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer
 std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {
   std::vector<std::int64_t> out;
   for (int v = 0; v < w.vp; ++v)
-    for (std::int64_t i = 0; i < w.chunk_layer_count(stage); ++i) out.push_back(w.chunk_first_layer(stage, v) + i);
+    for (std::int64_t i = 0; i < w.chunk_layer_count(stage, v); ++i) out.push_back(w.chunk_first_layer(stage, v) + i);
   return out;
 }
 
@@ -272,7 +272,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
     if (w.vp > 1) {
       const std::int64_t warmup = std::int64_t(w.pp - stage - 1) * 2 + std::int64_t(w.vp - 1) * w.pp;
       inflight = double(std::min<std::int64_t>(warmup + 1, M * w.vp));
-      layers = double(w.chunk_layer_count(stage));
+      layers = double(w.stage_layer_count(stage)) / w.vp;  // a chunk's layers (the stage's mean)
     }
     // MoE layers keep their MLP's activations in place of the dense ones: the stage's
     // mean layer (its MoE share of layers).

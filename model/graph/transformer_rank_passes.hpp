@@ -125,7 +125,7 @@ struct TransformerRankContext {
   /// All layers the rank holds (every model chunk).
   [[nodiscard]] std::int64_t layers_per_stage() const { return w.stage_layer_count(stage); }
   /// Layers the micro-batch passes run: one model chunk's, or the stage's.
-  [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.chunk_layer_count(stage); }
+  [[nodiscard]] std::int64_t chunk_layers() const { return chunk < 0 ? layers_per_stage() : w.chunk_layer_count(stage, chunk); }
   /// Index of the first of them: chunk v of stage s holds virtual stage v x pp + s
   /// (TransformerSpec::chunk_first_layer).
   [[nodiscard]] std::int64_t first_layer() const { return chunk < 0 ? w.stage_first_layer(stage) : w.chunk_first_layer(stage, chunk); }

@@ -106,6 +106,24 @@ void check_dit(const JsonObject& root, TransformerSpec& w) {
   w.position = PositionEmbedding::kRope;
 }
 
+/// Megatron-Core's split with the embedding and / or the loss counted as a layer: the layers
+/// plus those divide evenly over pp x vp model chunks, and every stage keeps a layer.
+void check_accounted_split(const TransformerSpec& w, const std::string& at) {
+  const std::string key = w.account_for_embedding ? "/account_for_embedding" : "/account_for_loss";
+  if (w.uneven_stages())
+    throw ConfigError(w.file, at + key, "counting the embedding or the loss as a layer does not combine with first_stage_layers / last_stage_layers");
+  if (w.pp < 2) throw ConfigError(w.file, at + key, "counting the embedding or the loss as a layer needs pp >= 2");
+  const std::int64_t chunks = std::int64_t(w.pp) * w.vp;
+  if (w.split_layers() % chunks != 0) {
+    throw ConfigError(w.file, at + key,
+                      fmt::format("{} layers and {} counted for the embedding and the loss do not divide over pp {} x vp {} "
+                                  "model chunks",
+                                  w.layers, w.split_layers() - w.layers, w.pp, w.vp));
+  }
+  for (int s = 0; s < w.pp; ++s)
+    if (w.stage_layer_count(s) < 1)
+      throw ConfigError(w.file, at + key, fmt::format("stage {} would hold no transformer layer", s));
+}
 }  // namespace
 
 void check_moe_layers(const TransformerSpec& w) {
@@ -171,6 +189,11 @@ std::pair<std::int64_t, std::int64_t> even_stages_and_layers(const TransformerSp
 }  // namespace
 
 std::int64_t TransformerSpec::stage_layer_count(int stage) const {
+  if (account_for_embedding || account_for_loss) {
+    std::int64_t n = 0;
+    for (int v = 0; v < vp; ++v) n += chunk_layer_count(stage, v);
+    return n;
+  }
   if (!uneven_stages()) return layers / pp;
   if (stage == 0 && first_stage_layers > 0) return first_stage_layers;
   if (stage + 1 == pp && last_stage_layers > 0) return last_stage_layers;
@@ -179,14 +202,30 @@ std::int64_t TransformerSpec::stage_layer_count(int stage) const {
 }
 
 std::int64_t TransformerSpec::stage_first_layer(int stage) const {
+  if (account_for_embedding || account_for_loss) return chunk_first_layer(stage, 0);
   std::int64_t first = 0;
   for (int s = 0; s < stage; ++s) first += stage_layer_count(s);
   return first;
 }
 
+std::int64_t TransformerSpec::chunk_layer_count(int stage, int chunk) const {
+  if (!(account_for_embedding || account_for_loss)) return stage_layer_count(stage) / vp;
+  std::int64_t n = split_layers() / (std::int64_t(pp) * vp);
+  if (account_for_embedding && stage == 0 && chunk == 0) --n;
+  if (account_for_loss && stage + 1 == pp && chunk + 1 == vp) --n;
+  return n;
+}
+
 std::int64_t TransformerSpec::chunk_first_layer(int stage, int chunk) const {
+  if (account_for_embedding || account_for_loss) {
+    // Virtual chunk v x pp + s of the even split over the layers with the embedding and the
+    // loss counted; every chunk after the first starts one layer earlier for the embedding.
+    const std::int64_t per_chunk = split_layers() / (std::int64_t(pp) * vp);
+    const std::int64_t virtual_first = (std::int64_t(chunk) * pp + stage) * per_chunk;
+    return account_for_embedding && virtual_first > 0 ? virtual_first - 1 : virtual_first;
+  }
   std::int64_t first = std::int64_t(chunk) * (layers / vp);
-  for (int s = 0; s < stage; ++s) first += chunk_layer_count(s);
+  for (int s = 0; s < stage; ++s) first += chunk_layer_count(s, 0);
   return first;
 }
 
@@ -324,6 +363,8 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     w.vp = static_cast<int>(p.integer_or("vp", 1, 64, 1));
     w.first_stage_layers = p.integer_or("first_stage_layers", 0, 10000, 0);  // 0: an even split
     w.last_stage_layers = p.integer_or("last_stage_layers", 0, 10000, 0);
+    w.account_for_embedding = p.bool_or("account_for_embedding", false);
+    w.account_for_loss = p.bool_or("account_for_loss", false);
     w.cp = static_cast<int>(p.integer_or("cp", 1, 1024, 1));
     w.ep = static_cast<int>(p.integer_or("ep", 1, 4096, 1));
     if (const auto dp = p.find("dp")) {
@@ -457,14 +498,16 @@ void resolve_parallelism(TransformerSpec& w, int world) {
   if (w.ffn_hidden % w.tp != 0) {
     throw ConfigError(w.file, at + "/tp", fmt::format("ffn_hidden {} does not divide over tp {}", w.ffn_hidden, w.tp));
   }
-  if (w.uneven_stages()) {
+  if (w.account_for_embedding || w.account_for_loss) {
+    check_accounted_split(w, at);
+  } else if (w.uneven_stages()) {
     check_uneven_stages(w, at);
   } else if (w.layers % w.pp != 0) {
     throw ConfigError(w.file, at + "/pp", fmt::format("{} layers do not divide over pp {}", w.layers, w.pp));
   }
   if (w.vp > 1) {
     if (w.pp < 2) throw ConfigError(w.file, at + "/vp", fmt::format("virtual stages (vp {}) need pp >= 2", w.vp));
-    if (!w.uneven_stages() && w.layers % (w.pp * w.vp) != 0) {
+    if (!w.custom_pipeline_split() && w.layers % (w.pp * w.vp) != 0) {
       throw ConfigError(w.file, at + "/vp", fmt::format("{} layers do not divide over pp {} x vp {} model chunks", w.layers,
                                                         w.pp, w.vp));
     }

@@ -190,6 +190,12 @@ struct TransformerSpec {
   /// the remaining layers evenly. 0: an even split. With virtual stages (vp > 1) each stage's
   /// layers split evenly over its vp model chunks, as Megatron-Core builds them.
   std::int64_t first_stage_layers = 0, last_stage_layers = 0;
+  /// Megatron-Core's --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split
+  /// (workload keys parallelism.account_for_embedding / account_for_loss): the embedding and
+  /// the loss count as one layer each when the layers split evenly over pp x vp model chunks,
+  /// so the first model chunk holds one transformer layer fewer (and the last one, for the
+  /// loss). Not with first_stage_layers / last_stage_layers.
+  bool account_for_embedding = false, account_for_loss = false;
   /// Context parallelism (Megatron's --context-parallel-size): each sequence split over cp
   /// ranks, attention over the whole sequence by passing keys and values around the CP ring.
   int cp = 1;
@@ -232,9 +238,18 @@ struct TransformerSpec {
   /// layer of its model chunk `chunk` (0 .. vp-1): Megatron-Core's layer offset, chunk x
   /// (layers / vp) plus the chunk layers of the stages before (get_transformer_layer_offset;
   /// (chunk x pp + stage) x chunk layers when the stages are even).
-  [[nodiscard]] std::int64_t chunk_layer_count(int stage) const { return stage_layer_count(stage) / vp; }
+  /// With the embedding or the loss counted (account_for_embedding / account_for_loss), chunk 0
+  /// of stage 0 and the last chunk of the last stage hold one transformer layer fewer, and the
+  /// offsets are those of the even split less the embedding's place.
+  [[nodiscard]] std::int64_t chunk_layer_count(int stage, int chunk) const;
   [[nodiscard]] std::int64_t chunk_first_layer(int stage, int chunk) const;
   [[nodiscard]] bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  /// A split of the layers other than an even one: uneven stages, or the embedding or the loss
+  /// counted as a layer.
+  [[nodiscard]] bool custom_pipeline_split() const { return uneven_stages() || account_for_embedding || account_for_loss; }
+  /// The layers the even split divides: the transformer layers plus one for the embedding and
+  /// one for the loss where they are counted.
+  [[nodiscard]] std::int64_t split_layers() const { return layers + (account_for_embedding ? 1 : 0) + (account_for_loss ? 1 : 0); }
   [[nodiscard]] std::int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   /// Width of the attention's queries (and of its output before the projection), heads x
   /// head_dim: hidden unless "head_dim" says otherwise.

@@ -36,6 +36,8 @@ std::vector<std::string> ParallelismChoice::overrides() const {
   if (even_split_of_uneven) {
     out.emplace_back("workload.parallelism.first_stage_layers=0");
     out.emplace_back("workload.parallelism.last_stage_layers=0");
+    out.emplace_back("workload.parallelism.account_for_embedding=false");
+    out.emplace_back("workload.parallelism.account_for_loss=false");
   }
   // The workload's overlap_param_gather stays where its conditions hold (it is not searched).
   if (!(distributed_optimizer && overlap_grad_reduce)) out.emplace_back("workload.overlap_param_gather=false");
@@ -49,7 +51,7 @@ std::string ParallelismChoice::label() const {
                      recompute_name(recompute),
                      distributed_optimizer ? ", distributed optimizer" : "", overlap_grad_reduce ? ", overlap grad reduce" : "",
                      tp_comm_overlap ? ", TP comm overlap" : "",
-                     even_split_of_uneven ? ", layers split evenly (not the file's uneven stages)" : "");
+                     even_split_of_uneven ? ", layers split evenly (not the file's own split)" : "");
 }
 
 namespace {
@@ -84,6 +86,7 @@ std::string apply_choice(TransformerSpec& w, const ParallelismChoice& c, int wor
   w.overlap_grad_reduce = c.overlap_grad_reduce;
   w.tp_comm_overlap = c.tp_comm_overlap;
   w.first_stage_layers = w.last_stage_layers = 0;  // the space splits layers evenly
+  w.account_for_embedding = w.account_for_loss = false;
   // The workload's overlap_param_gather holds where its conditions do (not searched).
   w.overlap_param_gather = w.overlap_param_gather && c.distributed_optimizer && c.overlap_grad_reduce;
   try {
@@ -152,7 +155,7 @@ void screen_shape(const TransformerSpec& w, const SystemSpec& s, const SpaceOpti
           c.distributed_optimizer = dist;
           c.overlap_grad_reduce = grad_overlap;
           c.tp_comm_overlap = tp_overlap;
-          c.even_split_of_uneven = w.uneven_stages();
+          c.even_split_of_uneven = w.custom_pipeline_split();
           screen_recompute_settings(w, s, c, o.recomputes, out);
         }
       }

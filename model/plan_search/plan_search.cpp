@@ -94,7 +94,7 @@ std::optional<ParallelismChoice> asked_choice(TransformerSpec w, int world, std:
   c.distributed_optimizer = w.distributed_optimizer && c.dp * c.cp > 1;
   c.overlap_grad_reduce = w.overlap_grad_reduce && c.dp * c.cp > 1;
   c.tp_comm_overlap = w.tp_comm_overlap && c.tp > 1;
-  c.even_split_of_uneven = w.uneven_stages();
+  c.even_split_of_uneven = w.custom_pipeline_split();
   return c;
 }
 

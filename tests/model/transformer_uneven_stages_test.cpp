@@ -81,9 +81,9 @@ TEST_CASE("uneven stages with virtual stages: each model chunk's layers by hand"
   // of chunk v of stage s is v x (24 / 2) plus the chunk layers of the stages before s.
   TransformerSpec w = four_stages(4, 8);
   w.vp = 2;
-  CHECK(w.chunk_layer_count(0) == 2);
-  CHECK(w.chunk_layer_count(1) == 3);
-  CHECK(w.chunk_layer_count(3) == 4);
+  CHECK(w.chunk_layer_count(0, 0) == 2);
+  CHECK(w.chunk_layer_count(1, 1) == 3);
+  CHECK(w.chunk_layer_count(3, 0) == 4);
   CHECK(w.chunk_first_layer(0, 0) == 0);
   CHECK(w.chunk_first_layer(1, 0) == 2);
   CHECK(w.chunk_first_layer(3, 0) == 8);
@@ -138,6 +138,77 @@ TEST_CASE("uneven stages with virtual stages: the interleaved programs run each 
   CHECK_FALSE(pm->graph.mirror_of.empty());
   CHECK(pf->graph.mirror_of.empty());
   CHECK(pm->timeline.iteration_time == pf->timeline.iteration_time);
+}
+
+TEST_CASE("embedding and loss counted as layers: each model chunk's layers by hand", "[transformer][pipeline]") {
+  // 22 layers, pp 4, vp 2, the embedding and the loss counted (Megatron-Core's
+  // --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split): 24 split
+  // over 8 chunks of 3; chunk 0 of stage 0 holds layers 0-1 beside the embedding, the last chunk
+  // of stage 3 layers 20-21 beside the loss, every other chunk 3 layers starting one earlier
+  // than its place in the even split of 24.
+  TransformerSpec w = four_stages(0, 0);
+  w.layers = 22;
+  w.vp = 2;
+  w.account_for_embedding = w.account_for_loss = true;
+  CHECK(w.split_layers() == 24);
+  CHECK(w.chunk_layer_count(0, 0) == 2);
+  CHECK(w.chunk_layer_count(0, 1) == 3);
+  CHECK(w.chunk_layer_count(3, 1) == 2);
+  CHECK(w.chunk_first_layer(0, 0) == 0);
+  CHECK(w.chunk_first_layer(1, 0) == 2);
+  CHECK(w.chunk_first_layer(3, 1) == 20);
+  CHECK(w.stage_layer_count(0) == 5);
+  CHECK(w.stage_layer_count(1) == 6);
+  CHECK(w.stage_layer_count(3) == 5);
+  CHECK(transformer_stage_layers(w, 0) == std::vector<std::int64_t>{0, 1, 11, 12, 13});
+  CHECK(transformer_stage_layers(w, 3) == std::vector<std::int64_t>{8, 9, 10, 20, 21});
+  // One chunk per stage: 6 layers + 2 over 4 stages of 2; the first and last hold one each.
+  TransformerSpec one = four_stages(0, 0);
+  one.layers = 6;
+  one.account_for_embedding = one.account_for_loss = true;
+  CHECK(transformer_stage_layers(one, 0) == std::vector<std::int64_t>{0});
+  CHECK(transformer_stage_layers(one, 1) == std::vector<std::int64_t>{1, 2});
+  CHECK(transformer_stage_layers(one, 3) == std::vector<std::int64_t>{5});
+  CHECK(one.stage_first_layer(2) == 3);
+  // Only the loss counted: 23 + 1 over 8 chunks; only the last chunk is short.
+  TransformerSpec loss = four_stages(0, 0);
+  loss.layers = 23;
+  loss.vp = 2;
+  loss.account_for_loss = true;
+  CHECK(loss.chunk_first_layer(1, 0) == 3);
+  CHECK(loss.chunk_layer_count(0, 0) == 3);
+  CHECK(loss.chunk_layer_count(3, 1) == 2);
+}
+
+TEST_CASE("embedding and loss counted as layers: the programs, and refusals", "[transformer][pipeline]") {
+  TransformerSpec w = four_stages(0, 0);
+  w.layers = 22;
+  w.vp = 2;
+  w.account_for_embedding = w.account_for_loss = true;
+  resolve_parallelism(w, 4);
+  const ExecutionGraph g = build_transformer_graph(w, 4);
+  std::set<int> seen;
+  std::vector<std::size_t> per_rank;
+  for (int r = 0; r < 4; ++r) {
+    const auto layers = forward_layers(g, r);
+    per_rank.push_back(layers.size());
+    seen.insert(layers.begin(), layers.end());
+  }
+  std::sort(per_rank.begin(), per_rank.end());
+  CHECK(per_rank == std::vector<std::size_t>{5, 5, 6, 6});
+  CHECK(seen.size() == 22);
+  const std::string base = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
+    "hidden": 64, "heads": 4, "layers": 22, "seq_len": 32, "vocab": 100, "micro_batch": 1, "global_batch": 8, "parallelism": )";
+  CHECK(resolve_error(base + R"({"pp": 4, "vp": 2, "dp": 1, "account_for_embedding": true, "account_for_loss": true}})", 4) == "no error");
+  CHECK_THAT(resolve_error(base + R"({"pp": 4, "vp": 2, "dp": 1, "account_for_embedding": true}})", 4),
+             Catch::StartsWith("/parallelism/account_for_embedding:") && Catch::Contains("do not divide over pp 4 x vp 2"));
+  CHECK(resolve_error(base + R"({"pp": 4, "dp": 1, "account_for_loss": true, "last_stage_layers": 4}})", 4)
+            .rfind("/parallelism/account_for_loss:", 0) == 0);
+  CHECK(resolve_error(base + R"({"pp": 1, "dp": 1, "account_for_embedding": true, "account_for_loss": true}})", 1)
+            .rfind("/parallelism/account_for_embedding:", 0) == 0);
+  // 22 + 2 over 24 stages: the first and the last would hold no transformer layer.
+  CHECK_THAT(resolve_error(base + R"({"pp": 24, "dp": 1, "account_for_embedding": true, "account_for_loss": true}})", 24),
+             Catch::Contains("stage 0 would hold no transformer layer"));
 }
 
 TEST_CASE("uneven stages: each rank's program runs its stage's layers", "[transformer][pipeline]") {
