@@ -45,6 +45,37 @@ std::set<int> forward_layers(const ExecutionGraph& g, int rank) {
   return out;
 }
 
+/// How many layers each rank's program runs (sorted), and how many distinct layers all run.
+struct StageLayers {
+  std::vector<std::size_t> per_rank;
+  std::size_t distinct = 0;
+};
+StageLayers stage_layers(const ExecutionGraph& g, int ranks) {
+  StageLayers out;
+  std::set<int> seen;
+  for (int r = 0; r < ranks; ++r) {
+    const auto layers = forward_layers(g, r);
+    out.per_rank.push_back(layers.size());
+    seen.insert(layers.begin(), layers.end());
+  }
+  std::sort(out.per_rank.begin(), out.per_rank.end());
+  out.distinct = seen.size();
+  return out;
+}
+
+/// Expected {stage, chunk, layers, first layer} of model chunks, against the spec's.
+struct ChunkLayers {
+  int stage, chunk;
+  std::int64_t count, first;
+};
+void check_chunks(const TransformerSpec& w, const std::vector<ChunkLayers>& expected) {
+  for (const auto& e : expected) {
+    INFO("stage " << e.stage << " chunk " << e.chunk);
+    CHECK(w.chunk_layer_count(e.stage, e.chunk) == e.count);
+    CHECK(w.chunk_first_layer(e.stage, e.chunk) == e.first);
+  }
+}
+
 /// "JSON path: message" of parsing the workload and resolving its parallelism on `world` GPUs.
 std::string resolve_error(const std::string& workload_json, int world) {
   try {
@@ -81,15 +112,8 @@ TEST_CASE("uneven stages with virtual stages: each model chunk's layers by hand"
   // of chunk v of stage s is v x (24 / 2) plus the chunk layers of the stages before s.
   TransformerSpec w = four_stages(4, 8);
   w.vp = 2;
-  CHECK(w.chunk_layer_count(0, 0) == 2);
-  CHECK(w.chunk_layer_count(1, 1) == 3);
-  CHECK(w.chunk_layer_count(3, 0) == 4);
-  CHECK(w.chunk_first_layer(0, 0) == 0);
-  CHECK(w.chunk_first_layer(1, 0) == 2);
-  CHECK(w.chunk_first_layer(3, 0) == 8);
-  CHECK(w.chunk_first_layer(0, 1) == 12);
-  CHECK(w.chunk_first_layer(2, 1) == 17);
-  CHECK(w.chunk_first_layer(3, 1) == 20);
+  // {stage, chunk, layers, first layer}
+  check_chunks(w, {{0, 0, 2, 0}, {1, 0, 3, 2}, {1, 1, 3, 14}, {3, 0, 4, 8}, {0, 1, 2, 12}, {2, 1, 3, 17}, {3, 1, 4, 20}});
   CHECK(transformer_stage_layers(w, 2) == std::vector<std::int64_t>{5, 6, 7, 17, 18, 19});
   CHECK(transformer_stage_layers(w, 3) == std::vector<std::int64_t>{8, 9, 10, 11, 20, 21, 22, 23});
   // Even stages: (v x pp + s) x chunk, as before.
@@ -105,16 +129,9 @@ TEST_CASE("uneven stages with virtual stages: the interleaved programs run each 
   w.vp = 2;
   resolve_parallelism(w, 4);
   const ExecutionGraph g = build_transformer_graph(w, 4);
-  std::set<int> seen;
-  std::vector<std::size_t> per_rank;
-  for (int r = 0; r < 4; ++r) {
-    const auto layers = forward_layers(g, r);
-    per_rank.push_back(layers.size());
-    seen.insert(layers.begin(), layers.end());
-  }
-  std::sort(per_rank.begin(), per_rank.end());
-  CHECK(per_rank == std::vector<std::size_t>{4, 6, 6, 8});
-  CHECK(seen.size() == 24);
+  const StageLayers got = stage_layers(g, 4);
+  CHECK(got.per_rank == std::vector<std::size_t>{4, 6, 6, 8});
+  CHECK(got.distinct == 24);
   // Activations in flight are one chunk's layers: stage 0's chunks of 2 against 3 when even.
   TransformerSpec even = four_stages(0, 0);
   even.vp = 2;
@@ -151,12 +168,7 @@ TEST_CASE("embedding and loss counted as layers: each model chunk's layers by ha
   w.vp = 2;
   w.account_for_embedding = w.account_for_loss = true;
   CHECK(w.split_layers() == 24);
-  CHECK(w.chunk_layer_count(0, 0) == 2);
-  CHECK(w.chunk_layer_count(0, 1) == 3);
-  CHECK(w.chunk_layer_count(3, 1) == 2);
-  CHECK(w.chunk_first_layer(0, 0) == 0);
-  CHECK(w.chunk_first_layer(1, 0) == 2);
-  CHECK(w.chunk_first_layer(3, 1) == 20);
+  check_chunks(w, {{0, 0, 2, 0}, {0, 1, 3, 11}, {1, 0, 3, 2}, {3, 1, 2, 20}});
   CHECK(w.stage_layer_count(0) == 5);
   CHECK(w.stage_layer_count(1) == 6);
   CHECK(w.stage_layer_count(3) == 5);
@@ -175,9 +187,7 @@ TEST_CASE("embedding and loss counted as layers: each model chunk's layers by ha
   loss.layers = 23;
   loss.vp = 2;
   loss.account_for_loss = true;
-  CHECK(loss.chunk_first_layer(1, 0) == 3);
-  CHECK(loss.chunk_layer_count(0, 0) == 3);
-  CHECK(loss.chunk_layer_count(3, 1) == 2);
+  check_chunks(loss, {{0, 0, 3, 0}, {1, 0, 3, 3}, {3, 1, 2, 21}});
 }
 
 TEST_CASE("embedding and loss counted as layers: the programs, and refusals", "[transformer][pipeline]") {
@@ -187,16 +197,9 @@ TEST_CASE("embedding and loss counted as layers: the programs, and refusals", "[
   w.account_for_embedding = w.account_for_loss = true;
   resolve_parallelism(w, 4);
   const ExecutionGraph g = build_transformer_graph(w, 4);
-  std::set<int> seen;
-  std::vector<std::size_t> per_rank;
-  for (int r = 0; r < 4; ++r) {
-    const auto layers = forward_layers(g, r);
-    per_rank.push_back(layers.size());
-    seen.insert(layers.begin(), layers.end());
-  }
-  std::sort(per_rank.begin(), per_rank.end());
-  CHECK(per_rank == std::vector<std::size_t>{5, 5, 6, 6});
-  CHECK(seen.size() == 22);
+  const StageLayers got = stage_layers(g, 4);
+  CHECK(got.per_rank == std::vector<std::size_t>{5, 5, 6, 6});
+  CHECK(got.distinct == 22);
   const std::string base = R"({"schema": "perfcast.workload", "schema_version": "1.0", "name": "x", "model": "transformer",
     "hidden": 64, "heads": 4, "layers": 22, "seq_len": 32, "vocab": 100, "micro_batch": 1, "global_batch": 8, "parallelism": )";
   CHECK(resolve_error(base + R"({"pp": 4, "vp": 2, "dp": 1, "account_for_embedding": true, "account_for_loss": true}})", 4) == "no error");
@@ -215,16 +218,9 @@ TEST_CASE("uneven stages: each rank's program runs its stage's layers", "[transf
   TransformerSpec w = four_stages(4, 8);
   resolve_parallelism(w, 4);
   const ExecutionGraph g = build_transformer_graph(w, 4);
-  std::set<int> seen;
-  std::vector<std::size_t> per_rank;
-  for (int r = 0; r < 4; ++r) {
-    const auto layers = forward_layers(g, r);
-    per_rank.push_back(layers.size());
-    seen.insert(layers.begin(), layers.end());
-  }
-  std::sort(per_rank.begin(), per_rank.end());
-  CHECK(per_rank == std::vector<std::size_t>{4, 6, 6, 8});
-  CHECK(seen.size() == 24);  // every layer exactly on one stage
+  const StageLayers got = stage_layers(g, 4);
+  CHECK(got.per_rank == std::vector<std::size_t>{4, 6, 6, 8});
+  CHECK(got.distinct == 24);  // every layer exactly on one stage
 }
 
 TEST_CASE("uneven stages: memory and time follow the layers a stage holds", "[transformer][pipeline]") {
