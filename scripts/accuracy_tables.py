@@ -321,7 +321,7 @@ def rows(r):
          'sources) ([details](docs/calibration.md#hopper-kernels-from-public-measurements-kernel-model-2))'),
         ('LLM pre-training step on 8-6,144 H100, shipped defaults, nothing fitted on these rows',
          f'published step times: NeMo 24.07 FP8 table ({len(steps.get("fp8", []))} rows), Megatron-Core r0.8.0 weak '
-         f'scaling, bf16 ({len(steps.get("bf16", []))} rows)',
+         f'scaling and the Megatron MoE model zoo\'s Qwen3-235B, bf16 ({len(steps.get("bf16", []))} rows)',
          f'fp8 {pct(geomean_abs(steps["fp8"]))} geomean (bias {spct(sum(steps["fp8"]) / len(steps["fp8"]))}), bf16 '
          f'{pct(geomean_abs(steps["bf16"]))} (bias {spct(sum(steps["bf16"]) / len(steps["bf16"]))}); goal 10% not met '
          '([details](docs/transformers.md#published-h100-step-times-of-large-models))'),

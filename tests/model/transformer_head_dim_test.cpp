@@ -101,4 +101,22 @@ TEST_CASE("head_dim: Qwen3-30B-A3B's published parameter counts", "[transformer]
   CHECK(w.active_parameters() == Approx(3.3e9).epsilon(0.02));
 }
 
+TEST_CASE("head_dim: Qwen3-235B-A22B's published parameter counts and its pipeline split", "[transformer][head_dim][presets]") {
+  JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/qwen3_235b_a22b.json");
+  (void)take_runtime_name(doc);
+  TransformerSpec w = parse_transformer(doc);
+  REQUIRE(w.head_dim() == 128);
+  REQUIRE(w.attention_width() == 8192);  // twice the hidden size
+  // The model card: 235B parameters, 22B activated (8 of 128 experts of 3 x 4,096 x 1,536).
+  CHECK(w.parameters() == Approx(235e9).epsilon(0.01));
+  CHECK(w.active_parameters() == Approx(22e9).epsilon(0.02));
+  // 94 layers with the embedding and the loss counted: 96 over pp 8 x vp 4 chunks of 3; stage 0
+  // holds 11 (its first chunk 2), stage 7 holds 11 (its last chunk 2), the others 12.
+  resolve_parallelism(w, 256);
+  CHECK(w.stage_layer_count(0) == 11);
+  CHECK(w.stage_layer_count(3) == 12);
+  CHECK(w.stage_layer_count(7) == 11);
+  CHECK(w.expert_dp() == 1);  // 32 experts-parallel ranks x expert TP 1 over the 32 ranks of a stage
+}
+
 }  // namespace perfcast_test_model_transformer_head_dim_test

@@ -223,7 +223,7 @@ TEST_CASE("the recipe presets resolve on their recipes' GPU counts and the 8B an
   // NeMo's published 8- and 64-GPU Llama runs; the others at their recipes' sizes.
   for (const Case c : {Case{"llama3.1_8b", 8, true}, Case{"llama3.1_70b", 64, true}, Case{"llama3.1_405b", 576, false},
                        Case{"nemotron4_340b", 6144, false}, Case{"mixtral_8x22b", 128, false}, Case{"qwen2_57b_a14b", 32, false},
-                       Case{"qwen3_30b_a3b", 16, true}}) {
+                       Case{"qwen3_30b_a3b", 16, true}, Case{"qwen3_235b_a22b", 256, true}}) {
     INFO(c.preset);
     JsonDocument doc = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/" + c.preset + ".json");
     (void)take_runtime_name(doc);
