@@ -87,8 +87,10 @@ double transformer_layer_parameters(const TransformerSpec& w, std::int64_t layer
 
 std::vector<std::int64_t> transformer_stage_layers(const TransformerSpec& w, int stage) {
   std::vector<std::int64_t> out;
-  for (int v = 0; v < w.vp; ++v)
-    for (std::int64_t i = 0; i < w.chunk_layer_count(stage, v); ++i) out.push_back(w.chunk_first_layer(stage, v) + i);
+  for (int v = 0; v < w.vp; ++v) {
+    const std::int64_t first = w.chunk_first_layer(stage, v), n = w.chunk_layer_count(stage, v);
+    for (std::int64_t i = 0; i < n; ++i) out.push_back(first + i);
+  }
   return out;
 }
 

@@ -203,9 +203,12 @@ std::int64_t TransformerSpec::stage_layer_count(int stage) const {
 
 std::int64_t TransformerSpec::stage_first_layer(int stage) const {
   if (account_for_embedding || account_for_loss) return chunk_first_layer(stage, 0);
-  std::int64_t first = 0;
-  for (int s = 0; s < stage; ++s) first += stage_layer_count(s);
-  return first;
+  if (stage <= 0) return 0;
+  if (!uneven_stages()) return std::int64_t(stage) * (layers / pp);
+  // The first stage's layers, then stage - 1 middle stages (the last stage has none after it).
+  const auto [stages, rest] = even_stages_and_layers(*this);
+  const std::int64_t middle = stages > 0 ? rest / stages : 0;
+  return first_stage_layers > 0 ? first_stage_layers + std::int64_t(stage - 1) * middle : std::int64_t(stage) * middle;
 }
 
 std::int64_t TransformerSpec::chunk_layer_count(int stage, int chunk) const {
@@ -224,9 +227,8 @@ std::int64_t TransformerSpec::chunk_first_layer(int stage, int chunk) const {
     const std::int64_t virtual_first = (std::int64_t(chunk) * pp + stage) * per_chunk;
     return account_for_embedding && virtual_first > 0 ? virtual_first - 1 : virtual_first;
   }
-  std::int64_t first = std::int64_t(chunk) * (layers / vp);
-  for (int s = 0; s < stage; ++s) first += chunk_layer_count(s, 0);
-  return first;
+  // The stages before hold whole multiples of vp layers (checked), one vp-th in each chunk.
+  return std::int64_t(chunk) * (layers / vp) + stage_first_layer(stage) / vp;
 }
 
 double TransformerSpec::parameters() const { return total_parameters(*this, moe.experts); }
