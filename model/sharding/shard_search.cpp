@@ -222,22 +222,16 @@ std::string LocalSearchProposer::mutate(ShardingPlan& p) {
   // table-wise plan is often worse than both, a valley the merge move would have to cross.
   const auto busiest = nodes == 1 && rng_() % 2 == 0 ? tw_table(true) : std::nullopt;
   const auto t = busiest ? *busiest : pick(T);
-  const ShardingType type = p.tables[t].type;
-  if (type == ShardingType::kColumnWise && u >= 0.925) {
-    std::vector<int> all(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
-    if (w_->tables[t].rows < n) return "";
-    touch(p, t) = row_wise(w_->tables[t], all);
-    return "row_wise";
-  }
-  if (type != ShardingType::kTableWise) return "";
+  const bool table_wise = p.tables[t].type == ShardingType::kTableWise;
+  const bool resplit = p.tables[t].type == ShardingType::kColumnWise && u >= 0.925;
+  if (!table_wise && !resplit) return "";
   if (u < 0.925) {
     // Only small tables are worth replicating: under 1% of the rank's embedding budget.
     if (table_bytes(*w_, w_->tables[t]) > 0.01 * budget_) return "";
     touch(p, t) = data_parallel(w_->tables[t], n);
     return "data_parallel";
   }
-  if (hybrid_rows_[t] > 0 && rng_() % 2 == 0) return hybrid_move(p, t);
+  if (table_wise && hybrid_rows_[t] > 0 && rng_() % 2 == 0) return hybrid_move(p, t);
   std::vector<int> all(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
   if (w_->tables[t].rows < n) return "";
