@@ -98,7 +98,10 @@ void set_caveats(KernelRow& r, const CsvTable& t) {
     r.caveats.push_back("in situ");
     r.weight *= kCaveatWeight;
   }
-  if (contains(measurement, "do_bench")) {
+  // A Python call per timing (Triton's do_bench), or one event pair around a loop of calls
+  // (the gaps between launches and, for short kernels, the host's launch rate are in each
+  // call's share): a per-call cost the source does not state.
+  if (contains(measurement, "do_bench") || contains(measurement, "launch loop")) {
     r.caveats.push_back("harness overhead");
     r.harness_overhead = true;
   }

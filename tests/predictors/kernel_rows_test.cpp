@@ -109,7 +109,19 @@ TEST_CASE("bad rows name the file and the row", "[kernel_rows]") {
 
 TEST_CASE("the public tables: every row read, the inexpressible ones with a reason", "[kernel_rows]") {
   const auto gemm = read_kernel_rows(data("hopper-kernels/gemm.csv"));
-  CHECK(gemm.size() == 1078);  // 318, and 760 of OpenXLA's sm_90 table and vLLM's rows (2026-11-28)
+  CHECK(gemm.size() == 1096);  // 318, 760 of OpenXLA's sm_90 table and vLLM's rows, 18 of the Azure guide (2026-11-28)
+  // The Azure guide's 8192^3 FP8 GEMM on ND H100 v5: 1,290.1 TFLOP/s by superbench's count of
+  // M N (2K - 1) operations, 8192 x 8192 x 16383 / 1.2901e15 s = 852.22 us; one event pair
+  // around a launch loop, so its source gets a harness intercept; one scale per tensor.
+  const auto azure = std::find_if(gemm.begin(), gemm.end(), [](const KernelRow& r) { return r.row_id == "gem-01131"; });
+  REQUIRE(azure != gemm.end());
+  CHECK(azure->source == "azure_ai_benchmarking_guide");
+  CHECK(azure->measured == Approx(852.22e-6).epsilon(1e-5));
+  CHECK(azure->harness_overhead);
+  const auto& fp8 = std::get<GemmDesc>(azure->kernels.front());
+  CHECK(fp8.m == 8192);
+  CHECK(fp8.dtype == DType::kFp8);
+  CHECK_FALSE(fp8.block_scaled);
   for (const auto& r : gemm) CHECK(r.kernels.size() == 1);
   // OpenXLA's first sm_90 row: a 256^3 bf16 dot in 4.992 us (2 x 256^3 / 6,721,641,025,641
   // flop/s), an H100 whose variant the table does not state; the library is not recorded, so
@@ -139,7 +151,16 @@ TEST_CASE("the public tables: every row read, the inexpressible ones with a reas
   }
   CHECK(both == 50);  // the fwd+bwd columns: 20 of the first snapshot, 30 of the second
   const auto memory = read_kernel_rows(data("hopper-kernels/memory_bound.csv"));
-  CHECK(memory.size() == 1260);
+  CHECK(memory.size() == 1270);
+  // The Azure guide's BabelStream copy on ND H100 v5: 2 streams x 1,308,622,848 doubles x 8 B =
+  // 20,937,965,568 B at 2.90 TB/s = 7,220.0 us, one kernel, not harness-timed.
+  const auto copy = std::find_if(memory.begin(), memory.end(), [](const KernelRow& r) { return r.row_id == "mem-01507"; });
+  REQUIRE(copy != memory.end());
+  REQUIRE(copy->kernels.size() == 1);
+  const auto& stream = std::get<ElementwiseDesc>(copy->kernels.front());
+  CHECK(static_cast<double>(stream.elements) * stream.bytes_per_element == Approx(20937965568.0));
+  CHECK(copy->measured == Approx(7220.0e-6).epsilon(1e-5));
+  CHECK_FALSE(copy->harness_overhead);
   std::map<std::string, int> reasons;
   for (const auto& r : memory) {
     CHECK((r.kernels.empty() != r.not_expressible.empty()));
