@@ -143,14 +143,24 @@ ExecutionGraph build_transformer_graph(const TransformerSpec& w, int world) {
 
 namespace {
 
+/// Bytes per element of the input a linear layer keeps for its weight gradient: 2 (the bf16
+/// input itself, shared with whatever else keeps it), or 1 under FP8, where Transformer
+/// Engine's Linear and LayerNormLinear keep the FP8 cast of their input (or its FP8
+/// transpose) and not the bf16 tensor (TransformerEngine v1.8, the release of NeMo 24.07:
+/// transformer_engine/pytorch/module/linear.py `saved_inputmat`, layernorm_linear.py `ln_out`
+/// allocated as uint8 under FP8 and passed to save_for_backward).
+double fp8_gemm_input_bytes(const TransformerSpec& w) { return w.fp8_linear_layers() ? 1.0 : 2.0; }
+
 /// Bytes of the dense MLP's stored activations per layer and micro-batch at 2-byte elements,
 /// `sbh` this rank's tokens x hidden, split over TP: fc1's input (2 sbh, replicated without
 /// sequence parallelism and counted in layer_activation_bytes), fc1's output (2 sbh f1 / h;
 /// f1 = 2 f for gated activations) and the activation's output that fc2 keeps (2 sbh f / h);
-/// 16 sbh at f = 4h with GeLU, Korthikanti et al.'s table 2.
+/// 16 sbh at f = 4h with GeLU, Korthikanti et al.'s table 2. Under FP8 fc2 keeps the FP8 cast
+/// of its input (1 B an element; fp8_gemm_input_bytes), and the activation's bf16 output is
+/// not kept.
 double dense_mlp_activation_bytes(const TransformerSpec& w, double sbh) {
   const double f = double(w.ffn_hidden) / double(w.hidden);
-  return sbh * (2 * fc1_multiplier(w.activation) * f + 2 * f);
+  return sbh * (2 * fc1_multiplier(w.activation) * f + fp8_gemm_input_bytes(w) * f);
 }
 
 /// Stored activations of one layer and micro-batch at 2-byte elements on one of `t` TP ranks
@@ -163,12 +173,17 @@ double dense_mlp_activation_bytes(const TransformerSpec& w, double sbh) {
 /// attention output the projection keeps (2 sbh) and the MLP's (dense_mlp_activation_bytes);
 /// the attention's terms scale by heads x head_dim / hidden where "head_dim" sets it.
 /// GPT (f = 4h, GeLU, dropout): 34 sbh / t with sequence parallelism, sbh (10 + 24 / t) without.
+/// Under FP8 (fp8_gemm_input_bytes) the QKV and fc1 inputs are FP8 casts (sbh each), the
+/// projection keeps an FP8 cast of the attention output beside the bf16 output flash
+/// attention keeps (3 sbh for the two), and fc2's input is FP8: 29 sbh / t for that GPT.
 double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
   const double masks = w.dropout > 0 ? 2.0 : 0.0;
-  const double replicated = sbh * (4 + 2 + 2 + masks);
+  const double gemm_input = fp8_gemm_input_bytes(w);
+  const double replicated = sbh * (4 + 2 * gemm_input + masks);
   const double kv = double(w.kv_heads) / double(w.heads);
   const double a = double(w.attention_width()) / double(w.hidden);  // 1 unless head_dim says otherwise
-  const double split = sbh * a * (2 * (1 + 2 * kv) + 2) + dense_mlp_activation_bytes(w, sbh);
+  const double projection_input = w.fp8_linear_layers() ? 2 + gemm_input : 2;
+  const double split = sbh * a * (2 * (1 + 2 * kv) + projection_input) + dense_mlp_activation_bytes(w, sbh);
   return (w.sequence_parallel ? replicated / t : replicated) + split / t;
 }
 
@@ -193,21 +208,27 @@ double dit_layer_activation_bytes(const TransformerSpec& w, double sbh, double t
 /// MoE layers: the change in bytes of stored activations per layer and micro-batch when the
 /// dense MLP's share (dense_mlp_activation_bytes and its dropout mask) is replaced by the MoE
 /// MLP's: the router input (sbh / tp elements), each routed row's permuted input, fc1 output
-/// and activation output (elements), and the 1-byte dropout mask.
+/// and activation output (elements), and the 1-byte dropout mask. Under FP8 the experts' and
+/// shared experts' GEMM inputs (the permuted rows, the activation outputs, the shared experts'
+/// input) are kept as FP8 casts, 1 B each (fp8_gemm_input_bytes; Transformer Engine's grouped
+/// and plain Linear keep their FP8 inputs).
 /// MoE runs with sequence parallelism under TP (parse check): every term is this rank's share.
 double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
   const double t = w.tp, e = dtype_bytes(w.activation_dtype());
+  const double q = w.fp8_linear_layers() ? fp8_gemm_input_bytes(w) : e;  // bytes of a kept GEMM input element
   const double mask = w.dropout > 0 ? sbh / t : 0.0;  // bytes
   const double dense_mlp = (dense_mlp_activation_bytes(w, sbh) / t) * (e / 2) + mask;
   const double tokens = sbh / double(w.hidden) / t;  // rows this rank routes
   const int etp = w.expert_tp();
   const double rows = tokens * w.moe.top_k * etp * w.moe.load_factor();  // rows its local experts process
   const double gate = fc1_multiplier(w.activation);
-  const double per_row = double(w.hidden) + (gate + 1) * double(w.expert_ffn()) / etp;
+  const double ffn = double(w.expert_ffn()) / etp;
+  const double per_row = q * double(w.hidden) + e * gate * ffn + q * ffn;  // bytes
   // Shared experts: a TP MLP over every token; its sequence-parallel input and its fc1 and
   // activation outputs (this rank's width share) are kept.
-  const double shared = w.moe.shared_ffn > 0 ? e * (sbh / t + sbh / double(w.hidden) * (gate + 1) * double(w.moe.shared_ffn) / t) : 0.0;
-  return e * (rows * per_row + sbh / t) + mask + shared - dense_mlp;
+  const double sf = double(w.moe.shared_ffn) / t;
+  const double shared = w.moe.shared_ffn > 0 ? q * sbh / t + tokens * t * (e * gate * sf + q * sf) : 0.0;
+  return rows * per_row + e * sbh / t + mask + shared - dense_mlp;
 }
 
 /// Multi-latent attention against the formula's attention at 2-byte activations, per layer

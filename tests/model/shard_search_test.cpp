@@ -44,7 +44,8 @@ TEST_CASE("memory accounting worked by hand", "[shard][memory]") {
   // every rank also holds its 128 samples' pooled rows and their gradients: 2 x 128 x 16 x 4.
   CHECK(m[3].io == Approx(1024.0 * 11 * 8 + 1024.0 * 16 * 4 + 2 * 128.0 * 16 * 4));
   CHECK(m[0].io == Approx(2 * 128.0 * 16 * 4));
-  CHECK(m[3].reserved == Approx(0.15 * 80e9));
+  // 15% of the H100's 81,559 MiB (the total nvidia-smi reports).
+  CHECK(m[3].reserved == Approx(0.15 * 81559.0 * 1024 * 1024));
   CHECK(memory_verdict(m).empty());
 }
 

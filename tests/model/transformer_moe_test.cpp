@@ -312,6 +312,12 @@ TEST_CASE("moe: shared experts, a TP MLP over every token after the routed exper
   const double per_layer = 2.0 * (16 * 64 + 2 * 32 * 128);
   const double grown = estimate_transformer_memory(w, s2)[0].activations - estimate_transformer_memory(plain, s2)[0].activations;
   CHECK(grown == Approx(per_layer * 2 /*layers*/ * 1 /*in flight*/).epsilon(1e-9));
+  // Under FP8 they keep the FP8 casts of their GEMM inputs: the input (16 x 64) and the GeLU
+  // output (32 x 128) at 1 B, fc1's output (32 x 128) at 2 B.
+  TransformerSpec w8 = w, plain8 = plain;
+  w8.precision = plain8.precision = DType::kFp8;
+  const double grown8 = estimate_transformer_memory(w8, s2)[0].activations - estimate_transformer_memory(plain8, s2)[0].activations;
+  CHECK(grown8 == Approx((16.0 * 64 + 2.0 * 32 * 128 + 32.0 * 128) * 2 /*layers*/).epsilon(1e-9));
   // And it takes time.
   CHECK(predict_transformer(s2, w)->timeline.iteration_time > predict_transformer(s2, plain)->timeline.iteration_time);
   // A width that does not divide over tp is refused.

@@ -145,6 +145,14 @@ TEST_CASE("memory as Megatron-Core and Transformer Engine allocate it", "[transf
     w.kv_heads = 4;
     CHECK(estimate_transformer_memory(w, s)[0].activations == Approx(in_flight * layers * 29 * sbh / 2 + head));
   }
+  SECTION("FP8: Transformer Engine keeps FP8 casts of the GEMM inputs: 29 sbh / t per layer for that GPT") {
+    // QKV and fc1 inputs 1 B (-2 sbh), the projection's FP8 copy beside flash attention's bf16
+    // output (+1 sbh), fc2's input 1 B (-4 sbh): 34 - 5 = 29; the LM head's fp32 logits unchanged.
+    w.precision = DType::kFp8;
+    const double sbh = 1024.0 * 1 * 1024;
+    const double layers = 8, in_flight = 1, head = 2.0 * 1024 * 1 * double(w.padded_vocab()) / 2 * 4;
+    CHECK(estimate_transformer_memory(w, s)[0].activations == Approx(in_flight * layers * 29 * sbh / 2 + head));
+  }
 }
 
 TEST_CASE("MoE parallel folding: expert TP x ep x expert DP over the attention's tp x cp x dp ranks", "[transformer][recipes][moe]") {
