@@ -133,7 +133,12 @@ Outcome predict_row(const std::string& src, const Row& r) {
   // (model_configs/benchmarking/*.yaml); NeMo's recipes and Megatron-Core's table do.
   const bool zoo = r.at("source_id") == "megatron_moe_modelzoo";
   w["tp_comm_overlap"] = tp > 1 && !zoo;
-  if (zoo) o.assumed += "recompute of norms and activations not modelled (none); ";
+  // The model zoo's table recomputes "norm, act": Megatron-Core's --recompute-granularity
+  // selective --recompute-modules layernorm moe_act.
+  if (zoo) {
+    w["recompute"] = "selective";
+    w["recompute_modules"] = nlohmann::json::array({"layernorm", "moe_act"});
+  }
   w["distributed_optimizer"] = true;
   w["overlap_grad_reduce"] = true;
   w["overlap_param_gather"] = true;

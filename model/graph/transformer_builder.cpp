@@ -179,7 +179,10 @@ double dense_mlp_activation_bytes(const TransformerSpec& w, double sbh) {
 double layer_activation_bytes(const TransformerSpec& w, double sbh, double t) {
   const double masks = w.dropout > 0 ? 2.0 : 0.0;
   const double gemm_input = fp8_gemm_input_bytes(w);
-  const double replicated = sbh * (4 + 2 * gemm_input + masks);
+  // --recompute-modules layernorm discards the norms' bf16 outputs (the QKV and fc1 inputs);
+  // under FP8 the linears keep their own FP8 casts of them, which stay.
+  const bool norm_outputs_kept = !(w.recomputes_norms() && !w.fp8_linear_layers());
+  const double replicated = sbh * (4 + (norm_outputs_kept ? 2 * gemm_input : 0) + masks);
   const double kv = double(w.kv_heads) / double(w.heads);
   const double a = double(w.attention_width()) / double(w.hidden);  // 1 unless head_dim says otherwise
   const double projection_input = w.fp8_linear_layers() ? 2 + gemm_input : 2;
@@ -223,12 +226,17 @@ double moe_activation_bytes_change(const TransformerSpec& w, double sbh) {
   const double rows = tokens * w.moe.top_k * etp * w.moe.load_factor();  // rows its local experts process
   const double gate = fc1_multiplier(w.activation);
   const double ffn = double(w.expert_ffn()) / etp;
-  const double per_row = q * double(w.hidden) + e * gate * ffn + q * ffn;  // bytes
+  // --recompute-modules moe_act discards the activation's bf16 output (fc2's input; under
+  // FP8 fc2 keeps its own FP8 cast), and layernorm the norm's output the router keeps.
+  const bool bf16_discard = !w.fp8_linear_layers();
+  const double act_out = w.recomputes_moe_act() && bf16_discard ? 0.0 : q * ffn;
+  const double router_in = w.recomputes_norms() && bf16_discard ? 0.0 : e * sbh / t;
+  const double per_row = q * double(w.hidden) + e * gate * ffn + act_out;  // bytes
   // Shared experts: a TP MLP over every token; its sequence-parallel input and its fc1 and
   // activation outputs (this rank's width share) are kept.
   const double sf = double(w.moe.shared_ffn) / t;
   const double shared = w.moe.shared_ffn > 0 ? q * sbh / t + tokens * t * (e * gate * sf + q * sf) : 0.0;
-  return rows * per_row + e * sbh / t + mask + shared - dense_mlp;
+  return rows * per_row + router_in + mask + shared - dense_mlp;
 }
 
 /// Multi-latent attention against the formula's attention at 2-byte activations, per layer
@@ -258,7 +266,7 @@ std::vector<RankMemory> estimate_transformer_memory(const TransformerSpec& w, co
   const double sbh = double(w.seq_len / w.cp) * w.micro_batch * w.hidden;  // this rank's share of the sequence
   const double t = w.tp;
   const double attn = 5.0 * w.heads * w.seq_len / w.hidden;  // the a*s/h score terms
-  const bool keep_scores = w.attention == AttentionImpl::kUnfused && w.recompute == Recompute::kNone;
+  const bool keep_scores = w.attention == AttentionImpl::kUnfused && w.recompute != Recompute::kFull && !w.recomputes_core_attention();
   const double sp = w.sequence_parallel ? t : 1.0;
   // Bytes per layer per micro-batch at 2-byte activations.
   double per_layer = w.diffusion() ? dit_layer_activation_bytes(w, sbh, t) : layer_activation_bytes(w, sbh, t);

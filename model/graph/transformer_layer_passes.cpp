@@ -99,7 +99,7 @@ void add_attention_core_backward(const TransformerRankContext& c, TransformerDra
     d.kernels(p + "flash_attention", ph, {a});
     return;
   }
-  if (w.recompute == Recompute::kSelective) add_attention_core_forward(c, d, p + "recompute.", ph);
+  if (w.recomputes_core_attention()) add_attention_core_forward(c, d, p + "recompute.", ph);
   const double e = c.e;
   const double scores = double(b) * c.heads * s * s;
   // Gradients of the probabilities (dO V^T) and of the values (P^T dO).
@@ -256,6 +256,9 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   const double e = c.e;
   const std::int64_t T = c.tokens, H = w.hidden;
   d.kernels(p + "mlp.bias_dropout_add", ph, {ew("dropout_add_backward", c.hs(), 2, 5 * e + c.mask)});
+  // --recompute-modules layernorm: the norm's output, discarded after the forward, is
+  // recomputed before the backward that reads it (the MLP's, then the QKV projection's).
+  if (w.recomputes_norms()) d.kernels(p + "recompute.post_attention_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
   if (w.moe.in_layer(layer)) add_moe_backward(c, d, p);
   else add_mlp_backward(c, d, p, c.dense_mlp());
   d.kernels(p + "post_attention_layernorm", ph, {ew("layernorm_backward", c.hs(), kLayerNormBwdFlops, 4 * e)});
@@ -263,6 +266,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.sp_gather(p + "attention.dense.all_gather", ph, true);
   d.kernels(p + "attention.dense", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.attn_out, H), c.linear_gemm(c.attn_out, H, T)}));
   add_attention_core_backward(c, d, p);
+  if (w.recomputes_norms()) d.kernels(p + "recompute.input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
   d.sp_gather(p + "qkv.all_gather", ph, true);
   if (w.mla.enabled()) add_mla_projections_backward(c, d, p);
   else d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));

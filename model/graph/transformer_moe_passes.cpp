@@ -180,6 +180,10 @@ void add_moe_backward(const TransformerRankContext& c, TransformerDraft& d, cons
   if (c.shared_ffn2 > 0) add_mlp_backward(c, d, p, c.shared_experts());
   tokens_to_experts(c, d, p, ph, kCombineBackward);
   const double expert_in = expert_input_rows(c);
+  // --recompute-modules moe_act: the activation's output (fc2's input), discarded after
+  // the forward, is recomputed before fc2's backward reads it.
+  if (w.recomputes_moe_act())
+    d.kernels(p + "mlp.experts.recompute.activation", ph, activation_kernels(w.activation, expert_in * c.expert_ffn2, false, e));
   // Each expert GEMM's backward: input gradient (dgrad) and weight gradient (wgrad).
   std::vector<KernelDesc> fc2 = expert_gemms(c, R, c.expert_ffn2, H);
   append(fc2, expert_gemms(c, c.expert_ffn2, H, R));

@@ -7,6 +7,28 @@
 namespace perfcast {
 namespace {
 
+/// Megatron-Core's --recompute-modules (megatron/core/transformer/transformer_config.py):
+/// the modules perfcast models; the others ("mlp", "moe", "shared_experts", "mla_up_proj")
+/// are refused by name rather than ignored. As in Megatron they take effect under
+/// "recompute": "selective" only (`plan` may try none or full on the same file).
+void parse_recompute_modules(const JsonValue& v, TransformerSpec& w) {
+  if (!v.is_array()) v.fail("expected an array of module names, e.g. [\"core_attn\", \"layernorm\", \"moe_act\"]");
+  const JsonArray a = v.as_array();
+  a.require_size(1, 8);
+  w.recompute_core_attn = false;  // listed modules replace Megatron's default ["core_attn"]
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const JsonValue m = a[i];
+    if (!m.is_string()) m.fail("expected a module name (core_attn, layernorm, moe_act)");
+    const std::string name = m.as_string();
+    if (name == "layernorm") w.recompute_norms = true;
+    else if (name == "moe_act") w.recompute_moe_act = true;
+    else if (name == "mlp" || name == "moe" || name == "shared_experts" || name == "mla_up_proj")
+      m.fail(fmt::format("recompute module \"{}\" is not modelled (modelled: core_attn, layernorm, moe_act)", name));
+    else if (m.as_enum({"core_attn", "layernorm", "moe_act"}) == "core_attn") w.recompute_core_attn = true;
+  }
+}
+
+
 constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
 
 DType dtype_of(const std::string& s) { return *dtype_from_name(s); }
@@ -337,6 +359,7 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
   w.global_batch = root.integer("global_batch", 1, std::int64_t{1} << 30);
   const std::string rc = root.enum_or("recompute", {"none", "selective", "full"}, "none");
   w.recompute = rc == "none" ? Recompute::kNone : rc == "selective" ? Recompute::kSelective : Recompute::kFull;
+  if (const auto modules = root.find("recompute_modules")) parse_recompute_modules(*modules, w);
   [[maybe_unused]] const std::string opt = root.enum_or("optimizer", {"adam"}, "adam");
   w.distributed_optimizer = root.bool_or("distributed_optimizer", false);
   w.overlap_grad_reduce = root.bool_or("overlap_grad_reduce", false);

@@ -162,6 +162,18 @@ struct TransformerSpec {
   std::int64_t micro_batch = 1;  ///< sequences per micro-batch
   std::int64_t global_batch = 1; ///< sequences per iteration, all DP ranks
   Recompute recompute = Recompute::kNone;
+  /// Megatron-Core's --recompute-modules under selective recompute: the core attention's
+  /// scores (core_attn, the default; no effect with flash attention), the two norms
+  /// (layernorm: their outputs are discarded and recomputed before the backward that reads
+  /// them) and the experts' activation (moe_act: its output is discarded and recomputed
+  /// before fc2's backward).
+  bool recompute_core_attn = true;  ///< with selective: the unfused attention's scores
+  bool recompute_norms = false;
+  bool recompute_moe_act = false;
+  /// Selective recompute of the unfused core attention (scores not kept).
+  [[nodiscard]] bool recomputes_core_attention() const { return recompute == Recompute::kSelective && recompute_core_attn; }
+  [[nodiscard]] bool recomputes_norms() const { return recompute == Recompute::kSelective && recompute_norms; }
+  [[nodiscard]] bool recomputes_moe_act() const { return recompute == Recompute::kSelective && recompute_moe_act; }
   bool distributed_optimizer = false;  ///< Adam states sharded over DP (reduce-scatter + all-gather)
   /// Megatron's --overlap-grad-reduce: the DP gradient reduction is issued per layer as soon
   /// as the last micro-batch's backward of that layer ends, overlapping the rest of the
