@@ -24,33 +24,34 @@ long index_of(const ExecutionGraph& g, const std::string& name) {
   return it == ops.end() ? -1 : static_cast<long>(it - ops.begin());
 }
 
-/// hidden 64, 4 heads, 2 layers, sequence 32, tp 2 with sequence parallelism, no dropout,
-/// bf16, one micro-batch per iteration.
-TransformerSpec dense(bool norms) {
+/// hidden 64, 4 heads, 2 layers, sequence 32, bf16, no dropout, one micro-batch per
+/// iteration, selective recompute.
+TransformerSpec base() {
   TransformerSpec w = test::gpt(64, 4, 2, 32);
   w.precision = DType::kBf16;
-  w.tp = 2;
   w.dp = 1;
-  w.sequence_parallel = true;
   w.dropout = 0;
   w.global_batch = 1;
   w.recompute = Recompute::kSelective;
+  return w;
+}
+
+/// Dense, tp 2 with sequence parallelism.
+TransformerSpec dense(bool norms) {
+  TransformerSpec w = base();
+  w.tp = 2;
+  w.sequence_parallel = true;
   w.recompute_norms = norms;
   return w;
 }
 
-/// The same with 4 experts of width 128 (GeLU), top-2, tp 1.
+/// 4 experts of width 128 (GeLU), top-2, tp 1.
 TransformerSpec moe(bool act) {
-  TransformerSpec w = test::gpt(64, 4, 2, 32);
-  w.precision = DType::kBf16;
+  TransformerSpec w = base();
   w.moe.experts = 4;
   w.moe.top_k = 2;
   w.ffn_hidden = 128;
   w.tp = 1;
-  w.dp = 1;
-  w.dropout = 0;
-  w.global_batch = 1;
-  w.recompute = Recompute::kSelective;
   w.recompute_moe_act = act;
   return w;
 }
