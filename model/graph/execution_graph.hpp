@@ -69,6 +69,12 @@ struct Op {
   /// handles on the training thread, at HostSpec::sample_overhead each.
   int host_tables = 0;
   double host_samples = 0;
+  /// A collective op (same rank, comm stream) that runs beside this op's kernels and keeps
+  /// `sm_sharing_sms` SMs busy while it runs (Transformer Engine's userbuffers kernels of a
+  /// TP communication overlap): the kernels lose that share of the GPU's SMs for the
+  /// shorter of the two durations (Annotator::annotate). -1: none.
+  int sm_sharing_op = -1;
+  int sm_sharing_sms = 0;
 };
 
 struct RankProgram {

@@ -154,7 +154,7 @@ void add_dit_layer_backward(const TransformerRankContext& c, TransformerDraft& d
   d.kernels(ca + "qk_norm", ph, {ew("qk_rmsnorm_backward", qk_elements(c, T, text_rows(c)), kLayerNormBwdFlops, 4 * c.e)});
   // The text embeddings are inputs (a frozen encoder's, precomputed): only the weight gradient.
   d.kernels(ca + "kv", ph, c.linear(double(text_rows(c)) * text_kv_width(c), {c.linear_gemm(text_kv_width(c), w.dit.text_dim, text_rows(c))}));
-  d.sp_gather(ca + "q.all_gather", ph, true);
+  d.sp_gather(ca + "q.all_gather", ph, true, true);
   d.kernels(ca + "q", ph, pair(T, H, q_width));
   d.tp_reduce(ca + "tp_reduce", ph, true);
   add_norm_modulate_backward(c, d, ca);
@@ -165,7 +165,7 @@ void add_dit_layer_backward(const TransformerRankContext& c, TransformerDraft& d
   add_attention_core_backward(c, d, sa);
   d.kernels(sa + "qk_norm_rope", ph, {ew("rotary_embedding_backward", qk_elements(c, T, T), kRotaryFlops, 2 * c.e),
                                       ew("qk_rmsnorm_backward", qk_elements(c, T, T), kLayerNormBwdFlops, 4 * c.e)});
-  d.sp_gather(sa + "qkv.all_gather", ph, true);
+  d.sp_gather(sa + "qkv.all_gather", ph, true, true);
   d.kernels(sa + "qkv", ph, pair(T, H, c.qkv));
   d.tp_reduce(sa + "tp_reduce", ph, true);
   add_norm_modulate_backward(c, d, sa);

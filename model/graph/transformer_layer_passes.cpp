@@ -267,7 +267,7 @@ void add_layer_backward(const TransformerRankContext& c, TransformerDraft& d, in
   d.kernels(p + "attention.dense", ph, c.linear(double(T) * H, {c.linear_gemm(T, c.attn_out, H), c.linear_gemm(c.attn_out, H, T)}));
   add_attention_core_backward(c, d, p);
   if (w.recomputes_norms()) d.kernels(p + "recompute.input_layernorm", ph, {ew("layernorm", c.hs(), kLayerNormFlops, 2 * e)});
-  d.sp_gather(p + "qkv.all_gather", ph, true);
+  d.sp_gather(p + "qkv.all_gather", ph, true, true);
   if (w.mla.enabled()) add_mla_projections_backward(c, d, p);
   else d.kernels(p + "qkv", ph, c.linear(double(T) * c.qkv, {c.linear_gemm(T, H, c.qkv), c.linear_gemm(c.qkv, H, T)}));
   d.tp_reduce(p + "qkv.tp_reduce", ph, true);

@@ -179,6 +179,11 @@ void TransformerDraft::add(Op op) {
   // add_layer_forward(.., "recompute."): recomputed forwards run in the backward phase, so
   // only backward ops' names are searched.
   op.recompute = op.phase == Phase::kBackward && op.name.find("recompute.") != std::string::npos;
+  if (share_next_op_ >= 0 && !op.kernels.empty()) {
+    op.sm_sharing_op = share_next_op_;
+    op.sm_sharing_sms = share_next_sms_;
+  }
+  share_next_op_ = -1;
   program.ops.push_back(std::move(op));
   before_last_ = last_;
   last_ = static_cast<int>(program.ops.size()) - 1;
@@ -224,6 +229,17 @@ std::vector<int> TransformerDraft::p2p_batch(const std::string& name, Phase ph, 
   return ends;
 }
 
+namespace {
+/// SMs Transformer Engine's userbuffers kernels hold while a TP collective runs beside its
+/// GEMM, TE's defaults (TransformerEngine v1.8, transformer_engine/pytorch/module/base.py,
+/// initialize_ub: "pipeline" for proj and fc2 forward reduce-scatters and "bulk" for the
+/// backward's qkv / fc1 overlaps with num_sm 16; "ring_exchange" for the other all-gathers
+/// with num_sm 1, its data moved by peer copies).
+constexpr int kUbPipelineSms = 16;
+constexpr int kUbBulkSms = 16;
+constexpr int kUbRingExchangeSms = 1;
+}  // namespace
+
 void TransformerDraft::tp_reduce(const std::string& name, Phase ph, bool beside_gemm) {
   if (c_.w.tp == 1) return;
   const double bytes = double(c_.tokens) * c_.w.hidden * c_.e;
@@ -231,19 +247,27 @@ void TransformerDraft::tp_reduce(const std::string& name, Phase ph, bool beside_
   if (c_.w.tp_comm_overlap && beside_gemm) {
     // Beside the row-parallel GEMM just added (it starts when the GEMM's input is ready);
     // the next op waits for both.
-    join_.push_back(side_collective(name, ph, c_.tp_group, d, before_last_));
+    const int side = side_collective(name, ph, c_.tp_group, d, before_last_);
+    join_.push_back(side);
+    if (last_ >= 0) {
+      program.ops[static_cast<std::size_t>(last_)].sm_sharing_op = side;
+      program.ops[static_cast<std::size_t>(last_)].sm_sharing_sms = ph == Phase::kForward ? kUbPipelineSms : kUbBulkSms;
+    }
     return;
   }
   collective(name, ph, c_.tp_group, d);
 }
 
-void TransformerDraft::sp_gather(const std::string& name, Phase ph, bool beside_gemm) {
+void TransformerDraft::sp_gather(const std::string& name, Phase ph, bool beside_gemm, bool wgrad_input) {
   if (c_.w.tp == 1 || !c_.w.sequence_parallel) return;
   const CollectiveDesc d{CollectiveKind::kAllGather, double(c_.tokens) * c_.w.hidden * c_.e, {}};
   if (c_.w.tp_comm_overlap && beside_gemm) {
     // Beside the column-parallel GEMM added next, which does not wait for it; the op after
     // that GEMM waits for both.
-    join_after_next_.push_back(side_collective(name, ph, c_.tp_group, d, last_));
+    const int side = side_collective(name, ph, c_.tp_group, d, last_);
+    join_after_next_.push_back(side);
+    share_next_op_ = side;
+    share_next_sms_ = wgrad_input ? kUbBulkSms : kUbRingExchangeSms;
     return;
   }
   collective(name, ph, c_.tp_group, d);

@@ -204,9 +204,13 @@ class TransformerDraft {
   /// layer's input gradient (backward): all-reduce, or reduce-scatter under sequence parallelism.
   /// `beside_gemm`: the collective belongs to a Transformer Engine linear layer, which
   /// tp_comm_overlap runs beside its GEMM (the embedding's and LM head's do not).
+  /// Beside the GEMM, the reduce-scatter holds kUbPipelineSms (forward) or kUbBulkSms
+  /// (backward) SMs while it runs (Op::sm_sharing_op).
   void tp_reduce(const std::string& name, Phase ph, bool beside_gemm = false);
   /// Sequence parallelism: the all-gather of the hidden states before a column-parallel layer.
-  void sp_gather(const std::string& name, Phase ph, bool beside_gemm = false);
+  /// Beside the GEMM it holds kUbRingExchangeSms, or kUbBulkSms for `wgrad_input` (the
+  /// backward's gather of a column-parallel layer's input for its weight gradient).
+  void sp_gather(const std::string& name, Phase ph, bool beside_gemm = false, bool wgrad_input = false);
   /// The op name with the micro-batch prefix.
   [[nodiscard]] std::string named(const std::string& name) const { return mb_ + name; }
   /// Whether the current micro-batch is the iteration's last (set by set_micro_batch).
@@ -236,6 +240,7 @@ class TransformerDraft {
   int last_ = -1;
   int before_last_ = -1;  ///< the op before last_ in the chain
   std::vector<int> join_after_next_;  ///< side collectives the op after the next one waits for
+  int share_next_op_ = -1, share_next_sms_ = 0;  ///< a gather beside the next op: Op::sm_sharing_op
   std::string mb_;  ///< name prefix of the current micro-batch, e.g. "mb3."
   bool last_mb_ = false;
   bool first_mb_ = false;

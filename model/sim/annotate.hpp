@@ -41,6 +41,9 @@ class Annotator {
   [[nodiscard]] std::size_t cache_size() const { return cache_.size(); }
 
  private:
+  /// Op::sm_sharing_op: lengthens the kernels of ops that share their SMs with a collective
+  /// beside them (after the kernels and collectives are estimated).
+  void add_sm_sharing(const ExecutionGraph& g, TimedGraph& t) const;
   const SystemSpec* system_;
   const CollectiveModel* comm_;
   const KernelCalibration* calibration_ = nullptr;

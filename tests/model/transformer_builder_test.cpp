@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "model/predict/predict.hpp"
+#include "model/sim/annotate.hpp"
+#include "topology/collective_calibration.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "predictors/spec_predictors.hpp"
 #include "tests/model/transformer_test_support.hpp"
@@ -472,6 +474,65 @@ TEST_CASE("tp_comm_overlap: each TP collective beside its GEMM, joined by the op
   const double serial = time_of(false), overlapped = time_of(true);
   CHECK(overlapped <= serial);
   CHECK(overlapped < 0.95 * serial);  // tp 4 on one node: TP communication is a large share
+}
+
+TEST_CASE("tp_comm_overlap: the userbuffers kernels' SMs, taken from the GEMM beside them", "[transformer]") {
+  TransformerSpec w = small_gpt(2, 1, 1, 2);
+  w.sequence_parallel = true;
+  w.tp_comm_overlap = true;
+  const ExecutionGraph g = build_transformer_graph(w, 2);
+  const auto& ops = g.ranks[0].ops;
+  auto op = [&](const std::string& name) -> const Op& {
+    for (const Op& o : ops)
+      if (o.name == name) return o;
+    FAIL("no op " << name);
+    return ops.front();
+  };
+  auto side_name = [&](const Op& o) { return ops[static_cast<std::size_t>(o.sm_sharing_op)].name; };
+  // Transformer Engine's defaults: "pipeline" reduce-scatters beside the forward's row-parallel
+  // GEMMs and "bulk" overlaps in the backward's QKV and fc1 take 16 SMs; "ring_exchange"
+  // gathers 1.
+  CHECK(side_name(op("mb0.layer0.attention.dense")) == "mb0.layer0.attention.tp_reduce");
+  CHECK(op("mb0.layer0.attention.dense").sm_sharing_sms == 16);
+  CHECK(side_name(op("mb0.layer0.qkv")) == "mb0.layer0.attention.all_gather");
+  CHECK(op("mb0.layer0.qkv").sm_sharing_sms == 1);
+  CHECK(op("mb0.layer0.backward.qkv").sm_sharing_sms == 16);
+  CHECK(op("mb0.layer0.backward.attention.dense").sm_sharing_sms == 1);
+  CHECK(op("mb0.layer0.flash_attention").sm_sharing_op == -1);
+
+  // Annotation: in this small model the reduce-scatter outlasts the projection GEMM, which
+  // then runs on 108 - 16 of the A100's 108 SMs throughout: its time x 16 / 92 is added.
+  const SystemSpec s = dgx_a100(2);
+  const auto comm = make_collective_model(s);
+  Annotator a(s, *comm);
+  const TimedGraph t = a.annotate(g);
+  ExecutionGraph plain = g;
+  for (Op& o : plain.ranks[0].ops) o.sm_sharing_sms = 0;
+  Annotator b(s, *comm);
+  const TimedGraph u = b.annotate(plain);
+  std::size_t dense = 0;
+  while (ops[dense].name != "mb0.layer0.attention.dense") ++dense;
+  auto busy = [&](const TimedGraph& tg) {
+    double sum = 0;
+    for (const auto& k : tg.ops[0][dense].kernels) sum += k.time;
+    return sum;
+  };
+  const Op& rs = ops[static_cast<std::size_t>(ops[dense].sm_sharing_op)];
+  const double rs_time = t.collectives[static_cast<std::size_t>(*rs.collective)].time;
+  const double sms = s.gpu.sm_count;
+  REQUIRE(rs_time > busy(u) * sms / (sms - 16));
+  CHECK(sms == 108);
+  CHECK(busy(t) - busy(u) == Approx(busy(u) * 16 / (sms - 16)));
+  // A collective that ends first costs its duration x 16 / sms instead (never more than the
+  // stretch): the rule on the QKV backward, beside its 16-SM bulk gather, if it ends first.
+  std::size_t qkv = 0;
+  while (ops[qkv].name != "mb0.layer0.backward.qkv") ++qkv;
+  double qkv_t = 0, qkv_u = 0;
+  for (const auto& k : t.ops[0][qkv].kernels) qkv_t += k.time;
+  for (const auto& k : u.ops[0][qkv].kernels) qkv_u += k.time;
+  const Op& ag = ops[static_cast<std::size_t>(ops[qkv].sm_sharing_op)];
+  const double ag_time = t.collectives[static_cast<std::size_t>(*ag.collective)].time;
+  CHECK(qkv_t - qkv_u == Approx(std::min(ag_time * 16 / sms, qkv_u * 16 / (sms - 16))));
 }
 
 TEST_CASE("GEMM FLOPs per iteration equal Megatron-LM's formula", "[transformer][megatron]") {
