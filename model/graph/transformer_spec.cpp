@@ -28,7 +28,6 @@ void parse_recompute_modules(const JsonValue& v, TransformerSpec& w) {
   }
 }
 
-
 constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;
 
 DType dtype_of(const std::string& s) { return *dtype_from_name(s); }

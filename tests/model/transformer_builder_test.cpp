@@ -56,6 +56,31 @@ std::vector<std::string> p2p_names(const ExecutionGraph& g, int rank) {
 
 SystemSpec dgx_a100(int gpus) { return test::system("dgx_a100", "gpus_per_node", gpus); }
 
+/// small_gpt at tp 2 with sequence parallelism and Transformer Engine's TP communication
+/// overlap, 2 sequences.
+ExecutionGraph tp_overlap_graph() {
+  TransformerSpec w = small_gpt(2, 1, 1, 2);
+  w.sequence_parallel = true;
+  w.tp_comm_overlap = true;
+  return build_transformer_graph(w, 2);
+}
+
+/// Index of rank 0's op `name` (fails the test when absent).
+std::size_t op_index(const ExecutionGraph& g, const std::string& name) {
+  const auto& ops = g.ranks[0].ops;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name) return i;
+  FAIL("no op " << name);
+  return 0;
+}
+
+/// Sum of the kernel times of rank 0's op `i`, s.
+double kernel_time(const TimedGraph& t, std::size_t i) {
+  double sum = 0;
+  for (const auto& k : t.ops[0][i].kernels) sum += k.time;
+  return sum;
+}
+
 }  // namespace
 
 TEST_CASE("one layer's forward GEMM FLOPs match 24 T h^2 + 4 T s h over tp", "[transformer]") {
@@ -435,10 +460,7 @@ TEST_CASE("symmetric simulation equals the full simulation rank by rank", "[tran
 }
 
 TEST_CASE("tp_comm_overlap: each TP collective beside its GEMM, joined by the op after it; never slower", "[transformer]") {
-  TransformerSpec w = small_gpt(2, 1, 1, 2);
-  w.sequence_parallel = true;
-  w.tp_comm_overlap = true;
-  const ExecutionGraph g = build_transformer_graph(w, 2);
+  const ExecutionGraph g = tp_overlap_graph();
   const auto& ops = g.ranks[0].ops;
   auto index_of = [&](const std::string& name) {
     for (std::size_t i = 0; i < ops.size(); ++i)
@@ -477,17 +499,9 @@ TEST_CASE("tp_comm_overlap: each TP collective beside its GEMM, joined by the op
 }
 
 TEST_CASE("tp_comm_overlap: the userbuffers kernels' SMs, taken from the GEMM beside them", "[transformer]") {
-  TransformerSpec w = small_gpt(2, 1, 1, 2);
-  w.sequence_parallel = true;
-  w.tp_comm_overlap = true;
-  const ExecutionGraph g = build_transformer_graph(w, 2);
+  const ExecutionGraph g = tp_overlap_graph();
   const auto& ops = g.ranks[0].ops;
-  auto op = [&](const std::string& name) -> const Op& {
-    for (const Op& o : ops)
-      if (o.name == name) return o;
-    FAIL("no op " << name);
-    return ops.front();
-  };
+  auto op = [&](const std::string& name) -> const Op& { return ops[op_index(g, name)]; };
   auto side_name = [&](const Op& o) { return ops[static_cast<std::size_t>(o.sm_sharing_op)].name; };
   // Transformer Engine's defaults: "pipeline" reduce-scatters beside the forward's row-parallel
   // GEMMs and "bulk" overlaps in the backward's QKV and fc1 take 16 SMs; "ring_exchange"
@@ -500,8 +514,7 @@ TEST_CASE("tp_comm_overlap: the userbuffers kernels' SMs, taken from the GEMM be
   CHECK(op("mb0.layer0.backward.attention.dense").sm_sharing_sms == 1);
   CHECK(op("mb0.layer0.flash_attention").sm_sharing_op == -1);
 
-  // Annotation: in this small model the reduce-scatter outlasts the projection GEMM, which
-  // then runs on 108 - 16 of the A100's 108 SMs throughout: its time x 16 / 92 is added.
+  // Annotation, against the same graph without the SM share.
   const SystemSpec s = dgx_a100(2);
   const auto comm = make_collective_model(s);
   Annotator a(s, *comm);
@@ -510,29 +523,19 @@ TEST_CASE("tp_comm_overlap: the userbuffers kernels' SMs, taken from the GEMM be
   for (Op& o : plain.ranks[0].ops) o.sm_sharing_sms = 0;
   Annotator b(s, *comm);
   const TimedGraph u = b.annotate(plain);
-  std::size_t dense = 0;
-  while (ops[dense].name != "mb0.layer0.attention.dense") ++dense;
-  auto busy = [&](const TimedGraph& tg) {
-    double sum = 0;
-    for (const auto& k : tg.ops[0][dense].kernels) sum += k.time;
-    return sum;
-  };
-  const Op& rs = ops[static_cast<std::size_t>(ops[dense].sm_sharing_op)];
-  const double rs_time = t.collectives[static_cast<std::size_t>(*rs.collective)].time;
   const double sms = s.gpu.sm_count;
-  REQUIRE(rs_time > busy(u) * sms / (sms - 16));
   CHECK(sms == 108);
-  CHECK(busy(t) - busy(u) == Approx(busy(u) * 16 / (sms - 16)));
+  auto side_time = [&](std::size_t i) { return t.collectives[static_cast<std::size_t>(*ops[static_cast<std::size_t>(ops[i].sm_sharing_op)].collective)].time; };
+  // In this small model the reduce-scatter outlasts the projection GEMM, which then runs on
+  // 108 - 16 of the A100's 108 SMs throughout: its time x 16 / 92 is added.
+  const std::size_t dense = op_index(g, "mb0.layer0.attention.dense");
+  REQUIRE(side_time(dense) > kernel_time(u, dense) * sms / (sms - 16));
+  CHECK(kernel_time(t, dense) - kernel_time(u, dense) == Approx(kernel_time(u, dense) * 16 / (sms - 16)));
   // A collective that ends first costs its duration x 16 / sms instead (never more than the
-  // stretch): the rule on the QKV backward, beside its 16-SM bulk gather, if it ends first.
-  std::size_t qkv = 0;
-  while (ops[qkv].name != "mb0.layer0.backward.qkv") ++qkv;
-  double qkv_t = 0, qkv_u = 0;
-  for (const auto& k : t.ops[0][qkv].kernels) qkv_t += k.time;
-  for (const auto& k : u.ops[0][qkv].kernels) qkv_u += k.time;
-  const Op& ag = ops[static_cast<std::size_t>(ops[qkv].sm_sharing_op)];
-  const double ag_time = t.collectives[static_cast<std::size_t>(*ag.collective)].time;
-  CHECK(qkv_t - qkv_u == Approx(std::min(ag_time * 16 / sms, qkv_u * 16 / (sms - 16))));
+  // stretch): the QKV backward beside its 16-SM bulk gather.
+  const std::size_t qkv = op_index(g, "mb0.layer0.backward.qkv");
+  CHECK(kernel_time(t, qkv) - kernel_time(u, qkv) ==
+        Approx(std::min(side_time(qkv) * 16 / sms, kernel_time(u, qkv) * 16 / (sms - 16))));
 }
 
 TEST_CASE("GEMM FLOPs per iteration equal Megatron-LM's formula", "[transformer][megatron]") {
