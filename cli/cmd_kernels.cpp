@@ -21,7 +21,7 @@ Action add_kernels(CLI::App& app) {
   cmd->add_option("--attention", r->attention,
                   "an attention: batch=,heads=,seq=|seq_q=,seq_kv=,head_dim=[,kv_heads=][,head_dim_v=][,causal=0][,window=0]"
                   "[,pass=forward|backward|both][,dtype=bf16][,impl=flash2|flash3|cudnn|triton|tilelang]");
-  cmd->add_option("--memory-bound", r->memory_bound, "a memory-bound op: bytes=64MiB[,op=copy][,cold_l2=0]");
+  cmd->add_option("--memory-bound", r->memory_bound, "a memory-bound op: bytes=64MiB[,op=copy][,cold_l2=0][,elements=N][,thread_per_element=0]");
   cmd->add_option("--embedding", r->embedding,
                   "an embedding lookup: tables=,rows=,dim=,batch=[,pooling=1][,distribution=uniform|zipf:A][,pass=forward|backward]"
                   "[,optimizer=sgd][,dtype=fp32][,unpooled=0][,storage=hbm|uvm]");

@@ -311,7 +311,7 @@ bool predict_model2(const KernelDesc& k, const GpuSpec& gpu, const KernelCalibra
     const double capacity = f->l2_resident_share * gpu.l2_cache;
     const double h = d.cold_l2 || capacity <= 0 || f->l2_efficiency <= 0 ? 0.0 : std::clamp((2 * capacity - bytes) / capacity, 0.0, 1.0);
     e.time = f->overhead + limited(bytes * (1 - h) / gpu.memory_bandwidth, f->memory_efficiency) +
-             limited(bytes * h / gpu.l2_bandwidth, f->l2_efficiency);
+             limited(bytes * h / gpu.l2_bandwidth, f->l2_efficiency) + thread_waves(d, gpu) * f->wave_time;
     e.bound = h > 0.5 ? "l2" : "memory";
     e.predictor = "elementwise.calibrated";
   }
@@ -357,6 +357,11 @@ Estimate predict_with_calibration(const KernelDesc& k, const GpuSpec& gpu, const
   return e;
 }
 
+double thread_waves(const ElementwiseDesc& d, const GpuSpec& gpu) {
+  if (!d.thread_per_element || gpu.sm_count <= 0) return 0.0;
+  return static_cast<double>(d.elements) / (gpu.sm_count * kResidentThreadsPerSm);
+}
+
 std::string kernel_calibration_to_json(const KernelCalibration& c) {
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : c.fits) {
@@ -373,6 +378,7 @@ std::string kernel_calibration_to_json(const KernelCalibration& c) {
     if (f.row_round_time > 0) j["row_round_time"] = fmt::format("{:.6f}us", f.row_round_time * 1e6);
     if (f.sort_efficiency > 0) j["sort_efficiency"] = f.sort_efficiency;
     if (f.l2_resident_share > 0) j["l2_resident_share"] = f.l2_resident_share;
+    if (f.wave_time > 0) j["wave_time"] = fmt::format("{:.6f}us", f.wave_time * 1e6);
     if (!f.sources.empty()) j["sources"] = f.sources;
     fits.push_back(j);
   }
@@ -426,6 +432,7 @@ KernelCalibration parse_kernel_calibration(const JsonDocument& doc) {
     f.row_round_time = o.quantity_or("row_round_time", Dimension::kTime, 0);
     f.sort_efficiency = o.number_or("sort_efficiency", 0, 10, 0);
     f.l2_resident_share = o.number_or("l2_resident_share", 0, 1, 0);
+    f.wave_time = o.quantity_or("wave_time", Dimension::kTime, 0);
     if (auto v = o.find("sources")) {
       const JsonArray a = v->as_array();
       for (std::size_t k = 0; k < a.size(); ++k) f.sources.push_back(a[k].as_string());

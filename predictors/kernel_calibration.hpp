@@ -27,8 +27,9 @@
 /// ("attention_forward.cudnn.bf16", with "attention_forward.bf16" fitted over every
 /// implementation as the fallback) on attention_work()'s terms; and memory-bound kernels
 /// ("elementwise") with an L2-resident regime:
-///   time = overhead + bytes (1 - h) / (HBM x e_memory) + bytes h / (L2 x e_l2),
-///   h = clamp((2 C - bytes) / C, 0, 1), C = l2_resident_share x L2 capacity (0 for cold L2).
+///   time = overhead + bytes (1 - h) / (HBM x e_memory) + bytes h / (L2 x e_l2) + waves x wave_time,
+///   h = clamp((2 C - bytes) / C, 0, 1), C = l2_resident_share x L2 capacity (0 for cold L2),
+///   waves = thread_waves(): 0 unless the kernel launches one thread per element.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -42,6 +43,14 @@
 
 namespace perfcast {
 
+/// Resident threads per SM on the GPUs perfcast models (compute capability 7.0, 8.0 and 9.0:
+/// 2,048; CUDA C++ Programming Guide, table "Technical Specifications per Compute Capability").
+inline constexpr double kResidentThreadsPerSm = 2048;
+
+/// Waves of resident threads of a kernel that launches one thread per element: elements /
+/// (SMs x kResidentThreadsPerSm); 0 for any other kernel or a GPU without an SM count.
+[[nodiscard]] double thread_waves(const ElementwiseDesc& d, const GpuSpec& gpu);
+
 struct FamilyFit {
   std::string family;      ///< "gemm.fp32", ..., "elementwise", "memcpy.h2d", ..., "embedding_forward", "embedding_backward"
   double compute_efficiency = 0;  ///< GEMM only: share of the tensor / FP32 peak
@@ -51,6 +60,10 @@ struct FamilyFit {
   Seconds row_round_time = 0;     ///< embedding only: time per dependent row fetch of a warp slot
   double sort_efficiency = 0;     ///< embedding backward only: share of HBM the index sort reaches
   double l2_resident_share = 0;   ///< elementwise, kernel model 2: share of L2 a warm working set keeps
+  /// elementwise, kernel model 2: time per wave of resident threads, s, of a kernel that
+  /// launches one thread per element (its blocks' launch, one memory round trip and retire),
+  /// added to the bytes' time (ElementwiseDesc::thread_per_element)
+  Seconds wave_time = 0;
   std::vector<std::string> sources;  ///< kernel model 2: the sources of the rows fitted (their source ids)
   std::size_t train_samples = 0;
   std::size_t heldout_samples = 0;

@@ -110,7 +110,9 @@ std::string kernel_label(const KernelDesc& k) {
             return fmt::format("embedding_{} {} tables batch {}{}", e.pass == EmbeddingPass::kForward ? "fwd" : "bwd",
                                e.tables.size(), e.batch, host ? fmt::format(" ({} in host memory)", host) : std::string());
           },
-          [](const ElementwiseDesc& e) { return fmt::format("{} {} elements", e.op, e.elements); },
+          [](const ElementwiseDesc& e) {
+            return fmt::format("{} {} elements{}", e.op, e.elements, e.thread_per_element ? ", a thread each" : "");
+          },
           [](const MemcpyDesc& m) {
             const char* dir = m.kind == CopyKind::kHostToDevice   ? "H2D"
                               : m.kind == CopyKind::kDeviceToHost ? "D2H"
@@ -172,6 +174,7 @@ std::size_t hash_value(const KernelDesc& k) {
                    mix_d(seed, e.flops_per_element);
                    mix_d(seed, e.bytes_per_element);
                    mix(seed, e.cold_l2);
+                   if (e.thread_per_element) mix(seed, std::size_t{0x7e});  // absent from earlier keys
                  },
                  [&](const MemcpyDesc& m) {
                    mix_d(seed, m.bytes);

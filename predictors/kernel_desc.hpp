@@ -105,6 +105,10 @@ struct ElementwiseDesc {
   /// The operands start outside L2 (a benchmark that flushes L2 before each call). false:
   /// a working set that fits in L2 may be served from it (the producer just wrote it).
   bool cold_l2 = false;
+  /// The kernel launches one thread per element (no grid-stride loop), so its blocks retire
+  /// and are replaced once per wave of resident threads: a benchmark's plain kernel, not a
+  /// library's vectorised one. false: not stated (the HBM rate alone bounds the kernel).
+  bool thread_per_element = false;
   bool operator==(const ElementwiseDesc&) const = default;
 };
 

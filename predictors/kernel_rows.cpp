@@ -229,6 +229,7 @@ void memory_bound_row(KernelRow& r, const CsvTable& t) {
   e.flops_per_element = 1;
   // Triton's do_bench flushes L2 before every call; KernelBench's newer harness thrashes it.
   e.cold_l2 = contains(measurement, "do_bench") || contains(measurement, "L2 thrashed");
+  e.thread_per_element = contains(measurement, "one thread per element");
   r.kernels.push_back(e);
 }
 

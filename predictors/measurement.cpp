@@ -88,7 +88,7 @@ TimingStats timing_stats(std::vector<Seconds> v, std::string timer) {
 }
 
 nlohmann::json kernel_to_json(const KernelDesc& k) {
-  // Keys added after schema 1.0 (block_scaled, implementation, cold_l2, window) are written
+  // Keys added after schema 1.0 (block_scaled, implementation, cold_l2, thread_per_element, window) are written
   // only when they differ from their defaults, so earlier files and their readers agree.
   if (const auto* g = std::get_if<GemmDesc>(&k)) {
     nlohmann::json j = {{"family", "gemm"}, {"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch},
@@ -102,6 +102,7 @@ nlohmann::json kernel_to_json(const KernelDesc& k) {
     nlohmann::json j = {{"family", "elementwise"}, {"op", e->op}, {"elements", e->elements},
                         {"flops_per_element", e->flops_per_element}, {"bytes_per_element", e->bytes_per_element}};
     if (e->cold_l2) j["cold_l2"] = true;
+    if (e->thread_per_element) j["thread_per_element"] = true;
     return j;
   }
   if (const auto* a = std::get_if<AttentionDesc>(&k)) {
@@ -156,6 +157,7 @@ KernelDesc kernel_from_json(const JsonObject& o) {
     e.flops_per_element = o.at("flops_per_element").as_number_in(0, 1e6);
     e.bytes_per_element = o.at("bytes_per_element").as_number_in(0, 1e6);
     e.cold_l2 = o.bool_or("cold_l2", false);
+    e.thread_per_element = o.bool_or("thread_per_element", false);
     out = e;
   } else if (family == "attention_forward" || family == "attention_backward") {
     AttentionDesc a;

@@ -272,6 +272,7 @@ struct MemoryTerm {
   bool cold;
   std::string gpu_class;
   const GpuSpec* gpu;
+  double waves;  ///< thread_waves(): 0 unless the kernel launches one thread per element
 };
 
 double l2_hit(const MemoryTerm& t, double share) {
@@ -285,15 +286,17 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
   std::vector<std::string> classes;
   for (const auto* s : group) {
     const auto& e = std::get<ElementwiseDesc>(s->row->kernels.front());
-    terms.push_back({static_cast<double>(e.elements) * e.bytes_per_element, e.cold_l2, s->row->gpu_class, &s->gpu});
+    terms.push_back({static_cast<double>(e.elements) * e.bytes_per_element, e.cold_l2, s->row->gpu_class, &s->gpu,
+                     thread_waves(e, s->gpu)});
     if (std::find(classes.begin(), classes.end(), s->row->gpu_class) == classes.end()) classes.push_back(s->row->gpu_class);
   }
   std::sort(classes.begin(), classes.end());
   const int nc = static_cast<int>(classes.size());
   auto index = [&](const std::string& c) { return static_cast<int>(std::find(classes.begin(), classes.end(), c) - classes.begin()); };
-  // Parameters: [overhead, l - 1, b - 1 per class...]; then the harness intercepts.
-  const auto harness = harness_params(group, 2 + nc);
-  const int params = 2 + nc + static_cast<int>(harness.size());
+  // Parameters: [overhead, l - 1, b - 1 per class..., wave time]; then the harness intercepts.
+  const int wave_param = 2 + nc;
+  const auto harness = harness_params(group, 3 + nc);
+  const int params = 3 + nc + static_cast<int>(harness.size());
   const std::vector<double> weights = source_weights(group);
   auto rows_for = [&](double share, bool& any_l2) {
     std::vector<LinearRow> rows;
@@ -308,6 +311,7 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
       const double hbm = t.bytes * (1 - h) / t.gpu->memory_bandwidth, l2 = t.bytes * h / t.gpu->l2_bandwidth;
       r.fixed = hbm + l2;
       r.coef = {{0, 1.0}, {1, l2}, {2 + index(t.gpu_class), hbm}};
+      if (t.waves > 0) r.coef.push_back({wave_param, t.waves});
       add_harness(r, *group[i], harness);
       rows.push_back(r);
     }
@@ -335,6 +339,7 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
   ff.overhead = best_x[0];
   ff.l2_efficiency = any_l2_best ? 1 / (1 + best_x[1]) : kPriorL2Efficiency;
   ff.l2_resident_share = any_l2_best ? best_share : kPriorL2Share;
+  ff.wave_time = best_x[static_cast<std::size_t>(wave_param)];
   double log_sum = 0;
   for (int c = 0; c < nc; ++c) {
     const double e = 1 / (1 + best_x[static_cast<std::size_t>(2 + c)]);

@@ -15,13 +15,12 @@ namespace perfcast::profiler::bench {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kBlockThreads;
 
-/// Blocks for a grid-stride loop over n elements: enough to fill any current GPU (132 SMs x 8
-/// blocks of 256 threads per SM on H100 is ~1k; 64k caps tiny launches' overhead too).
+/// Blocks for a grid-stride loop over n elements, at most kMaxBlocks (bench_kernels.hpp).
 unsigned blocks_for(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65536 ? 65536 : b));
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
 }
 
 /// splitmix64 finalizer: a good 64-bit mix of a counter.

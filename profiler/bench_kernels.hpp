@@ -10,6 +10,15 @@
 
 namespace perfcast::profiler::bench {
 
+/// Launch shape of the grid-stride kernels below: blocks of kBlockThreads threads, at most
+/// kMaxBlocks of them (enough to fill any current GPU: 132 SMs x 8 blocks of 256 threads is
+/// about 1,000; the cap bounds tiny launches' overhead too).
+inline constexpr int kBlockThreads = 256;
+inline constexpr std::int64_t kMaxBlocks = 65536;
+/// An elementwise launch over n elements runs one thread per element (each thread's loop
+/// makes one trip) up to kBlockThreads x kMaxBlocks = 16,777,216 elements.
+constexpr bool launches_thread_per_element(std::int64_t n) { return n <= kBlockThreads * kMaxBlocks; }
+
 /// p[i] = uniform in [lo, hi) from a counter-based hash of (seed, i); deterministic.
 void launch_fill_uniform_f32(float* p, std::int64_t n, std::uint64_t seed, float lo, float hi, void* stream);
 /// The same into 16-bit storage: fp16 when !bf16, else bf16 (round to nearest even).

@@ -1,5 +1,7 @@
 #include "profiler/sweep.hpp"
 
+#include "profiler/bench_kernels.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -280,6 +282,11 @@ Sweep parse_sweep(const JsonDocument& doc) {
   if (s.settings.flush_l2)
     for (auto& c : s.cases)
       if (auto* e = std::get_if<ElementwiseDesc>(&c.kernel)) e->cold_l2 = true;
+  // The elementwise kernels (not the bias-gradient reduction) run one thread per element up to
+  // the launch cap: say so, as the model adds their waves of resident threads.
+  for (auto& c : s.cases)
+    if (auto* e = std::get_if<ElementwiseDesc>(&c.kernel))
+      e->thread_per_element = e->op != "bias_grad" && bench::launches_thread_per_element(e->elements);
   root.finish();
   return s;
 }

@@ -142,7 +142,7 @@ KernelSpecArg parse_attention_arg(const std::string& text) {
 }
 
 KernelSpecArg parse_memory_bound_arg(const std::string& text) {
-  const SpecArgs a("--memory-bound", text, {"bytes", "op", "cold_l2"});
+  const SpecArgs a("--memory-bound", text, {"bytes", "op", "cold_l2", "elements", "thread_per_element"});
   if (!a.has("bytes")) a.fail("bytes", "missing key \"bytes\" (bytes read + written, e.g. 64MiB)");
   double bytes = 0;
   try {
@@ -153,10 +153,13 @@ KernelSpecArg parse_memory_bound_arg(const std::string& text) {
   if (bytes < 1) a.fail("bytes", "expected at least 1B");
   ElementwiseDesc e;
   e.op = a.text_or("op", "copy");
-  e.elements = static_cast<std::int64_t>(std::ceil(bytes));
-  e.bytes_per_element = 1;
+  e.elements = a.count_or("elements", static_cast<std::int64_t>(std::ceil(bytes)), 1, static_cast<std::int64_t>(std::ceil(bytes)));
+  e.bytes_per_element = bytes / static_cast<double>(e.elements);
   e.flops_per_element = 0;
   e.cold_l2 = a.flag("cold_l2");
+  e.thread_per_element = a.flag("thread_per_element");
+  if (e.thread_per_element && !a.has("elements"))
+    a.fail("thread_per_element", "needs \"elements\" (the threads the kernel launches, one per element)");
   return {"--memory-bound", text, {e}};
 }
 

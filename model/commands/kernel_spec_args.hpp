@@ -12,7 +12,8 @@
 ///                   head_dim_v [head_dim]; causal [0]; window [0: none]; pass [forward]
 ///                   (forward, backward, both); dtype [bf16]; impl [flash2] (flash2, flash3,
 ///                   cudnn, triton, tilelang)
-///   --memory-bound  bytes (read + written, e.g. 64MiB); op [copy]; cold_l2 [0]
+///   --memory-bound  bytes (read + written, e.g. 64MiB); op [copy]; cold_l2 [0]; elements [bytes];
+///                   thread_per_element [0] (1: one thread per element, needs elements)
 ///   --embedding     tables, rows, dim, batch; pooling [1]; distribution [uniform] (uniform,
 ///                   zipf:ALPHA); pass [forward] (forward, backward); optimizer [sgd] (sgd,
 ///                   rowwise_adagrad, adam, adagrad); dtype [fp32]; unpooled [0]; storage

@@ -8,9 +8,9 @@
 #    so a change to the fit cannot leave stale calibrations behind;
 # 2. the leave-one-source-out error per family (geometric mean over the held-out sources)
 #    stays within its bound: GEMM 12% (11.3% when shipped with the Azure guide's rows: the
-#    goal of 10% is not met), attention 12% (5.1%), memory-bound 12% (11.6%: 9.0% before the
-#    Azure guide's BabelStream rows, whose H200 streams run at 0.83-0.93 of the HBM peak where
-#    gpu-benches' run at 0.66-0.71; the goal of 10% is not met).
+#    goal of 10% is not met), attention 12% (5.1%), memory-bound 10%, the goal (9.3% since
+#    kernels of one thread per element pay their waves of resident threads and Liger's loss
+#    kernels count the gradient they write; 11.6% before).
 # Usage: kernels_accuracy_test.sh PERFCAST_BINARY SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
 cd "$src" || exit 1  # the calibrations record their measurement files relative to the repository
@@ -54,7 +54,7 @@ done
 
 check "held-out error per family within its bound" python3 - "$tmp/fit.json" <<'PY'
 import json, sys
-bounds = {"gemm": 0.12, "attention": 0.12, "memory_bound": 0.12}
+bounds = {"gemm": 0.12, "attention": 0.12, "memory_bound": 0.10}
 families = {f["family"]: f["held_out"]["per_source_geomean_abs_error"] for f in json.load(open(sys.argv[1]))["summary"]["by_family"]}
 ok = True
 for family, bound in bounds.items():

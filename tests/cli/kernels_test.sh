@@ -46,6 +46,19 @@ expect "missing key" 2 'missing key "head_dim"' -- "$perfcast" kernels --system 
 expect "bad value" 2 "expected a whole number from 1 to" -- "$perfcast" kernels --system "$h100" --gemm m=0,n=2,k=3
 expect "block scales need fp8" 2 "block scales apply to dtype=fp8" -- "$perfcast" kernels --system "$h100" --gemm m=1,n=2,k=3,scaling=block
 expect "nothing to predict" 2 "nothing to predict" -- "$perfcast" kernels --system "$h100"
+expect "thread waves need elements" 2 'needs "elements"' -- "$perfcast" kernels --system "$h200" \
+  --memory-bound bytes=64MiB,thread_per_element=1
+# A plain kernel of one thread per element pays the shipped calibration's waves: 4,194,304
+# elements are 15.5 waves of the H200's 132 x 2,048 resident threads, slower than the same
+# bytes in a kernel that does not say so.
+"$perfcast" kernels --system "$h200" --memory-bound bytes=64MiB,elements=4194304,cold_l2=1 --json "$tmp/out/vec.json" > /dev/null
+"$perfcast" kernels --system "$h200" --memory-bound bytes=64MiB,elements=4194304,cold_l2=1,thread_per_element=1 \
+  --json "$tmp/out/plain.json" > /dev/null
+python3 - "$tmp/out/vec.json" "$tmp/out/plain.json" <<'PY' && echo "ok   thread waves add time" || { echo "FAIL thread waves"; fails=$((fails + 1)); }
+import json, sys
+t = [json.load(open(p))["kernels"][0]["time_us"] for p in sys.argv[1:3]]
+sys.exit(0 if t[1] > t[0] > 0 else 1)
+PY
 
 # Measurement files: every row predicted or named as not expressible.
 expect "public gemm table" 0 "geomean |err|" -- "$perfcast" kernels --system "$h100" --system "$h200" --measurements "$hk/gemm.csv" \

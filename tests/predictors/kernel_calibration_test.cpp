@@ -74,8 +74,11 @@ TEST_CASE("measurement lines round-trip and bad lines name their line", "[measur
   e.pass = EmbeddingPass::kBackward;
   e.optimizer = EmbeddingOptimizer::kRowwiseAdagrad;
   e.tables = {{1000, 64, 20, IndexDistribution::zipf(1.1)}, {500, 32, 1, IndexDistribution::hot_set(0.1, 0.9)}};
+  ElementwiseDesc plain{"scale", 1 << 20, 1, 16};
+  plain.cold_l2 = true;
+  plain.thread_per_element = true;
   const std::vector<KernelDesc> kernels = {GemmDesc{128, 256, 512, 4, DType::kBf16, true}, ElementwiseDesc{"relu", 1000, 1, 8},
-                                           MemcpyDesc{1e6, CopyKind::kDeviceToHost}, e};
+                                           MemcpyDesc{1e6, CopyKind::kDeviceToHost}, e, plain};
   const auto path = std::filesystem::temp_directory_path() / "perfcast_measurement_test.jsonl";
   {
     std::ofstream out(path);
@@ -92,7 +95,7 @@ TEST_CASE("measurement lines round-trip and bad lines name their line", "[measur
     std::ofstream out(path, std::ios::app);
     out << R"({"schema": "perfcast.measurement", "schema_version": "1.0", "kernel": {"family": "gemm", "m": 1}})" << "\n";
   }
-  CHECK_THROWS_WITH(read_measurements(path), Catch::Contains("line 5") && Catch::Contains("/kernel/n: missing required key"));
+  CHECK_THROWS_WITH(read_measurements(path), Catch::Contains("line 6") && Catch::Contains("/kernel/n: missing required key"));
   std::filesystem::remove(path);
 }
 

@@ -161,6 +161,24 @@ TEST_CASE("the public tables: every row read, the inexpressible ones with a reas
   CHECK(static_cast<double>(stream.elements) * stream.bytes_per_element == Approx(20937965568.0));
   CHECK(copy->measured == Approx(7220.0e-6).epsilon(1e-5));
   CHECK_FALSE(copy->harness_overhead);
+  CHECK_FALSE(stream.thread_per_element);  // the guide's BabelStream fork: a grid-stride loop over 8 blocks per SM
+  // gpu-benches launches one thread per element (grid = N/blockSize+1): its 344 expressible
+  // small-kernel rows and its 12 stream rows; nothing else in the table.
+  std::size_t plain = 0;
+  for (const auto& r : memory)
+    if (!r.kernels.empty() && std::get<ElementwiseDesc>(r.kernels.front()).thread_per_element) {
+      ++plain;
+      CHECK(r.source.rfind("gpu_benches", 0) == 0);
+    }
+  CHECK(plain == 356);
+  // Liger's cross-entropy forward on 33,554,432 bf16 logits reads them twice (the online
+  // softmax's max and sum, then the gradient pass) and writes their gradient in place:
+  // 3 x 2 B x 33,554,432 = 201,326,592 B.
+  const auto ce = std::find_if(memory.begin(), memory.end(), [](const KernelRow& r) { return r.row_id == "mem-00531"; });
+  REQUIRE(ce != memory.end());
+  REQUIRE(ce->kernels.size() == 1);
+  const auto& logits = std::get<ElementwiseDesc>(ce->kernels.front());
+  CHECK(static_cast<double>(logits.elements) * logits.bytes_per_element == Approx(201326592.0));
   std::map<std::string, int> reasons;
   for (const auto& r : memory) {
     CHECK((r.kernels.empty() != r.not_expressible.empty()));

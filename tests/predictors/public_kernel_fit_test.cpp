@@ -173,6 +173,26 @@ TEST_CASE("kernel model 2: memory-bound kernels with an L2-resident regime, hand
   CHECK(predict_with_calibration(big, h200, &cal).bound == "memory");
 }
 
+TEST_CASE("kernel model 2: a kernel of one thread per element pays its waves of resident threads, hand-worked",
+          "[kernel_model2]") {
+  const GpuSpec h200 = gpu("h200");  // 132 SMs: 270,336 resident threads
+  FamilyFit f = family("elementwise", 0, 0.8, 1.3e-6);
+  f.wave_time = 0.25e-6;
+  const KernelCalibration cal = model2({f});
+  ElementwiseDesc e{"scale", 132 * 2048 * 10, 0, 16};  // 10 waves of 16 B per element
+  e.cold_l2 = true;
+  const double bytes = 132.0 * 2048 * 10 * 16;  // 43.25 MB: 11.26 us at 0.8 x 4.8 TB/s
+  CHECK(thread_waves(e, h200) == 0.0);  // not stated: the bytes' time alone
+  CHECK(predict_with_calibration(e, h200, &cal).time == Approx(1.3e-6 + bytes / (4.8e12 * 0.8)));
+  e.thread_per_element = true;
+  CHECK(thread_waves(e, h200) == Approx(10.0));
+  CHECK(predict_with_calibration(e, h200, &cal).time == Approx(1.3e-6 + bytes / (4.8e12 * 0.8) + 10 * 0.25e-6));
+  // A GPU without an SM count has no waves.
+  GpuSpec unknown = h200;
+  unknown.sm_count = 0;
+  CHECK(thread_waves(e, unknown) == 0.0);
+}
+
 TEST_CASE("the fit recovers known efficiencies", "[kernel_model2][fit]") {
   const GpuSpec h100 = gpu("h100_sxm");
   const KernelCalibration truth = model2({family("gemm.bf16", 0.62, 0.75, 6e-6)});
@@ -227,6 +247,29 @@ TEST_CASE("memory-bound fit: per-GPU HBM share, launch floor and L2 regime", "[k
   CHECK(fit.calibration_for("H200").find("elementwise")->memory_efficiency == Approx(0.7).epsilon(1e-3));
 }
 
+TEST_CASE("memory-bound fit: the time per wave of a kernel of one thread per element", "[kernel_model2][fit]") {
+  const GpuSpec h200 = gpu("h200");
+  FamilyFit f = family("elementwise", 0, 0.83, 1.3e-6);
+  f.wave_time = 0.3e-6;
+  const KernelCalibration truth = model2({f});
+  std::vector<KernelRow> rows;
+  for (double elements = 1e6; elements < 3e8; elements *= 2) {
+    ElementwiseDesc plain{"scale", static_cast<std::int64_t>(elements), 0, 16};
+    plain.cold_l2 = true;
+    plain.thread_per_element = true;
+    rows.push_back(row("plain", plain, predict_with_calibration(plain, h200, &truth).time, "H200"));
+    ElementwiseDesc vectorised = plain;
+    vectorised.thread_per_element = false;
+    rows.push_back(row("vectorised", vectorised, predict_with_calibration(vectorised, h200, &truth).time, "H200"));
+  }
+  std::vector<FitSample> samples;
+  for (const auto& r : rows) samples.push_back({&r, h200});
+  const PublicKernelFit fit = fit_public_kernels(samples);
+  CHECK(fit.elementwise.wave_time == Approx(0.3e-6).epsilon(1e-2));
+  CHECK(fit.memory_efficiency_by_class.at("H200") == Approx(0.83).epsilon(1e-3));
+  CHECK(fit.calibration_for("H200").find("elementwise")->wave_time == Approx(0.3e-6).epsilon(1e-2));
+}
+
 TEST_CASE("one large source does not drown a small one; a held-out source is predicted by the others", "[kernel_model2][fit]") {
   const GpuSpec h100 = gpu("h100_sxm");
   const KernelCalibration slow = model2({family("gemm.bf16", 0.4, 0.8, 3e-6)}), fast = model2({family("gemm.bf16", 0.8, 0.8, 3e-6)});
@@ -255,6 +298,7 @@ TEST_CASE("kernel model 2 calibrations round-trip through their file", "[kernel_
   FamilyFit f = family("elementwise", 0, 0.7, 1.5e-6);
   f.l2_efficiency = 0.9;
   f.l2_resident_share = 0.55;
+  f.wave_time = 0.21e-6;
   f.sources = {"gpu_benches_small_kernels", "quack_notes"};
   f.heldout_samples = 10;
   f.heldout_geomean_abs_error = 0.05;
@@ -266,6 +310,7 @@ TEST_CASE("kernel model 2 calibrations round-trip through their file", "[kernel_
   CHECK(back.basis == "public measurements");
   REQUIRE(back.find("elementwise"));
   CHECK(back.find("elementwise")->l2_resident_share == Approx(0.55));
+  CHECK(back.find("elementwise")->wave_time == Approx(0.21e-6));
   CHECK(back.find("elementwise")->sources == f.sources);
   CHECK(back.find("attention_forward.cudnn.bf16")->compute_efficiency == Approx(0.65));
 }

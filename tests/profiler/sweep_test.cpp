@@ -121,6 +121,9 @@ TEST_CASE("the shipped elementwise and memcpy sweeps expand to their grids", "[p
   for (const auto& c : e.cases) {
     const auto& d = std::get<ElementwiseDesc>(c.kernel);
     CHECK(d.cold_l2 == e.settings.flush_l2);  // timed after the L2 flush: operands come from HBM
+    // One thread per element up to 256 x 65,536 = 2^24 elements (bench_kernels.hpp); the
+    // bias-gradient reduction never.
+    CHECK(d.thread_per_element == (d.op != "bias_grad" && d.elements <= (std::int64_t{1} << 24)));
     if (d.op == "bias_grad") {
       REQUIRE(c.bias_cols > 0);
       CHECK(d.elements % c.bias_cols == 0);
