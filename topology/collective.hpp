@@ -55,6 +55,9 @@ struct CollectiveEstimate {
   /// Time the same rank's PCIe link is busy with that network traffic (GPUDirect RDMA
   /// crosses it), s; 0 inside a node.
   Seconds pcie_busy = 0;
+  /// SMs the collective's kernel holds while it runs (NCCL: one CTA per channel,
+  /// nccl_kernel_sms()); 0 where not modelled (all-to-all, point-to-point, one rank).
+  int sms = 0;
 };
 
 /// A collective cost model. Contract: time is never negative, never decreases as bytes

@@ -250,6 +250,16 @@ NcclGraph nccl_graph(const NcclTopo& t, NcclPattern pattern) {
   return g;
 }
 
+int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind, std::string_view algorithm) {
+  if (group.size() < 2 || kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV) return 0;
+  NcclAlgo a{};
+  if (!nccl_algo_from_name(algorithm, &a)) return 0;
+  const NcclPattern pattern = a == NcclAlgo::kRing || a == NcclAlgo::kPat                          ? NcclPattern::kRing
+                              : a == NcclAlgo::kNvls || a == NcclAlgo::kNvlsTree                   ? NcclPattern::kNvls
+                                                                                                   : NcclPattern::kTree;
+  return nccl_graph(nccl_topo(system, group), pattern).channels;
+}
+
 NcclTable nccl_table(const NcclTopo& t, CollectiveKind kind) {
   NcclTable table;
   const int n = t.ranks;

@@ -73,6 +73,14 @@ struct NcclGraph {
 enum class NcclPattern { kRing, kTree, kNvls };
 [[nodiscard]] NcclGraph nccl_graph(const NcclTopo& t, NcclPattern pattern);
 
+/// SMs NCCL's kernel of a collective holds while it runs: one CTA per channel (NCCL launches
+/// its collective kernels with one block per channel, src/enqueue.cc), the channels of the
+/// graph of `algorithm` (perfcast's name: ring and pat on the ring graph, tree and collnet on
+/// the tree graph, nvls and nvls_tree on the NVLS graph) for this group. 0 for all-to-all(v),
+/// for algorithms of other names ("pairwise", "local") and for one rank.
+[[nodiscard]] int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind,
+                                  std::string_view algorithm);
+
 /// NCCL's latency (us) and algorithm bandwidth (GB/s; 0 = not available) of every
 /// (algorithm, protocol) for one collective kind, after its enable rules (NVLS only with
 /// NVSwitch multicast, across nodes only with CollNet; NVLS Tree across nodes only; CollNet

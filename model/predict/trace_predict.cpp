@@ -7,6 +7,7 @@
 
 #include "predictors/kernel_calibration.hpp"
 #include "topology/collective_calibration.hpp"
+#include "topology/nccl_tuning.hpp"
 
 namespace perfcast {
 
@@ -81,6 +82,7 @@ std::unique_ptr<Prediction> predict_trace(SystemSpec system, TraceWorkload workl
       RankGroup g;
       for (int i = 0; i < n; ++i) g.ranks.push_back(i);
       p->timed.collectives[k] = models.comm->estimate(c.desc, g);
+      p->timed.collectives[k].sms = nccl_kernel_sms(p->system, g, c.desc.kind, p->timed.collectives[k].algorithm);
     } else {
       CollectiveEstimate e;
       e.time = workload.collective_measured[k].value_or(0);
@@ -88,6 +90,7 @@ std::unique_ptr<Prediction> predict_trace(SystemSpec system, TraceWorkload workl
       p->timed.collectives[k] = e;
     }
   }
+  add_nccl_sm_sharing(p->graph, p->timed, p->system.gpu.sm_count);  // with the traced communicators' collectives
   for (std::size_t r = 0; r < p->timed.ops.size(); ++r)
     for (std::size_t i = 0; i < p->timed.ops[r].size(); ++i) p->timed.ops[r][i].host_time = workload.host_time[r][i];
   p->timed.graph = &p->graph;

@@ -1,5 +1,7 @@
 #include "model/sharding/plan_evaluator.hpp"
 
+#include "topology/nccl_tuning.hpp"
+
 #include "model/sim/simulator.hpp"
 #include "predictors/kernel_calibration.hpp"
 
@@ -54,8 +56,11 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   timed_.collectives.resize(g.collectives.size());
   for (std::size_t c = 0; c < g.collectives.size(); ++c) {
     if (!changes.all && !changes.collectives[c]) continue;
-    timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, g.groups[static_cast<std::size_t>(g.collectives[c].group)]);
+    const RankGroup& group = g.groups[static_cast<std::size_t>(g.collectives[c].group)];
+    timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, group);
+    timed_.collectives[c].sms = nccl_kernel_sms(*system_, group, g.collectives[c].desc.kind, timed_.collectives[c].algorithm);
   }
+  add_nccl_sm_sharing(g, timed_, system_->gpu.sm_count);
   PlanEvaluation e;
   SimulationOptions opt;
   opt.iterations = iterations_;

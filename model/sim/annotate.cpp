@@ -1,11 +1,13 @@
 #include "model/sim/annotate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
 #include "core/deadline.hpp"
 #include "predictors/registry.hpp"
+#include "topology/nccl_tuning.hpp"
 
 namespace perfcast {
 
@@ -31,6 +33,84 @@ void Annotator::add_sm_sharing(const ExecutionGraph& g, TimedGraph& t) const {
       if (busy <= 0 || extra <= 0) continue;
       for (auto& k : t.ops[r][i].kernels) k.time += extra * (k.time / busy);
     }
+  }
+}
+
+namespace {
+
+/// The stretch factors of one rank's ops (empty when no NCCL kernel overlaps compute).
+std::vector<double> rank_nccl_stretch(const RankProgram& prog, const std::vector<OpTiming>& timing,
+                                      const std::vector<CollectiveEstimate>& collectives, double sms) {
+  const auto& ops = prog.ops;
+  auto eligible = [&](std::size_t i) {
+    return ops[i].collective && collectives[static_cast<std::size_t>(*ops[i].collective)].sms > 0;
+  };
+  bool any = false;
+  for (std::size_t i = 0; i < ops.size() && !any; ++i) any = eligible(i);
+  if (!any) return {};
+  // Userbuffers collectives: Annotator::add_sm_sharing counts their SMs against their GEMM.
+  thread_local std::vector<char> userbuffers;
+  userbuffers.assign(ops.size(), 0);
+  for (const Op& op : ops)
+    if (op.sm_sharing_op >= 0) userbuffers[static_cast<std::size_t>(op.sm_sharing_op)] = 1;
+  struct Busy {
+    Seconds start, end;
+    double n;
+  };
+  thread_local std::vector<Busy> nccl;
+  thread_local std::vector<Seconds> end;
+  nccl.clear();
+  end.assign(ops.size(), 0.0);
+  std::vector<double> stretch;
+  std::array<Seconds, kStreamCount> stream_free{};
+  std::size_t live = 0;  // nccl[live..]: the collectives that may still overlap later compute
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const auto s = static_cast<std::size_t>(op.stream);
+    Seconds ready = stream_free[s];
+    for (int d : op.deps) ready = std::max(ready, end[static_cast<std::size_t>(d)]);
+    if (op.collective) {
+      const CollectiveEstimate& c = collectives[static_cast<std::size_t>(*op.collective)];
+      end[i] = ready + c.time;
+      if (eligible(i) && !userbuffers[i] && c.time > 0) nccl.push_back({ready, end[i], std::min<double>(c.sms, sms - 1)});
+    } else {
+      Seconds busy = 0;
+      bool measured = false;
+      for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+        busy += timing[i].kernels[k].time;
+        measured = measured || std::holds_alternative<MeasuredKernelDesc>(op.kernels[k]);
+      }
+      Seconds extra = 0;
+      if (op.stream == Stream::kCompute && busy > 0 && !measured) {
+        // Compute ops start in order on their stream: a collective that ended before this
+        // one starts overlaps none after it either.
+        while (live < nccl.size() && nccl[live].end <= ready) ++live;
+        for (std::size_t b = live; b < nccl.size(); ++b) {
+          const Seconds overlap = std::min(nccl[b].end, ready + busy) - std::max(nccl[b].start, ready);
+          if (overlap > 0) extra += overlap * nccl[b].n / (sms - nccl[b].n);
+        }
+      }
+      if (extra > 0) {
+        if (stretch.empty()) stretch.assign(ops.size(), 1.0);
+        stretch[i] = (busy + extra) / busy;
+      }
+      end[i] = ready + busy + extra;
+    }
+    stream_free[s] = end[i];
+  }
+  return stretch;
+}
+
+}  // namespace
+
+void add_nccl_sm_sharing(const ExecutionGraph& g, TimedGraph& t, int sm_count) {
+  t.kernel_stretch.clear();
+  if (sm_count <= 1) return;
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+    auto row = rank_nccl_stretch(g.ranks[r], t.ops[r], t.collectives, sm_count);
+    if (row.empty()) continue;
+    t.kernel_stretch.resize(g.ranks.size());
+    t.kernel_stretch[r] = std::move(row);
   }
 }
 
@@ -66,9 +146,12 @@ TimedGraph Annotator::annotate(const ExecutionGraph& g) {
         continue;
       }
     }
-    t.collectives.push_back(comm_->estimate(c.desc, g.groups[static_cast<std::size_t>(c.group)]));
+    const RankGroup& group = g.groups[static_cast<std::size_t>(c.group)];
+    t.collectives.push_back(comm_->estimate(c.desc, group));
+    t.collectives.back().sms = nccl_kernel_sms(*system_, group, c.desc.kind, t.collectives.back().algorithm);
   }
   add_sm_sharing(g, t);
+  add_nccl_sm_sharing(g, t, system_->gpu.sm_count);
   return t;
 }
 

@@ -28,7 +28,24 @@ struct TimedGraph {
   const ExecutionGraph* graph = nullptr;
   std::vector<std::vector<OpTiming>> ops;             ///< [rank][op]
   std::vector<CollectiveEstimate> collectives;        ///< per ExecutionGraph::collectives
+  /// [rank][op]: the factor (>= 1) by which NCCL kernels running beside the op stretch its
+  /// kernels (add_nccl_sm_sharing); empty, or a rank's row empty, where nothing does.
+  std::vector<std::vector<double>> kernel_stretch;
+  /// The stretch of rank r's op i (1 when none).
+  [[nodiscard]] double stretch(std::size_t r, std::size_t i) const {
+    return r < kernel_stretch.size() && i < kernel_stretch[r].size() ? kernel_stretch[r][i] : 1.0;
+  }
 };
+
+/// NCCL kernels hold SMs (CollectiveEstimate::sms: one CTA per channel) while they run, so the
+/// compute kernels that run beside them progress on the other SMs: a kernel overlapped for o
+/// seconds by a collective holding n of the GPU's S SMs takes o x n / (S - n) longer. Where
+/// they overlap comes from each rank's program alone, replayed without the host: compute ops
+/// back to back on their stream, each after the ops it reads; collectives on theirs in order,
+/// each after the ops it reads (other ranks' arrival is not waited for). Transformer Engine's
+/// userbuffers collectives (some op's sm_sharing_op) are counted by Annotator already, and
+/// replayed kernels (MeasuredKernelDesc) keep their measured times. Sets t.kernel_stretch.
+void add_nccl_sm_sharing(const ExecutionGraph& g, TimedGraph& t, int sm_count);
 
 class Annotator {
  public:

@@ -224,7 +224,7 @@ int Engine::issue_kernels(RankCursor& st, int rank, const Op& op, const OpTiming
     ev.kernel = static_cast<int>(k);
     ev.lane = lane_of(op.stream);
     place(ev, st.host, seg, st.stream_last[s], k == 0 ? deps_end : 0.0, k == 0 ? dep_event : -1);
-    ev.end = ev.start + overrides_.of(log_.size(), est.time);
+    ev.end = ev.start + overrides_.of(log_.size(), est.time * tg_.stretch(static_cast<std::size_t>(rank), static_cast<std::size_t>(st.op)));
     last = log_.push(ev);
     st.stream_last[s] = last;
     record_launch(st, s, last);

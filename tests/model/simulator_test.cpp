@@ -1,7 +1,10 @@
 // Hand-worked simulator scenarios. Kernel and collective durations are set directly, so
 // every expected time below follows from the rules in simulator.hpp by hand.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
+#include "model/sim/annotate.hpp"
 #include "model/sim/sim_engine.hpp"
 #include "model/sim/simulator.hpp"
 #include "model/sim/timeline_analysis.hpp"
@@ -74,8 +77,10 @@ struct Scenario {
       e.time = coll_times[i];
       if (i < nic_busy.size()) e.nic_busy = nic_busy[i];
       if (i < pcie_busy.size()) e.pcie_busy = pcie_busy[i];
+      if (i < sms.size()) e.sms = sms[i];
       t.collectives.push_back(e);
     }
+    if (sm_count > 0) add_nccl_sm_sharing(g, t, sm_count);
     SimulationOptions opt;
     opt.iterations = iterations;
     opt.contention = contention;
@@ -83,6 +88,8 @@ struct Scenario {
   }
   std::map<int, std::vector<std::vector<double>>> durations;
   std::vector<double> nic_busy, pcie_busy;  ///< per collective (contention cases)
+  std::vector<int> sms;                     ///< per collective: SMs its NCCL kernel holds
+  int sm_count = 0;                         ///< > 0: add_nccl_sm_sharing on a GPU of this many SMs
 };
 
 HostSpec host(double op, double launch) {
@@ -344,6 +351,60 @@ TEST_CASE("a simulation reusing an earlier timeline's storage gives the same tim
       CHECK((a.binding == b.binding && a.cause == b.cause));
     }
   }
+}
+
+TEST_CASE("NCCL kernels hold SMs: the compute beside them runs on the others, hand-worked", "[simulator][sm_sharing]") {
+  Scenario s(1);
+  const int a = s.kernel(0, "A", 10 * us);
+  const int c = s.collective(0, "bucket", 0, 20 * us, {a});
+  const int b = s.kernel(0, "B", 30 * us);
+  const int after = s.kernel(0, "C", 5 * us, {c});
+  s.sms = {16};
+  s.sm_count = 132;
+  const Timeline t = s.run(host(0, 0), 2, false);
+  // A 0-10 us; the bucket's all-reduce 10-30 us on its stream; B from 10 us overlaps it for
+  // 20 us with 16 of 132 SMs held: 20 x 16 / 116 = 2.7586 us longer; C after both.
+  const double extra = 20 * us * 16 / 116;
+  CHECK(s.t.stretch(0, static_cast<std::size_t>(b)) == Approx((30 * us + extra) / (30 * us)));
+  CHECK(s.t.stretch(0, static_cast<std::size_t>(a)) == 1.0);  // before the collective
+  CHECK(s.t.stretch(0, static_cast<std::size_t>(after)) == 1.0);  // after it
+  const auto first_b = std::find_if(t.events.begin(), t.events.end(),
+                                    [&](const auto& e) { return e.iteration == 0 && e.op == b && e.lane == Lane::kCompute; });
+  REQUIRE(first_b != t.events.end());
+  CHECK(first_b->end - first_b->start == Approx(30 * us + extra));
+  // Rules: no SMs held, no stretch; a kernel never gets shorter.
+  Scenario plain(1);
+  const int pa = plain.kernel(0, "A", 10 * us);
+  plain.collective(0, "bucket", 0, 20 * us, {pa});
+  plain.kernel(0, "B", 30 * us);
+  plain.sms = {0};
+  plain.sm_count = 132;
+  (void)plain.run(host(0, 0), 2, false);
+  CHECK(plain.t.kernel_stretch.empty());
+  for (const auto& row : s.t.kernel_stretch)
+    for (double f : row) CHECK(f >= 1.0);
+}
+
+TEST_CASE("NCCL kernels hold SMs: not counted again beside a userbuffers GEMM, nor for replayed kernels", "[simulator][sm_sharing]") {
+  Scenario s(1);
+  const int a = s.kernel(0, "A", 10 * us);
+  const int c = s.collective(0, "tp_reduce", 0, 20 * us, {a});
+  const int b = s.kernel(0, "B", 30 * us);
+  s.g.ranks[0].ops[static_cast<std::size_t>(b)].sm_sharing_op = c;  // Annotator counts this pair
+  s.g.ranks[0].ops[static_cast<std::size_t>(b)].sm_sharing_sms = 16;
+  s.sms = {16};
+  s.sm_count = 132;
+  (void)s.run(host(0, 0), 2, false);
+  CHECK(s.t.kernel_stretch.empty());
+  Scenario replay(1);
+  const int ra = replay.kernel(0, "A", 10 * us);
+  replay.collective(0, "bucket", 0, 20 * us, {ra});
+  const int rb = replay.kernel(0, "B", 30 * us);
+  replay.g.ranks[0].ops[static_cast<std::size_t>(rb)].kernels = {MeasuredKernelDesc{"gemm", 30 * us}};
+  replay.sms = {16};
+  replay.sm_count = 132;
+  (void)replay.run(host(0, 0), 2, false);
+  CHECK(replay.t.kernel_stretch.empty());
 }
 
 TEST_CASE("timeline assembly: iteration ends per rank stay ordered, the period is the last window", "[simulator]") {

@@ -54,6 +54,19 @@ TEST_CASE("channel search outcome on DGX H100: 12 ring channels of 30 GB/s, 8 NV
   CHECK(table.latency_us[static_cast<int>(NcclAlgo::kRing)][0] == Approx(6.6 + 14 * 0.6));
 }
 
+TEST_CASE("SMs NCCL's kernel holds: one CTA per channel of the algorithm's graph", "[nccl_tuning]") {
+  const SystemSpec s = load("dgx_h100.json");
+  // DGX H100, 8 GPUs: 12 ring channels and 8 NVLS channels (worked above).
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "ring") == 12);
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kReduceScatter, "ring") == 12);
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "nvls") == 8);
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "NVLSTree") == 8);
+  // No NCCL collective kernel modelled: all-to-all, point-to-point names, one rank.
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAll, "ring") == 0);
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "pairwise") == 0);
+  CHECK(nccl_kernel_sms(s, first(1), CollectiveKind::kAllReduce, "ring") == 0);
+}
+
 TEST_CASE("NCCL's choice on one H100 node: ring LL below ~1.25 MB, NVLS above", "[nccl_tuning]") {
   const SystemSpec s = load("dgx_h100.json");
   CHECK(choice(s, first(8), 64e3).algo == NcclAlgo::kRing);
