@@ -251,7 +251,18 @@ NcclGraph nccl_graph(const NcclTopo& t, NcclPattern pattern) {
 }
 
 int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind, std::string_view algorithm) {
-  if (group.size() < 2 || kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV) return 0;
+  if (group.size() < 2) return 0;
+  if (kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV) {
+    // A transfer between two ranks (pipeline stages, context-parallel ring steps) uses the
+    // channels NCCL gives one peer, which the model does not follow: none counted.
+    if (group.size() == 2) return 0;
+    // Point-to-point channels (src/graph/paths.cc, ncclTopoComputeP2pChannels): the
+    // communicator's channels rounded up to a power of two, at most MAXCHANNELS; an
+    // all-to-all's sends and receives to every peer spread over all of them.
+    int p2p = 1;
+    while (p2p < nccl_graph(nccl_topo(system, group), NcclPattern::kRing).channels) p2p *= 2;
+    return std::min(p2p, kMaxGraphChannels);
+  }
   NcclAlgo a{};
   if (!nccl_algo_from_name(algorithm, &a)) return 0;
   const NcclPattern pattern = a == NcclAlgo::kRing || a == NcclAlgo::kPat                          ? NcclPattern::kRing

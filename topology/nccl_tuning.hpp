@@ -76,8 +76,10 @@ enum class NcclPattern { kRing, kTree, kNvls };
 /// SMs NCCL's kernel of a collective holds while it runs: one CTA per channel (NCCL launches
 /// its collective kernels with one block per channel, src/enqueue.cc), the channels of the
 /// graph of `algorithm` (perfcast's name: ring and pat on the ring graph, tree and collnet on
-/// the tree graph, nvls and nvls_tree on the NVLS graph) for this group. 0 for all-to-all(v),
-/// for algorithms of other names ("pairwise", "local") and for one rank.
+/// the tree graph, nvls and nvls_tree on the NVLS graph) for this group; an all-to-all(v)
+/// holds NCCL's point-to-point channels (the ring graph's channels rounded up to a power of
+/// two, at most 32). 0 for other algorithm names ("local", ...), for one rank, and for a
+/// transfer between two ranks (the channels NCCL gives one peer are not followed).
 [[nodiscard]] int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind,
                                   std::string_view algorithm);
 

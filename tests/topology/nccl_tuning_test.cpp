@@ -61,10 +61,14 @@ TEST_CASE("SMs NCCL's kernel holds: one CTA per channel of the algorithm's graph
   CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kReduceScatter, "ring") == 12);
   CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "nvls") == 8);
   CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "NVLSTree") == 8);
-  // No NCCL collective kernel modelled: all-to-all, point-to-point names, one rank.
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAll, "ring") == 0);
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "pairwise") == 0);
+  // An all-to-all holds the point-to-point channels: 12 rounded up to a power of two.
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAll, "pairwise") == 16);
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAllV, "pairwise") == 16);
+  // Nothing modelled for other names or one rank.
+  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "local") == 0);
   CHECK(nccl_kernel_sms(s, first(1), CollectiveKind::kAllReduce, "ring") == 0);
+  CHECK(nccl_kernel_sms(s, first(1), CollectiveKind::kAllToAll, "pairwise") == 0);
+  CHECK(nccl_kernel_sms(s, first(2), CollectiveKind::kAllToAllV, "pairwise") == 0);  // point to point
 }
 
 TEST_CASE("NCCL's choice on one H100 node: ring LL below ~1.25 MB, NVLS above", "[nccl_tuning]") {
