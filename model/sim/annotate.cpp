@@ -38,16 +38,18 @@ void Annotator::add_sm_sharing(const ExecutionGraph& g, TimedGraph& t) const {
 
 namespace {
 
-/// The stretch factors of one rank's ops (empty when no NCCL kernel overlaps compute).
-std::vector<double> rank_nccl_stretch(const RankProgram& prog, const std::vector<OpTiming>& timing,
-                                      const std::vector<CollectiveEstimate>& collectives, double sms) {
+/// The stretch factors of one rank's ops into `stretch` (left empty when no NCCL kernel
+/// overlaps compute; its storage is kept for the next call).
+void rank_nccl_stretch(const RankProgram& prog, const std::vector<OpTiming>& timing,
+                       const std::vector<CollectiveEstimate>& collectives, double sms, std::vector<double>& stretch) {
+  stretch.clear();
   const auto& ops = prog.ops;
   auto eligible = [&](std::size_t i) {
     return ops[i].collective && collectives[static_cast<std::size_t>(*ops[i].collective)].sms > 0;
   };
   bool any = false;
   for (std::size_t i = 0; i < ops.size() && !any; ++i) any = eligible(i);
-  if (!any) return {};
+  if (!any) return;
   // Userbuffers collectives: Annotator::add_sm_sharing counts their SMs against their GEMM.
   thread_local std::vector<char> userbuffers;
   userbuffers.assign(ops.size(), 0);
@@ -61,7 +63,6 @@ std::vector<double> rank_nccl_stretch(const RankProgram& prog, const std::vector
   thread_local std::vector<Seconds> end;
   nccl.clear();
   end.assign(ops.size(), 0.0);
-  std::vector<double> stretch;
   std::array<Seconds, kStreamCount> stream_free{};
   std::size_t live = 0;  // nccl[live..]: the collectives that may still overlap later compute
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -98,19 +99,16 @@ std::vector<double> rank_nccl_stretch(const RankProgram& prog, const std::vector
     }
     stream_free[s] = end[i];
   }
-  return stretch;
 }
 
 }  // namespace
 
 void add_nccl_sm_sharing(const ExecutionGraph& g, TimedGraph& t, int sm_count) {
-  t.kernel_stretch.clear();
-  if (sm_count <= 1) return;
+  // Rows are refilled in place: a sharding search re-runs this for every plan it evaluates.
+  t.kernel_stretch.resize(g.ranks.size());
   for (std::size_t r = 0; r < g.ranks.size(); ++r) {
-    auto row = rank_nccl_stretch(g.ranks[r], t.ops[r], t.collectives, sm_count);
-    if (row.empty()) continue;
-    t.kernel_stretch.resize(g.ranks.size());
-    t.kernel_stretch[r] = std::move(row);
+    if (sm_count <= 1) t.kernel_stretch[r].clear();
+    else rank_nccl_stretch(g.ranks[r], t.ops[r], t.collectives, sm_count, t.kernel_stretch[r]);
   }
 }
 
