@@ -56,7 +56,8 @@ struct CollectiveEstimate {
   /// crosses it), s; 0 inside a node.
   Seconds pcie_busy = 0;
   /// SMs the collective's kernel holds while it runs (NCCL: one CTA per channel,
-  /// nccl_kernel_sms()); 0 where not modelled (all-to-all, point-to-point, one rank).
+  /// nccl_kernel_sms()); 0 where not modelled (two-rank transfers, one rank, unknown
+  /// algorithms). Set by the annotation, not by the collective models.
   int sms = 0;
 };
 
