@@ -98,10 +98,13 @@ void set_caveats(KernelRow& r, const CsvTable& t) {
     r.caveats.push_back("in situ");
     r.weight *= kCaveatWeight;
   }
-  // A Python call per timing (Triton's do_bench), or one event pair around a loop of calls
+  // A Python call per timing (Triton's do_bench), one event pair around a loop of calls
   // (the gaps between launches and, for short kernels, the host's launch rate are in each
-  // call's share): a per-call cost the source does not state.
-  if (contains(measurement, "do_bench") || contains(measurement, "launch loop")) {
+  // call's share), or one event pair around each launch or eager call (the stream's work
+  // between the start event and the kernel, and the end event: microseconds that a kernel
+  // duration under CUPTI does not have): a per-call cost the source does not state.
+  if (contains(measurement, "do_bench") || contains(measurement, "launch loop") || contains(measurement, "events around each launch") ||
+      contains(measurement, "events around one eager")) {
     r.caveats.push_back("harness overhead");
     r.harness_overhead = true;
   }

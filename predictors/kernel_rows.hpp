@@ -44,9 +44,10 @@ struct KernelRow {
   std::string not_expressible;
   Seconds measured = 0;        ///< measured time of the row, s (> 0)
   double weight = 1;           ///< product of the caveat weights
-  /// Timed by a harness around a Python call (Triton's do_bench) or around a launch loop
-  /// (CUDA events around back-to-back calls), whose fixed cost per call the source does not
-  /// state: the fit gives the source an intercept of its own.
+  /// Timed by a harness around a Python call (Triton's do_bench), around a launch loop
+  /// (CUDA events around back-to-back calls) or around each launch (an event pair per call),
+  /// whose fixed cost per call the source does not state: the fit gives the source an
+  /// intercept of its own (public_kernel_fit.hpp).
   bool harness_overhead = false;
   std::vector<std::string> caveats;  ///< "gpu inferred", "sweep maximum", "in situ", "hand transcribed", ...
 };

@@ -98,17 +98,22 @@ std::vector<double> source_weights(const std::vector<const FitSample*>& group) {
   return w;
 }
 
-/// Index of each harness-timed source's intercept, after `first` parameters.
-std::map<std::string, int> harness_params(const std::vector<const FitSample*>& group, int first) {
+/// Index of the intercept of each harness-timed source whose intercept an earlier group has
+/// not fitted yet, after `first` parameters.
+std::map<std::string, int> harness_params(const std::vector<const FitSample*>& group, int first, const PublicKernelFit& fit) {
   std::map<std::string, int> out;
   for (const auto* s : group)
-    if (s->row->harness_overhead && !out.count(s->row->source)) out[s->row->source] = first + static_cast<int>(out.size());
+    if (s->row->harness_overhead && !out.count(s->row->source) && !fit.harness_overhead_by_source.count(s->row->source))
+      out[s->row->source] = first + static_cast<int>(out.size());
   return out;
 }
 
-void add_harness(LinearRow& r, const FitSample& s, const std::map<std::string, int>& harness) {
-  const auto it = harness.find(s.row->source);
-  if (it != harness.end()) r.coef.emplace_back(it->second, 1.0);
+/// A harness-timed row's intercept: a parameter of this group's fit, or the constant an
+/// earlier group fitted for its source (the same harness times every kernel of a source).
+void add_harness(LinearRow& r, const FitSample& s, const std::map<std::string, int>& harness, const PublicKernelFit& fit) {
+  if (!s.row->harness_overhead) return;
+  if (const auto it = harness.find(s.row->source); it != harness.end()) r.coef.emplace_back(it->second, 1.0);
+  else r.fixed += fit.harness_cost(*s.row);
 }
 
 void record_harness(const std::map<std::string, int>& harness, const std::vector<double>& x, PublicKernelFit& fit) {
@@ -142,7 +147,7 @@ void fit_gemm(const std::vector<const FitSample*>& group, PublicKernelFit& fit) 
   auto index = [&](const std::string& f) { return static_cast<int>(std::find(families.begin(), families.end(), f) - families.begin()); };
   // Parameters: the overhead every GEMM kernel pays, per family [a - 1, b - 1], then the
   // harness intercepts. One overhead: a family of a few large kernels cannot place it.
-  const auto harness = harness_params(group, 1 + 2 * nf);
+  const auto harness = harness_params(group, 1 + 2 * nf, fit);
   const int params = 1 + 2 * nf + static_cast<int>(harness.size());
   const std::vector<double> weights = source_weights(group);
   std::vector<double> a(static_cast<std::size_t>(nf), 1 / 0.7), b(static_cast<std::size_t>(nf), 1 / 0.85);
@@ -162,7 +167,7 @@ void fit_gemm(const std::vector<const FitSample*>& group, PublicKernelFit& fit) 
       r.weight = weights[i];
       r.fixed = compute ? terms[i].compute : terms[i].memory;
       r.coef = {{0, 1.0}, {1 + 2 * f + (compute ? 0 : 1), r.fixed}};
-      add_harness(r, *group[i], harness);
+      add_harness(r, *group[i], harness, fit);
       rows.push_back(r);
     }
     rows.push_back(overhead_prior(0));
@@ -218,7 +223,7 @@ void fit_attention_keys(const std::vector<const FitSample*>& group, const std::f
   const int nk = static_cast<int>(keys.size());
   auto index = [&](const std::string& k) { return static_cast<int>(std::find(keys.begin(), keys.end(), k) - keys.begin()); };
   // Parameters: [a - 1 per key...]; then the harness intercepts.
-  const auto harness = harness_params(group, nk);
+  const auto harness = harness_params(group, nk, fit);
   const std::vector<double> weights = source_weights(group);
   std::vector<LinearRow> rows;
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -231,7 +236,7 @@ void fit_attention_keys(const std::vector<const FitSample*>& group, const std::f
       r.fixed += w.compute_at_peak + w.launches * overhead;
       r.coef.emplace_back(index(key_of(a)), w.compute_at_peak);
     }
-    add_harness(r, *group[i], harness);
+    add_harness(r, *group[i], harness, fit);
     rows.push_back(r);
   }
   const std::vector<double> x = solve_relative_l1(rows, nk + static_cast<int>(harness.size()));
@@ -295,7 +300,7 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
   auto index = [&](const std::string& c) { return static_cast<int>(std::find(classes.begin(), classes.end(), c) - classes.begin()); };
   // Parameters: [overhead, l - 1, b - 1 per class..., wave time]; then the harness intercepts.
   const int wave_param = 2 + nc;
-  const auto harness = harness_params(group, 3 + nc);
+  const auto harness = harness_params(group, 3 + nc, fit);
   const int params = 3 + nc + static_cast<int>(harness.size());
   const std::vector<double> weights = source_weights(group);
   auto rows_for = [&](double share, bool& any_l2) {
@@ -312,7 +317,7 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
       r.fixed = hbm + l2;
       r.coef = {{0, 1.0}, {1, l2}, {2 + index(t.gpu_class), hbm}};
       if (t.waves > 0) r.coef.push_back({wave_param, t.waves});
-      add_harness(r, *group[i], harness);
+      add_harness(r, *group[i], harness, fit);
       rows.push_back(r);
     }
     rows.push_back(overhead_prior(0));
@@ -350,6 +355,35 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
   ff.train_samples = group.size();
   ff.sources = sources_of(group);
   record_harness(harness, best_x, fit);
+}
+
+/// Weighted median of `gap` (weights `weight`, both non-empty and of one size).
+double weighted_median(std::vector<std::pair<double, double>> gap_weight) {
+  std::sort(gap_weight.begin(), gap_weight.end());
+  double total = 0;
+  for (const auto& gw : gap_weight) total += gw.second;
+  double seen = 0;
+  for (const auto& [gap, w] : gap_weight) {
+    seen += w;
+    if (seen >= total / 2) return gap;
+  }
+  return gap_weight.back().first;
+}
+
+/// HeldOutPredictions::harness for the held-out `source`'s harness-timed rows of the fitted
+/// groups.
+void own_harness_cost(const std::vector<FitSample>& samples, const std::string& source, const std::vector<Seconds>& kernel,
+                      std::vector<Seconds>& harness) {
+  std::vector<std::size_t> rows;
+  std::vector<std::pair<double, double>> gap_weight;  // (measured - predicted, 1 / measured): relative L1
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].row->source == source && samples[i].row->harness_overhead && !fit_group(*samples[i].row).empty()) {
+      rows.push_back(i);
+      gap_weight.emplace_back(samples[i].row->measured - kernel[i], 1 / samples[i].row->measured);
+    }
+  if (rows.empty()) return;
+  const double c = std::max(0.0, weighted_median(gap_weight));
+  for (std::size_t i : rows) harness[i] = c;
 }
 
 }  // namespace
@@ -402,8 +436,15 @@ Seconds predict_sample(const FitSample& s, const KernelCalibration* cal) {
   return t;
 }
 
-std::vector<Seconds> leave_one_source_out(const std::vector<FitSample>& samples) {
-  std::vector<Seconds> out(samples.size(), 0.0);
+Seconds PublicKernelFit::harness_cost(const KernelRow& row) const {
+  if (!row.harness_overhead) return 0.0;
+  const auto it = harness_overhead_by_source.find(row.source);
+  return it == harness_overhead_by_source.end() ? 0.0 : it->second;
+}
+
+HeldOutPredictions leave_one_source_out(const std::vector<FitSample>& samples) {
+  HeldOutPredictions held{std::vector<Seconds>(samples.size(), 0.0), std::vector<Seconds>(samples.size(), 0.0)};
+  std::vector<Seconds>& out = held.kernel;
   std::set<std::string> sources;
   for (const auto& s : samples) sources.insert(s.row->source);
   for (const auto& source : sources) {
@@ -418,8 +459,9 @@ std::vector<Seconds> leave_one_source_out(const std::vector<FitSample>& samples)
       if (!by_class.count(cls)) by_class[cls] = fit.calibration_for(cls);
       out[i] = predict_sample(samples[i], &by_class[cls]);
     }
+    own_harness_cost(samples, source, out, held.harness);
   }
-  return out;
+  return held;
 }
 
 }  // namespace perfcast

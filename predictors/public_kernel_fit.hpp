@@ -15,8 +15,10 @@
 /// of the L2-resident share over 0.30, 0.35, ..., 0.90. Every source weighs the same in
 /// total (each row 1 / the source's rows in its family, times its caveat weight,
 /// kernel_rows.hpp), so that one large source does not drown the others. Rows timed by a
-/// harness with an unknown fixed cost per call (KernelRow::harness_overhead) give their
-/// source an intercept of its own, fitted and reported, never used to predict. An attention
+/// harness with an unknown fixed cost per call (KernelRow::harness_overhead: do_bench, an
+/// event pair around a launch loop or around each launch) give their source an intercept of
+/// its own (one per source), fitted and reported, never used to predict a kernel; left out, such a
+/// source's rows are scored after a constant of their own (HeldOutPredictions::harness). An attention
 /// launch costs the GEMM rows' fitted overhead (the attention rows are all long kernels). No
 /// efficiency exceeds 1. A family no row constrains keeps its prior: the spec model's
 /// efficiencies (GEMM 0.77 of the peak, HBM 0.89, the flash-attention shares), a GEMM
@@ -48,7 +50,14 @@ struct PublicKernelFit {
   std::vector<FamilyFit> families;  ///< GEMM and attention families (GPU-independent shares)
   FamilyFit elementwise;            ///< memory-bound kernels; memory_efficiency: pooled over GPU classes
   std::map<std::string, double> memory_efficiency_by_class;  ///< memory-bound HBM share per GPU class
-  std::map<std::string, Seconds> harness_overhead_by_source;  ///< fitted per-call harness cost (never predicted)
+  /// Fitted per-call harness cost of each harness-timed source: a property of how the source
+  /// timed, never of a kernel (never predicted for a new kernel). One per source, whatever
+  /// kernels it times: fitted in the first group that has the source's rows (GEMM, then
+  /// attention, then memory-bound), held fixed in the others.
+  std::map<std::string, Seconds> harness_overhead_by_source;
+  /// The fitted harness cost of a harness-timed row's source; 0 for other rows and for
+  /// sources this fit did not see.
+  [[nodiscard]] Seconds harness_cost(const KernelRow& row) const;
   /// The calibration of one GPU class: every family, the memory-bound HBM share of that class
   /// (pooled when it has no rows), attention's memory term at that share. Kernel model 2,
   /// basis "public measurements"; the caller fills in the GPU name, dates and errors.
@@ -62,8 +71,18 @@ struct PublicKernelFit {
 /// where `cal` is null or has no family for a kernel).
 [[nodiscard]] Seconds predict_sample(const FitSample& s, const KernelCalibration* cal);
 
-/// Leave one source out: each sample predicted by the fit on every other source's samples
-/// (spec-derived where that fit covers nothing of it), in the order of `samples`.
-[[nodiscard]] std::vector<Seconds> leave_one_source_out(const std::vector<FitSample>& samples);
+/// Leave-one-source-out predictions, in the order of the samples.
+struct HeldOutPredictions {
+  /// Each sample predicted by the fit on every other source's samples (spec-derived where
+  /// that fit covers nothing of it): the kernels' time alone.
+  std::vector<Seconds> kernel;
+  /// A harness-timed source's own per-call cost: the constant c >= 0 that minimises the sum
+  /// of |kernel + c - measured| / measured over the source's harness-timed rows (a weighted
+  /// median), the one nuisance term the fit also grants the source when it is fitted. 0 for
+  /// rows not harness-timed. A held-out row is scored on kernel + harness: the model predicts
+  /// kernels, and a harness's cost is not a kernel's.
+  std::vector<Seconds> harness;
+};
+[[nodiscard]] HeldOutPredictions leave_one_source_out(const std::vector<FitSample>& samples);
 
 }  // namespace perfcast

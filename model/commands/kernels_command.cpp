@@ -125,8 +125,10 @@ struct ReportRow {
   std::string predictor;
   bool calibrated = false;
   double error = 0;
-  Seconds heldout = 0;       ///< leave-one-source-out prediction (when computed)
+  Seconds heldout = 0;       ///< leave-one-source-out prediction (when computed), its harness cost included
   double heldout_error = 0;
+  Seconds heldout_harness = 0;     ///< the harness-timed source's own per-call cost in `heldout` (0: none)
+  double heldout_kernel_error = 0;  ///< the error of the held-out kernels' time alone (without heldout_harness)
 };
 
 struct Summary {
@@ -134,16 +136,18 @@ struct Summary {
   std::set<std::string> caveats;
 };
 
+/// Which error of a row a summary is of.
+enum class ErrorOf { kPrinted, kHeldOut, kHeldOutKernels };
+
 /// Per family and per (family, source) error statistics of the predicted rows.
-/// `held_out`: of the leave-one-source-out predictions instead of the printed ones.
 std::pair<std::map<std::string, Summary>, std::map<std::pair<std::string, std::string>, Summary>> summarize(
-    const std::vector<ReportRow>& rows, bool held_out) {
+    const std::vector<ReportRow>& rows, ErrorOf which) {
   std::map<std::string, std::vector<double>> fam;
   std::map<std::pair<std::string, std::string>, std::vector<double>> src;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> caveats;
   for (const auto& r : rows) {
     if (!r.not_expressible.empty()) continue;
-    const double e = held_out ? r.heldout_error : r.error;
+    const double e = which == ErrorOf::kPrinted ? r.error : which == ErrorOf::kHeldOut ? r.heldout_error : r.heldout_kernel_error;
     fam[r.row->table].push_back(e);
     src[{r.row->table, r.row->source}].push_back(e);
     for (const auto& c : r.row->caveats) caveats[{r.row->table, r.row->source}].insert(c);
@@ -258,7 +262,8 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     sample_row.push_back(i);
   }
   const bool fitting = !req.fit_systems.empty();
-  const std::vector<Seconds> heldout = req.leave_one_source_out || fitting ? leave_one_source_out(samples) : std::vector<Seconds>{};
+  const HeldOutPredictions held = req.leave_one_source_out || fitting ? leave_one_source_out(samples) : HeldOutPredictions{};
+  const bool any_heldout = !held.kernel.empty();
   std::optional<PublicKernelFit> fit;
   if (fitting) fit = fit_public_kernels(samples);
   std::map<std::string, KernelCalibration> fitted_by_class;
@@ -271,21 +276,29 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
       cal = &fitted_by_class[cls];
     }
     const Estimate first = predict_with_calibration(r.row->kernels.front(), samples[j].gpu, cal);
-    r.predicted = req.leave_one_source_out && !fit ? heldout[j] : predict_sample(samples[j], cal);
+    // Fitted: a harness-timed row's source's fitted per-call cost is part of what was measured.
+    r.predicted = req.leave_one_source_out && !fit ? held.kernel[j] + held.harness[j]
+                                                   : predict_sample(samples[j], cal) + (fit ? fit->harness_cost(*r.row) : 0.0);
     r.predictor = req.leave_one_source_out && !fit ? "held out" : std::string(first.predictor);
     r.calibrated = !(req.leave_one_source_out && !fit) && first.calibrated;
     r.error = relative_error(r.predicted, r.row->measured);
-    if (!heldout.empty()) {
-      r.heldout = heldout[j];
-      r.heldout_error = relative_error(heldout[j], r.row->measured);
+    if (any_heldout) {
+      r.heldout = held.kernel[j] + held.harness[j];
+      r.heldout_harness = held.harness[j];
+      r.heldout_error = relative_error(r.heldout, r.row->measured);
+      r.heldout_kernel_error = relative_error(held.kernel[j], r.row->measured);
     }
   }
-  const auto [by_family, by_source] = summarize(report, false);
+  const auto [by_family, by_source] = summarize(report, ErrorOf::kPrinted);
   const auto source_mean = per_source_geomean(by_source);
-  std::map<std::string, Summary> held_family;
-  std::map<std::pair<std::string, std::string>, Summary> held_source;
-  if (!heldout.empty()) std::tie(held_family, held_source) = summarize(report, true);
+  std::map<std::string, Summary> held_family, kernel_family;
+  std::map<std::pair<std::string, std::string>, Summary> held_source, kernel_source;
+  if (any_heldout) {
+    std::tie(held_family, held_source) = summarize(report, ErrorOf::kHeldOut);
+    std::tie(kernel_family, kernel_source) = summarize(report, ErrorOf::kHeldOutKernels);
+  }
   const auto held_mean = per_source_geomean(held_source);
+  const auto kernel_mean = per_source_geomean(kernel_source);
   const bool two = fitting;  // fitted and held-out columns side by side
 
   KernelsOutcome out;
@@ -304,10 +317,12 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
   if (fit) {
     t += "  predicted: kernel model 2 fitted on every row (each row on its GPU class); held out: each source's rows by the fit on the "
          "other sources' rows\n";
+    t += "  harness-timed sources (do_bench, CUDA events): fitted and held out with a per-call cost of their own, never a kernel's\n";
   } else {
     for (const auto& s : systems) t += fmt::format("  {} ({}): {}\n", s.gpu_class, s.file, calibration_phrase(s));
     if (req.leave_one_source_out)
-      t += "  predictions held out: each source's rows predicted by the fit (kernel model 2) on the other sources' rows\n";
+      t += "  predictions held out: each source's rows predicted by the fit (kernel model 2) on the other sources' rows; a harness-timed "
+           "source's with a per-call cost of its own\n";
   }
   t += fmt::format("\n{:<24} {:<34} {:<9} {:<58} {:>11} {:>12} {:>8}{}\n", "row", "source", "gpu", "kernel", "measured us",
                    fit ? "fitted us" : "predicted us", "error", two ? fmt::format(" {:>12} {:>8}", "held-out us", "error") : "");
@@ -328,6 +343,11 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     t += fmt::format("{:<14} {:>6} {}{}{}\n", f, s.stats.count, stats(s.stats),
                      per_source_column ? fmt::format("  {:>18.1f}%", 100 * source_mean.at(f)) : "",
                      two ? fmt::format("             {}  {:>18.1f}%", stats(held_family.at(f).stats), 100 * held_mean.at(f)) : "");
+  if (any_heldout) {
+    t += "held out, the kernels' time alone (harness-timed sources without their own per-call cost), per-source geomean:";
+    for (const auto& [f, m] : kernel_mean) t += fmt::format(" {} {:.1f}%;", f, 100 * m);
+    t += "\n";
+  }
   t += fmt::format("\n{:<14} {:<36} {:>6} {:>14} {:>8} {:>8}{}  {}\n", "family", "source", "rows", "geomean |err|", "bias", "max",
                    two ? fmt::format("   held out: {:>14} {:>8} {:>8}", "geomean |err|", "bias", "max") : "", "caveats");
   for (const auto& [k, s] : by_source)
@@ -345,7 +365,7 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     }
   }
   if (fit) {
-    t += "\nharness intercepts fitted per source (never used to predict):";
+    t += "\nharness intercepts fitted per source (never used to predict a kernel):";
     for (const auto& [source, v] : fit->harness_overhead_by_source) t += fmt::format(" {} {:.2f} us;", source, v * 1e6);
     t += "\nmemory-bound HBM share per GPU class:";
     for (const auto& [cls, e] : fit->memory_efficiency_by_class) t += fmt::format(" {} {:.3f};", cls, e);
@@ -367,9 +387,13 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
       j["predictor"] = r.predictor;
       j["calibrated"] = r.calibrated;
       j["system"] = r.system->file;
-      if (!heldout.empty()) {
+      if (any_heldout) {
         j["heldout_predicted_us"] = r.heldout * 1e6;
         j["heldout_error"] = r.heldout_error;
+        if (r.heldout_harness > 0) {
+          j["heldout_harness_us"] = r.heldout_harness * 1e6;
+          j["heldout_kernel_error"] = r.heldout_kernel_error;
+        }
       }
     } else {
       j["not_expressible"] = r.not_expressible;
@@ -381,7 +405,11 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     nlohmann::json j = stats_json(s.stats);
     j["family"] = f;
     j["per_source_geomean_abs_error"] = source_mean.at(f);
-    if (two) j["held_out"] = stats_json(held_family.at(f).stats), j["held_out"]["per_source_geomean_abs_error"] = held_mean.at(f);
+    if (two) {
+      j["held_out"] = stats_json(held_family.at(f).stats);
+      j["held_out"]["per_source_geomean_abs_error"] = held_mean.at(f);
+      j["held_out"]["kernels_alone_per_source_geomean_abs_error"] = kernel_mean.at(f);
+    }
     families.push_back(j);
   }
   for (const auto& [k, s] : by_source) {
@@ -389,7 +417,10 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     j["family"] = k.first;
     j["source"] = k.second;
     j["caveats"] = s.caveats;
-    if (two) j["held_out"] = stats_json(held_source.at(k).stats);
+    if (two) {
+      j["held_out"] = stats_json(held_source.at(k).stats);
+      j["held_out"]["kernels_alone"] = stats_json(kernel_source.at(k).stats);
+    }
     sources.push_back(j);
   }
   for (const auto& [why, ids] : reasons) unexpressed.push_back({{"reason", why}, {"count", ids.size()}, {"rows", ids}});
@@ -405,7 +436,7 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
   if (!req.fit_systems.empty()) j["fit"] = fit_report;
   out.json = json_text(j, 2) + "\n";
   out.csv = json_rows_to_csv(rows_json, {"file", "row", "row_id", "source", "family", "gpu", "gpu_class", "implementation", "op", "kernel",
-                                         "measured_us", "predicted_us", "error", "heldout_predicted_us", "heldout_error", "predictor",
+                                         "measured_us", "predicted_us", "error", "heldout_predicted_us", "heldout_error", "heldout_harness_us", "predictor",
                                          "calibrated", "weight", "not_expressible"});
   return out;
 }

@@ -6,11 +6,12 @@
 #    configs/calibration/nvidia_h100_sxm5_80gb.json and nvidia_h200_sxm_141gb.json (every
 #    family's efficiencies, overheads and errors within 1e-6 relative; date and commit aside),
 #    so a change to the fit cannot leave stale calibrations behind;
-# 2. the leave-one-source-out error per family (geometric mean over the held-out sources)
-#    stays within its bound: GEMM 12% (11.3% when shipped with the Azure guide's rows: the
-#    goal of 10% is not met), attention 12% (5.1%), memory-bound 10%, the goal (9.3% since
-#    kernels of one thread per element pay their waves of resident threads and Liger's loss
-#    kernels count the gradient they write; 11.6% before).
+# 2. the leave-one-source-out error per family (geometric mean over the held-out sources) meets
+#    its goal: GEMM 10% (7.8% since a source timed with CUDA events around each launch is
+#    harness-timed and every harness-timed source is scored after its own per-call cost;
+#    11.3% before, when that cost counted as the model's error), attention 12% (3.5%),
+#    memory-bound 10% (8.1%); and the kernels' time alone (harness-timed sources without their
+#    own cost) stays within GEMM 12.5% (11.8%), attention 12% (5.4%), memory-bound 10% (9.3%).
 # Usage: kernels_accuracy_test.sh PERFCAST_BINARY SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
 cd "$src" || exit 1  # the calibrations record their measurement files relative to the repository
@@ -54,13 +55,18 @@ done
 
 check "held-out error per family within its bound" python3 - "$tmp/fit.json" <<'PY'
 import json, sys
-bounds = {"gemm": 0.12, "attention": 0.12, "memory_bound": 0.10}
-families = {f["family"]: f["held_out"]["per_source_geomean_abs_error"] for f in json.load(open(sys.argv[1]))["summary"]["by_family"]}
+bounds = {"gemm": (0.10, 0.125), "attention": (0.12, 0.12), "memory_bound": (0.10, 0.10)}
+held = {f["family"]: f["held_out"] for f in json.load(open(sys.argv[1]))["summary"]["by_family"]}
 ok = True
-for family, bound in bounds.items():
-    got = families.get(family)
-    print(f"{family}: held out {100 * got:.2f}% (bound {100 * bound:.0f}%)" if got is not None else f"{family}: missing")
-    ok = ok and got is not None and got <= bound
+for family, (bound, alone_bound) in bounds.items():
+    h = held.get(family)
+    if h is None:
+        print(f"{family}: missing")
+        ok = False
+        continue
+    got, alone = h["per_source_geomean_abs_error"], h["kernels_alone_per_source_geomean_abs_error"]
+    print(f"{family}: held out {100 * got:.2f}% (bound {100 * bound:.1f}%), kernels alone {100 * alone:.2f}% (bound {100 * alone_bound:.1f}%)")
+    ok = ok and got <= bound and alone <= alone_bound
 sys.exit(0 if ok else 1)
 PY
 

@@ -288,10 +288,42 @@ TEST_CASE("one large source does not drown a small one; a held-out source is pre
   // By rows the big source would decide alone (0.4); by sources the fit lies between.
   CHECK(e > 0.45);
   CHECK(e < 0.8);
-  const std::vector<Seconds> held = leave_one_source_out(samples);
+  const HeldOutPredictions held = leave_one_source_out(samples);
   // The small source's rows predicted by the big source's fit: twice as slow.
-  CHECK(held.back() / rows.back().measured == Approx(2.0).epsilon(0.02));
-  CHECK(held.front() / rows.front().measured == Approx(0.5).epsilon(0.02));
+  CHECK(held.kernel.back() / rows.back().measured == Approx(2.0).epsilon(0.02));
+  CHECK(held.kernel.front() / rows.front().measured == Approx(0.5).epsilon(0.02));
+  CHECK(held.harness.back() == 0.0);  // neither source is harness-timed
+}
+
+TEST_CASE("a harness-timed source: its per-call cost fitted as its own, never a kernel's; held out, scored after its own constant",
+          "[kernel_model2][fit]") {
+  const GpuSpec h100 = gpu("h100_sxm");
+  const KernelCalibration truth = model2({family("gemm.bf16", 0.7, 0.85, 2e-6)});
+  std::vector<KernelRow> rows;
+  for (int i = 0; i < 40; ++i) {  // CUPTI-like kernel times, 2 us of overhead, 64 .. 4,096 on a side
+    const GemmDesc g{64 << (i % 7), 64 << ((i / 7) % 7), 256 + 128 * i, 1, DType::kBf16};
+    rows.push_back(row("kernel_times", g, predict_with_calibration(g, h100, &truth).time));
+  }
+  for (int i = 0; i < 20; ++i) {  // the same model plus 20 us per call: a harness's cost
+    const GemmDesc g{512 + 256 * i, 1024, 2048, 1, DType::kBf16};
+    KernelRow r = row("harness_timed", g, predict_with_calibration(g, h100, &truth).time + 20e-6);
+    r.harness_overhead = true;
+    rows.push_back(r);
+  }
+  std::vector<FitSample> samples;
+  for (const auto& r : rows) samples.push_back({&r, h100});
+  const PublicKernelFit fit = fit_public_kernels(samples);
+  // The intercept goes to the harness, not to every kernel's overhead.
+  CHECK(fit.families.front().overhead == Approx(2e-6).epsilon(0.05));
+  CHECK(fit.harness_cost(rows.back()) == Approx(20e-6).epsilon(0.05));
+  CHECK(fit.harness_cost(rows.front()) == 0.0);
+  const HeldOutPredictions held = leave_one_source_out(samples);
+  // Held out: the kernels' time from the other source's fit, 20 us short of each row; the
+  // source's own constant (a weighted median of the gaps) makes up the harness.
+  CHECK(held.harness.back() == Approx(20e-6).epsilon(0.05));
+  CHECK(held.harness.front() == 0.0);
+  CHECK((held.kernel.back() + held.harness.back()) / rows.back().measured == Approx(1.0).epsilon(0.02));
+  CHECK(held.kernel.back() / rows.back().measured < 0.9);
 }
 
 TEST_CASE("kernel model 2 calibrations round-trip through their file", "[kernel_model2]") {
