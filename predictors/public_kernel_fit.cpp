@@ -357,7 +357,7 @@ void fit_memory_bound(const std::vector<const FitSample*>& group, PublicKernelFi
   record_harness(harness, best_x, fit);
 }
 
-/// Weighted median of `gap` (weights `weight`, both non-empty and of one size).
+/// Weighted median of the gaps of (gap, weight) pairs (at least one pair; weights > 0).
 double weighted_median(std::vector<std::pair<double, double>> gap_weight) {
   std::sort(gap_weight.begin(), gap_weight.end());
   double total = 0;
