@@ -56,8 +56,9 @@ struct CollectiveEstimate {
   /// crosses it), s; 0 inside a node.
   Seconds pcie_busy = 0;
   /// SMs the collective's kernel holds while it runs (NCCL: one CTA per channel,
-  /// nccl_kernel_sms()); 0 where not modelled (two-rank transfers, one rank, unknown
-  /// algorithms). Set by the annotation, not by the collective models.
+  /// nccl_kernel_sms(); a two-rank transfer: pair_transfer_sms()); 0 where not modelled (one
+  /// rank, an empty transfer, unknown algorithms). Set by the annotation, not by the collective
+  /// models.
   int sms = 0;
 };
 

@@ -250,18 +250,59 @@ NcclGraph nccl_graph(const NcclTopo& t, NcclPattern pattern) {
   return g;
 }
 
-int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind, std::string_view algorithm) {
+namespace {
+
+int pow2_up(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+/// NCCL's chunk of one point-to-point step, bytes (src/init.cc: NCCL_P2P_NET_CHUNKSIZE 128 KiB,
+/// doubled on Grace with Blackwell; NCCL_P2P_NVL_CHUNKSIZE 512 KiB; NCCL_P2P_PCI_CHUNKSIZE 128 KiB).
+double p2p_chunk_bytes(const NcclTopo& t) {
+  if (t.nodes > 1) return (t.arm_cpu && t.arch >= NcclArch::kBlackwell ? 2.0 : 1.0) * 128 * 1024;
+  return t.nvlink_intra ? 512.0 * 1024 : 128.0 * 1024;
+}
+
+/// NCCL_P2P_PER_CHANNEL_NET_BW: GB/s one point-to-point channel drives on a network (src/graph/paths.cc).
+constexpr double kP2pPerChannelNetGbps = 14;
+
+}  // namespace
+
+int pair_transfer_sms(const SystemSpec& system, const RankGroup& group, const CollectiveDesc& desc) {
+  if (group.size() != 2) return 0;
+  double bytes = desc.bytes;
+  for (double b : desc.pair_bytes) bytes = std::max(bytes, b);
+  if (!(bytes > 0)) return 0;
+  const NcclTopo t = nccl_topo(system, group);
+  const int comm_channels = std::min(pow2_up(std::max(1, nccl_graph(t, NcclPattern::kRing).channels)), kMaxGraphChannels);
+  int per_peer = 2;  // PCIe peer
+  if (t.nodes > 1) {
+    const int nics = std::max(1, static_cast<int>(std::lround(static_cast<double>(system.network.nics_per_node) / system.gpus_per_node)));
+    per_peer = std::max(nics, static_cast<int>(std::ceil(nics * t.nic_gbps / kP2pPerChannelNetGbps)));
+  } else if (t.nvlink_intra) {
+    const int links = t.nvswitch ? system.gpu.nvlink_links : 1;
+    per_peer = 2 * std::max(1, links);
+  }
+  per_peer = std::min(pow2_up(per_peer), comm_channels);  // one peer: divUp(2, 8) = 1 round
+  int start = per_peer;
+  while (start * 2 > comm_channels && start > 1) start /= 2;
+  const double chunk = p2p_chunk_bytes(t);
+  const double min_part = t.nodes > 1 ? chunk / 2 : chunk / 8, max_part = t.nodes > 1 ? chunk : chunk * 32;
+  int n = static_cast<int>(std::min<double>(start, std::ceil(bytes / min_part)));
+  while (std::ceil(bytes / n) > max_part && n <= per_peer / 2) n *= 2;
+  return n;
+}
+
+int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, const CollectiveDesc& desc, std::string_view algorithm) {
   if (group.size() < 2) return 0;
-  if (kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV) {
-    // A transfer between two ranks (pipeline stages, context-parallel ring steps) uses the
-    // channels NCCL gives one peer, which the model does not follow: none counted.
-    if (group.size() == 2) return 0;
+  if (desc.kind == CollectiveKind::kAllToAll || desc.kind == CollectiveKind::kAllToAllV) {
+    if (group.size() == 2) return pair_transfer_sms(system, group, desc);
     // Point-to-point channels (src/graph/paths.cc, ncclTopoComputeP2pChannels): the
     // communicator's channels rounded up to a power of two, at most MAXCHANNELS; an
     // all-to-all's sends and receives to every peer spread over all of them.
-    int p2p = 1;
-    while (p2p < nccl_graph(nccl_topo(system, group), NcclPattern::kRing).channels) p2p *= 2;
-    return std::min(p2p, kMaxGraphChannels);
+    return std::min(pow2_up(nccl_graph(nccl_topo(system, group), NcclPattern::kRing).channels), kMaxGraphChannels);
   }
   NcclAlgo a{};
   if (!nccl_algo_from_name(algorithm, &a)) return 0;

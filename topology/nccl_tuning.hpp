@@ -76,12 +76,28 @@ enum class NcclPattern { kRing, kTree, kNvls };
 /// SMs NCCL's kernel of a collective holds while it runs: one CTA per channel (NCCL launches
 /// its collective kernels with one block per channel, src/enqueue.cc), the channels of the
 /// graph of `algorithm` (perfcast's name: ring and pat on the ring graph, tree and collnet on
-/// the tree graph, nvls and nvls_tree on the NVLS graph) for this group; an all-to-all(v)
-/// holds NCCL's point-to-point channels (the ring graph's channels rounded up to a power of
-/// two, at most 32). 0 for other algorithm names ("local", ...), for one rank, and for a
-/// transfer between two ranks (the channels NCCL gives one peer are not followed).
-[[nodiscard]] int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, CollectiveKind kind,
+/// the tree graph, nvls and nvls_tree on the NVLS graph) for this group; an all-to-all(v) of
+/// three ranks or more holds NCCL's point-to-point channels (the ring graph's channels rounded
+/// up to a power of two, at most 32); a transfer between two ranks (pipeline stages,
+/// context-parallel ring steps) the channels NCCL gives one send or receive of its size
+/// (pair_transfer_sms). 0 for other algorithm names ("local", ...) and for one rank.
+[[nodiscard]] int nccl_kernel_sms(const SystemSpec& system, const RankGroup& group, const CollectiveDesc& desc,
                                   std::string_view algorithm);
+
+/// Channels (one CTA each) of NCCL's point-to-point kernel for a transfer between the two ranks
+/// of `group`, the larger direction's bytes (desc.pair_bytes, else desc.bytes), with the pair as
+/// the communicator (src/graph/paths.cc ncclTopoGetNchannels and ncclTopoComputeP2pChannels,
+/// src/enqueue.cc addP2pToPlan and the p2p task split, src/init.cc p2pChunkSize; NCCL 2.30):
+/// channels per peer 2 x the NVLink links between them (2 over PCIe; across NVLink domains the
+/// larger of the GPU's NICs and their GB/s / 14), a power of two, at most the communicator's
+/// point-to-point channels (the ring graph's rounded up to a power of two, at most 32); a send
+/// starts on the per-peer channels halved until both ranks fit the communicator's, one per
+/// min-part (chunk / 8 in a domain, chunk / 2 across; chunk 512 KiB over NVLink, 128 KiB over
+/// PCIe or a network, 256 KiB on Grace Blackwell's network) of its bytes, and doubles while a
+/// part exceeds the max-part (chunk x 32 in a domain, chunk across). 0 for an empty transfer
+/// or a group that is not two ranks. A job's pipeline communicator spans all its stages: NCCL
+/// there takes the least channels of any of their peers, which the pair does not see.
+[[nodiscard]] int pair_transfer_sms(const SystemSpec& system, const RankGroup& group, const CollectiveDesc& desc);
 
 /// NCCL's latency (us) and algorithm bandwidth (GB/s; 0 = not available) of every
 /// (algorithm, protocol) for one collective kind, after its enable rules (NVLS only with

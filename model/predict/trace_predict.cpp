@@ -82,7 +82,7 @@ std::unique_ptr<Prediction> predict_trace(SystemSpec system, TraceWorkload workl
       RankGroup g;
       for (int i = 0; i < n; ++i) g.ranks.push_back(i);
       p->timed.collectives[k] = models.comm->estimate(c.desc, g);
-      p->timed.collectives[k].sms = nccl_kernel_sms(p->system, g, c.desc.kind, p->timed.collectives[k].algorithm);
+      p->timed.collectives[k].sms = nccl_kernel_sms(p->system, g, c.desc, p->timed.collectives[k].algorithm);
     } else {
       CollectiveEstimate e;
       e.time = workload.collective_measured[k].value_or(0);

@@ -58,7 +58,7 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
     if (!changes.all && !changes.collectives[c]) continue;
     const RankGroup& group = g.groups[static_cast<std::size_t>(g.collectives[c].group)];
     timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, group);
-    timed_.collectives[c].sms = nccl_kernel_sms(*system_, group, g.collectives[c].desc.kind, timed_.collectives[c].algorithm);
+    timed_.collectives[c].sms = nccl_kernel_sms(*system_, group, g.collectives[c].desc, timed_.collectives[c].algorithm);
   }
   add_nccl_sm_sharing(g, timed_, system_->gpu.sm_count);
   PlanEvaluation e;

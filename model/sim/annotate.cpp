@@ -146,7 +146,7 @@ TimedGraph Annotator::annotate(const ExecutionGraph& g) {
     }
     const RankGroup& group = g.groups[static_cast<std::size_t>(c.group)];
     t.collectives.push_back(comm_->estimate(c.desc, group));
-    t.collectives.back().sms = nccl_kernel_sms(*system_, group, c.desc.kind, t.collectives.back().algorithm);
+    t.collectives.back().sms = nccl_kernel_sms(*system_, group, c.desc, t.collectives.back().algorithm);
   }
   add_sm_sharing(g, t);
   add_nccl_sm_sharing(g, t, system_->gpu.sm_count);

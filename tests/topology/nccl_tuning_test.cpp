@@ -57,18 +57,51 @@ TEST_CASE("channel search outcome on DGX H100: 12 ring channels of 30 GB/s, 8 NV
 TEST_CASE("SMs NCCL's kernel holds: one CTA per channel of the algorithm's graph", "[nccl_tuning]") {
   const SystemSpec s = load("dgx_h100.json");
   // DGX H100, 8 GPUs: 12 ring channels and 8 NVLS channels (worked above).
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "ring") == 12);
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kReduceScatter, "ring") == 12);
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "nvls") == 8);
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "NVLSTree") == 8);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllReduce, 1 << 20, {}}, "ring") == 12);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kReduceScatter, 1 << 20, {}}, "ring") == 12);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllReduce, 1 << 20, {}}, "nvls") == 8);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllReduce, 1 << 20, {}}, "NVLSTree") == 8);
   // An all-to-all holds the point-to-point channels: 12 rounded up to a power of two.
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAll, "pairwise") == 16);
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllToAllV, "pairwise") == 16);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllToAll, 1 << 20, {}}, "pairwise") == 16);
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllToAllV, 0, std::vector<double>(64, 1 << 14)}, "pairwise") == 16);
   // Nothing modelled for other names or one rank.
-  CHECK(nccl_kernel_sms(s, first(8), CollectiveKind::kAllReduce, "local") == 0);
-  CHECK(nccl_kernel_sms(s, first(1), CollectiveKind::kAllReduce, "ring") == 0);
-  CHECK(nccl_kernel_sms(s, first(1), CollectiveKind::kAllToAll, "pairwise") == 0);
-  CHECK(nccl_kernel_sms(s, first(2), CollectiveKind::kAllToAllV, "pairwise") == 0);  // point to point
+  CHECK(nccl_kernel_sms(s, first(8), {CollectiveKind::kAllReduce, 1 << 20, {}}, "local") == 0);
+  CHECK(nccl_kernel_sms(s, first(1), {CollectiveKind::kAllReduce, 1 << 20, {}}, "ring") == 0);
+  CHECK(nccl_kernel_sms(s, first(1), {CollectiveKind::kAllToAll, 1 << 20, {}}, "pairwise") == 0);
+}
+
+TEST_CASE("a transfer between two ranks holds the channels NCCL gives one send of its size, hand-worked", "[nccl_tuning]") {
+  const SystemSpec s = load("dgx_h100.json");
+  const auto send = [](double bytes) { return CollectiveDesc{CollectiveKind::kAllToAllV, 0, {0, bytes, 0, 0}}; };
+  // Two GPUs of a DGX H100: NVLink peers, 2 x 18 links = 36 channels per peer, a power of two
+  // (64) at most the pair communicator's point-to-point channels (its ring channels rounded up).
+  const int p2p = std::min(32, [&] {
+    int p = 1;
+    while (p < nccl_graph(nccl_topo(s, first(2)), NcclPattern::kRing).channels) p *= 2;
+    return p;
+  }());
+  // A send starts on p2p / 2 channels (both ranks fit p2p), one per 64 KiB (512 KiB chunk / 8).
+  CHECK(pair_transfer_sms(s, first(2), send(12.0 * (1 << 20))) == p2p / 2);  // 12 MiB: 192 parts, capped
+  CHECK(pair_transfer_sms(s, first(2), send(100 * 1024)) == 2);              // 100 KiB: 2 parts of 64 KiB
+  CHECK(pair_transfer_sms(s, first(2), send(1000)) == 1);
+  CHECK(pair_transfer_sms(s, first(2), send(0)) == 0);
+  CHECK(nccl_kernel_sms(s, first(2), send(100 * 1024), "pairwise") == 2);
+  // Across two DGX H100 nodes: one 400 Gb/s NIC per GPU (50 GB/s): max(1, ceil(50 / 14)) = 4
+  // channels per peer; 64 KiB parts (128 KiB chunk / 2) up to 4, never above 4.
+  SystemSpec two = load("cluster_4x_dgx_h100.json");
+  const RankGroup across{{0, 8}};
+  CHECK(pair_transfer_sms(two, across, send(12.0 * (1 << 20))) == 4);
+  CHECK(pair_transfer_sms(two, across, send(100 * 1024)) == 2);
+  // Monotone in bytes, never above the per-peer channels.
+  int last = 0;
+  for (double b = 1; b < 1e10; b *= 3) {
+    const int n = pair_transfer_sms(s, first(2), send(b));
+    CHECK(n >= last);
+    CHECK(n <= p2p);
+    last = n;
+  }
+  // Not a pair: none from this rule.
+  CHECK(pair_transfer_sms(s, first(8), send(1 << 20)) == 0);
 }
 
 TEST_CASE("NCCL's choice on one H100 node: ring LL below ~1.25 MB, NVLS above", "[nccl_tuning]") {
