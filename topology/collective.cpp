@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "topology/link_paths.hpp"
 #include "topology/nccl_tests_parser.hpp"
@@ -539,13 +540,18 @@ CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d,
     local[i] = r % s.gpus_per_node;
     rail[i] = local[i] * nics / s.gpus_per_node;
   }
-  // Group index of the GPU on (host, local index), for PXN proxies (-1: not in the group;
-  // the proxy still carries the bytes, charged to the sender then).
+  // Group index of the GPU on (host, local index), for PXN proxies (not in the group: the
+  // sender itself, which then carries the bytes). One lookup a pair: a search of the group
+  // for every pair made a 128-rank all-to-all cost n^3.
+  std::unordered_map<int, std::size_t> index_of_rank;
+  if (pxn) {
+    index_of_rank.reserve(un);
+    for (std::size_t k = 0; k < un; ++k) index_of_rank.emplace(g.ranks[k], k);
+  }
   auto proxy_of = [&](std::size_t i, int target_rail) -> std::size_t {
     const int want = host[i] * s.gpus_per_node + target_rail * s.gpus_per_node / nics;
-    for (std::size_t k = 0; k < un; ++k)
-      if (g.ranks[k] == want) return k;
-    return i;
+    const auto it = index_of_rank.find(want);
+    return it == index_of_rank.end() ? i : it->second;
   };
   double total = 0, max_oversub = 1;
   for (std::size_t i = 0; i < un; ++i) {

@@ -136,14 +136,26 @@ bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& e
       }
     }
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return std::tie(a.resource, a.start, a.end) < std::tie(b.resource, b.start, b.end);
-  });
-  Seconds end = -std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < spans.size(); ++i) {
-    if (i > 0 && spans[i].resource != spans[i - 1].resource) end = -std::numeric_limits<double>::infinity();
-    if (spans[i].start < end) return true;
-    end = std::max(end, spans[i].end);
+  // Bucketed by resource (a counting sort), then each resource's spans by start: the same
+  // order as one sort by (resource, start, end), at a fraction of its comparisons (the
+  // sharding search checks every plan it simulates).
+  const std::size_t resources = g.ranks.size() * kResourcesPerRank;
+  std::vector<std::size_t> first(resources + 1, 0);
+  for (const Span& sp : spans) ++first[static_cast<std::size_t>(sp.resource) + 1];
+  for (std::size_t r = 0; r < resources; ++r) first[r + 1] += first[r];
+  std::vector<Span> by_resource(spans.size());
+  std::vector<std::size_t> next(first.begin(), first.end() - 1);
+  for (const Span& sp : spans) by_resource[next[static_cast<std::size_t>(sp.resource)]++] = sp;
+  for (std::size_t r = 0; r < resources; ++r) {
+    const auto begin = by_resource.begin() + static_cast<std::ptrdiff_t>(first[r]);
+    const auto stop = by_resource.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
+    if (stop - begin < 2) continue;
+    std::sort(begin, stop, [](const Span& a, const Span& b) { return std::tie(a.start, a.end) < std::tie(b.start, b.end); });
+    Seconds end = -std::numeric_limits<double>::infinity();
+    for (auto it = begin; it != stop; ++it) {
+      if (it->start < end) return true;
+      end = std::max(end, it->end);
+    }
   }
   return false;
 }
