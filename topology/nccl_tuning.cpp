@@ -1,6 +1,7 @@
 #include "topology/nccl_tuning.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -252,11 +253,8 @@ NcclGraph nccl_graph(const NcclTopo& t, NcclPattern pattern) {
 
 namespace {
 
-int pow2_up(int v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
+/// The power of two at or above v (v >= 1): NCCL's pow2Up.
+int pow2_up(int v) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(1, v)))); }
 
 /// NCCL's chunk of one point-to-point step, bytes (src/init.cc: NCCL_P2P_NET_CHUNKSIZE 128 KiB,
 /// doubled on Grace with Blackwell; NCCL_P2P_NVL_CHUNKSIZE 512 KiB; NCCL_P2P_PCI_CHUNKSIZE 128 KiB).
@@ -272,7 +270,9 @@ constexpr double kP2pPerChannelNetGbps = 14;
 
 int pair_transfer_sms(const SystemSpec& system, const RankGroup& group, const CollectiveDesc& desc) {
   if (group.size() != 2) return 0;
-  double bytes = desc.bytes;
+  // An all-to-allv's larger direction; an all-to-all's share for the other rank (nccl-tests'
+  // convention: `bytes` is what each rank sends in all).
+  double bytes = desc.kind == CollectiveKind::kAllToAllV ? 0.0 : desc.bytes / 2;
   for (double b : desc.pair_bytes) bytes = std::max(bytes, b);
   if (!(bytes > 0)) return 0;
   const NcclTopo t = nccl_topo(system, group);

@@ -85,7 +85,8 @@ enum class NcclPattern { kRing, kTree, kNvls };
                                   std::string_view algorithm);
 
 /// Channels (one CTA each) of NCCL's point-to-point kernel for a transfer between the two ranks
-/// of `group`, the larger direction's bytes (desc.pair_bytes, else desc.bytes), with the pair as
+/// of `group`, the larger direction's bytes (an all-to-allv's pair_bytes; an all-to-all's
+/// bytes / 2, its share for the other rank), with the pair as
 /// the communicator (src/graph/paths.cc ncclTopoGetNchannels and ncclTopoComputeP2pChannels,
 /// src/enqueue.cc addP2pToPlan and the p2p task split, src/init.cc p2pChunkSize; NCCL 2.30):
 /// channels per peer 2 x the NVLink links between them (2 over PCIe; across NVLink domains the

@@ -409,6 +409,8 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
       j["held_out"] = stats_json(held_family.at(f).stats);
       j["held_out"]["per_source_geomean_abs_error"] = held_mean.at(f);
       j["held_out"]["kernels_alone_per_source_geomean_abs_error"] = kernel_mean.at(f);
+    } else if (any_heldout) {  // the printed predictions are the held-out ones
+      j["kernels_alone_per_source_geomean_abs_error"] = kernel_mean.at(f);
     }
     families.push_back(j);
   }
@@ -420,6 +422,8 @@ KernelsOutcome run_measured_rows(const KernelsRequest& req, const std::vector<Sy
     if (two) {
       j["held_out"] = stats_json(held_source.at(k).stats);
       j["held_out"]["kernels_alone"] = stats_json(kernel_source.at(k).stats);
+    } else if (any_heldout) {
+      j["kernels_alone"] = stats_json(kernel_source.at(k).stats);
     }
     sources.push_back(j);
   }

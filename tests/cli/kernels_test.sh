@@ -66,6 +66,21 @@ expect "public gemm table" 0 "geomean |err|" -- "$perfcast" kernels --system "$h
 grep -q "no --system with a H800 GPU" "$tmp/stdout" && echo "ok   rows of other GPUs named" || { echo "FAIL other GPUs"; fails=$((fails + 1)); }
 rows=$(($(wc -l < "$tmp/out/g.csv") - 1))
 [ "$rows" = 1096 ] && echo "ok   every gemm row in the csv" || { echo "FAIL csv rows $rows"; fails=$((fails + 1)); }
+# Held out alone: a harness-timed source (torchao's do_bench rows) is scored after a per-call
+# constant of its own, and the kernels' time alone is reported beside it, never smaller.
+"$perfcast" kernels --system "$h100" --system "$h200" --measurements "$hk/gemm.csv" --leave-one-source-out \
+  --json "$tmp/out/loso.json" > /dev/null
+python3 - "$tmp/out/loso.json" <<'PY' && echo "ok   held out: harness constant and kernels alone" || { echo "FAIL held-out harness"; fails=$((fails + 1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+gemm = [f for f in d["summary"]["by_family"] if f["family"] == "gemm"][0]
+torchao = [s for s in d["summary"]["by_source"] if s["source"] == "torchao_blockwise_fp8_inference"][0]
+rows = [r for r in d["rows"] if r["source"] == "torchao_blockwise_fp8_inference" and "heldout_predicted_us" in r]
+assert rows and all(r["heldout_harness_us"] > 0 for r in rows), "torchao rows without their constant"
+assert all(abs(r["predicted_us"] - r["heldout_predicted_us"]) < 1e-9 for r in rows)
+assert torchao["kernels_alone"]["geomean_abs_error"] > torchao["geomean_abs_error"], torchao
+assert gemm["kernels_alone_per_source_geomean_abs_error"] >= gemm["per_source_geomean_abs_error"], gemm
+PY
 expect "memory-bound table names what it cannot express" 0 "composite eager op" -- "$perfcast" kernels --system "$h100" \
   --system "$h200" --measurements "$hk/memory_bound.csv"
 grep -q "plain launch stream" "$tmp/stdout" && echo "ok   launch streams named" || { echo "FAIL launch streams"; fails=$((fails + 1)); }

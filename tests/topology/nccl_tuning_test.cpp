@@ -86,6 +86,9 @@ TEST_CASE("a transfer between two ranks holds the channels NCCL gives one send o
   CHECK(pair_transfer_sms(s, first(2), send(1000)) == 1);
   CHECK(pair_transfer_sms(s, first(2), send(0)) == 0);
   CHECK(nccl_kernel_sms(s, first(2), send(100 * 1024), "pairwise") == 2);
+  // A 2-rank all-to-all of 200 KiB a rank (nccl-tests' convention) sends 100 KiB to the other.
+  CHECK(pair_transfer_sms(s, first(2), {CollectiveKind::kAllToAll, 200 * 1024, {}}) == 2);
+  CHECK(pair_transfer_sms(s, first(2), {CollectiveKind::kAllToAll, 24.0 * (1 << 20), {}}) == p2p / 2);
   // Across two DGX H100 nodes: one 400 Gb/s NIC per GPU (50 GB/s): max(1, ceil(50 / 14)) = 4
   // channels per peer; 64 KiB parts (128 KiB chunk / 2) up to 4, never above 4.
   SystemSpec two = load("cluster_4x_dgx_h100.json");
