@@ -29,6 +29,17 @@ std::string too_large(std::uint64_t limit) {
 
 }  // namespace
 
+InputPathStatus input_path_status(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  InputPathStatus out;
+  out.type = st.type();
+  // status() reports a missing path as not_found with an error code set; that is an answer.
+  if (ec && out.type != std::filesystem::file_type::not_found) out.error = ec.message();
+  if (ec && out.type == std::filesystem::file_type::none) out.type = std::filesystem::file_type::not_found;
+  return out;
+}
+
 std::string read_input_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
   const std::uint64_t limit = max_bytes == 0 ? limits::kMaxInputFileBytes : max_bytes;
   const std::string name = path.string();

@@ -19,6 +19,17 @@ namespace perfcast {
 [[nodiscard]] std::string read_input_file(const std::filesystem::path& path,
                                           std::uint64_t max_bytes = 0 /* 0: limits::kMaxInputFileBytes */);
 
+/// What a path names, looked up without throwing (std::filesystem::status with an
+/// error code). `error` is empty unless the system refused to look (a name too long, a
+/// loop of links, a denied search); a missing path is type not_found with no error.
+struct InputPathStatus {
+  std::filesystem::file_type type = std::filesystem::file_type::not_found;
+  std::string error;
+  [[nodiscard]] bool exists() const { return error.empty() && type != std::filesystem::file_type::not_found; }
+  [[nodiscard]] bool regular() const { return error.empty() && type == std::filesystem::file_type::regular; }
+};
+[[nodiscard]] InputPathStatus input_path_status(const std::filesystem::path& path);
+
 /// Offset of the first byte that is not part of a well-formed UTF-8 sequence
 /// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF), or nullopt.
 [[nodiscard]] std::optional<std::size_t> first_invalid_utf8(std::string_view text);

@@ -69,7 +69,7 @@ bool is_measurement_table_csv(const std::string& path) {
   // device or a line without end).
   std::ifstream in(path, std::ios::binary);
   std::string first(limits::kMaxTextLineBytes, '\0');
-  if (!in || !std::filesystem::is_regular_file(path)) return false;
+  if (!in || !input_path_status(path).regular()) return false;
   in.read(first.data(), static_cast<std::streamsize>(first.size()));
   first.resize(static_cast<std::size_t>(in.gcount()));
   first = first.substr(0, first.find('\n'));

@@ -1,5 +1,6 @@
 #include "topology/system_spec.hpp"
 
+#include "core/input_file.hpp"
 #include "core/limits.hpp"
 #include "core/json_text.hpp"
 
@@ -69,6 +70,14 @@ GpuSpec parse_gpu(const JsonValue& v, const std::filesystem::path& base_dir) {
     return parse_gpu_object(gpu.as_object());
   }
   return parse_gpu_object(v.as_object());
+}
+
+/// Fails at `at` unless `path` exists (and is a regular file when `regular_file`); a path the
+/// system refuses to look up (a name too long, a loop of links) fails there too.
+void require_input_path(const JsonValue& at, const std::filesystem::path& path, bool regular_file) {
+  const InputPathStatus st = input_path_status(path);
+  if (!st.error.empty()) at.fail(fmt::format("cannot look up {}: {}", path.string(), st.error));
+  if (regular_file ? !st.regular() : !st.exists()) at.fail(fmt::format("no such file: {}", path.string()));
 }
 
 /// "levels": [{"name": "leaf", "nodes": 32, "oversubscription": 1, "latency": "0.6us"}, ...],
@@ -253,13 +262,11 @@ SystemSpec parse_system(const JsonDocument& doc) {
   if (auto cpu = root.find("cpu")) s.cpu = parse_cpu(cpu->as_object());
   if (auto cal = root.find("kernel_calibration")) {
     s.kernel_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();  // an absolute path stays itself
-    if (!std::filesystem::is_regular_file(s.kernel_calibration)) cal->fail(fmt::format("no such file: {}", s.kernel_calibration.string()));
+    require_input_path(*cal, s.kernel_calibration, /*regular_file=*/true);
   }
   if (auto cal = root.find("collective_calibration")) {
     s.comms_calibration = std::filesystem::path(doc.file).parent_path() / cal->as_string();
-    if (!std::filesystem::exists(s.comms_calibration)) {
-      cal->fail(fmt::format("no such file: {}", s.comms_calibration.string()));
-    }
+    require_input_path(*cal, s.comms_calibration, /*regular_file=*/false);
   }
   root.finish();
   return s;

@@ -11,6 +11,7 @@
 #include "model/sharding/hugectr_planner.hpp"
 #include "model/graph/transformer_builder.hpp"
 #include "topology/collective_calibration.hpp"
+#include "core/input_file.hpp"
 #include "core/json_text.hpp"
 
 namespace perfcast {
@@ -255,7 +256,10 @@ std::optional<KernelCalibration> load_system_kernel_calibration(const SystemSpec
   const auto path = !system.kernel_calibration.empty()
                         ? system.kernel_calibration
                         : std::filesystem::path(system.file).parent_path() / ".." / "calibration" / calibration_file_name(system.gpu.name);
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (const InputPathStatus st = input_path_status(path); !st.exists()) {
+    if (!st.error.empty()) throw ConfigError(path.string(), "", fmt::format("cannot look up the kernel calibration: {}", st.error));
+    return std::nullopt;
+  }
   if (path_out) *path_out = path.lexically_normal().string();
   return parse_kernel_calibration(load_json_file(path));
 }

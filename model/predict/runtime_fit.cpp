@@ -156,7 +156,7 @@ std::vector<StepMeasurement> read_step_measurements(const std::string& path) {
     r.workload = beside(path, field("workload"));
     if (!field("plan").empty()) r.plan = beside(path, field("plan"));
     for (const std::string* f : {&r.workload, r.plan ? &*r.plan : nullptr})
-      if (f && !std::filesystem::is_regular_file(*f))
+      if (f && !input_path_status(*f).regular())
         throw ConfigError(path, fmt::format("line {}", number), fmt::format("cannot predict this run: no file {}", *f));
     r.overrides = split_overrides(field("set"));
     r.measured = parse_measured(field("measured"), path, number);

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/input_file.hpp"
+
 namespace perfcast {
 
 std::optional<std::string> take_runtime_name(JsonDocument& doc) {
@@ -118,13 +120,14 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   std::filesystem::path path;
   if (is_runtime_path(name)) {
     path = name;
-    if (!std::filesystem::exists(path)) throw ConfigError(name, "", "no such runtime profile file");
+    if (const InputPathStatus st = input_path_status(path); !st.exists())
+      throw ConfigError(name, "", st.error.empty() ? std::string("no such runtime profile file") : "cannot look up the file: " + st.error);
   } else {
     if (!is_runtime_name(name))
       throw ConfigError("runtime", "", fmt::format("\"{}\": a runtime name is letters, digits, _ and - (or a path to a .json file)", name));
     const auto dirs = runtime_search_dirs(workload_file, system_file);
     for (const auto& d : dirs) {
-      if (std::filesystem::exists(d / (name + ".json"))) {
+      if (input_path_status(d / (name + ".json")).exists()) {
         path = d / (name + ".json");
         break;
       }

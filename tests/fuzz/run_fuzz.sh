@@ -94,7 +94,16 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   findings=$(ls "$build/fuzz-findings" 2>/dev/null | grep -c "^$t-")
   printf '%-16s %8s %14s %9s\n' "$t" "$seconds" "${execs:-?}" "$findings"
-  if [ "$rc" != 0 ] || [ "$findings" != 0 ]; then failed=1; tail -30 "$log"; fi
+  if [ "$rc" != 0 ] || [ "$findings" != 0 ]; then
+    failed=1
+    grep -m 3 '^finding:' "$log"  # the contract broken, printed before the stack
+    tail -30 "$log"
+    # The input itself, so that a finding on a machine that is gone can be replayed:
+    # base64 -d > crash; BUILD_DIR/tests/fuzz/fuzz_TARGET crash
+    for f in "$build/fuzz-findings/$t"-*; do
+      [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 65536 ] && echo "input $(basename "$f") (base64):" && base64 -w 0 "$f" && echo
+    done
+  fi
 done
 rm -rf /tmp/perfcast_fuzz_*
 exit $failed

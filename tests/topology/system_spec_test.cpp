@@ -52,6 +52,12 @@ TEST_CASE("system errors name the file and JSON path", "[system]") {
   CHECK_THAT(error_of("nodes", "2"), Catch::Contains("no error"));  // dgx_h100 has a network block
   CHECK_THAT(error_of("host", R"({"backward_op_overhead": "-3us"})"), Catch::Contains("/host/backward_op_overhead: expected a time such as \"5us\", got \"-3us\" (negative)"));
   CHECK_THAT(error_of("host", R"({"backward_op_overhead": 3})"), Catch::Contains("/host/backward_op_overhead: expected"));
+  // A calibration path the system cannot look up (one name over NAME_MAX, 255 bytes) is a
+  // configuration error at that key, not a filesystem exception.
+  const std::string too_long = "\"" + std::string(300, 'a') + "\"";
+  CHECK_THAT(error_of("kernel_calibration", too_long.c_str()), Catch::Contains("/kernel_calibration: cannot look up"));
+  CHECK_THAT(error_of("collective_calibration", too_long.c_str()), Catch::Contains("/collective_calibration: cannot look up"));
+  CHECK_THAT(error_of("kernel_calibration", "\"missing.json\""), Catch::Contains("/kernel_calibration: no such file"));
 }
 
 TEST_CASE("host: backward_op_overhead is optional and parsed with units", "[system]") {
