@@ -6,6 +6,7 @@
 // always searches with memory tiers (nothing fits in HBM). Case 5: DLRM-DCNv2 on 16 DGX H100
 // (128 GPUs). `--stability`: a 10 s and a 60 s search at 64 and 128 GPUs, compared;
 // `--phases-128`: where a from-scratch evaluation's time goes at 128 GPUs.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -93,6 +94,10 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
               r.best_eval.iteration_time * 1e3, best_baseline * 1e3, (r.best_eval.iteration_time / best_baseline - 1) * 100);
   std::printf("  %.0f plans per CPU second (this thread's CPU time %.2f s; differs from the wall time on a loaded machine)\n",
               r.evaluations / cpu_s, cpu_s);
+  const double plans = static_cast<double>(std::max<std::size_t>(1, search_ev.evaluations()));
+  std::printf("  per plan: %.1f of %d ranks simulated (the others mirror one with the same shards), %.1f rebuilt\n",
+              static_cast<double>(search_ev.ranks_simulated()) / plans, s.world_size(),
+              static_cast<double>(search_ev.ranks_rebuilt()) / plans);
   if (g_check) {
     std::printf("  check: best %.17g s, best baseline %.17g s, digest of all %zu evaluations %016llx\n",
                 r.best_eval.iteration_time, best_baseline, r.evaluations, static_cast<unsigned long long>(digest.value));

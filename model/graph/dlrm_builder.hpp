@@ -57,10 +57,21 @@ struct GraphChanges {
 /// collectives exist: sparse tables, pooled all-to-all, row-wise, table_row_wise / grid
 /// and their columns per node). The graph equals build_dlrm_graph's for the same plan
 /// up to the numbering of collectives.
+///
+/// `symmetric`: ranks whose programs would be equal share one (ExecutionGraph::mirror_of;
+/// the mirrored rank's program is empty and its representative's timeline is its own), so
+/// the simulation runs one rank per distinct program. Two ranks are equal when they hold
+/// the same shards and neither runs the hybrid layout's bottom MLP; on plans with
+/// table_row_wise / grid tables, whose collectives run per node and per local index, rank
+/// (node m, local i) stands for (m, j) only when that holds on every node, so each
+/// mirrored collective group is the image of a simulated one and its members arrive
+/// together. Contention needs nothing more: a transfer loads only its own rank's links
+/// (sim/transfer_flows.cpp), which carry the same events on a mirror. The simulated times
+/// equal those of the full graph (tests/model/plan_evaluator_test.cpp).
 class DlrmGraphBuilder {
  public:
   /// Throws ConfigError as build_dlrm_graph does.
-  DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node = 0, HostLink link = {});
+  DlrmGraphBuilder(const DlrmSpec& w, int world_size, int gpus_per_node = 0, HostLink link = {}, bool symmetric = false);
   ~DlrmGraphBuilder();
   DlrmGraphBuilder(const DlrmGraphBuilder&) = delete;
   DlrmGraphBuilder& operator=(const DlrmGraphBuilder&) = delete;
@@ -86,14 +97,21 @@ class DlrmGraphBuilder {
   };
   struct Shape {
     bool sparse = false, pooled = false, row_wise = false, node = false, hybrid = false;
-    std::vector<double> node_output_bytes;
     bool operator==(const Shape&) const = default;
   };
   struct State;
+  /// Fills `mirror` (one entry per rank: the rank that stands for it) from this build's
+  /// keys; every rank stands for itself unless `symmetric_`.
+  void find_mirrors(const std::vector<std::vector<RankKeyEntry>>& keys, bool node_groups, std::vector<int>& mirror) const;
   const DlrmSpec* w_;
   int world_;
   int gpus_per_node_;
   HostLink link_;
+  bool symmetric_ = false;
+  std::vector<int> mirror_, next_mirror_;  ///< per rank: the last build's representative, scratch
+  /// Per node: the pooled-output bytes per sample of its table_row_wise / grid blocks, of
+  /// the last build and this one.
+  std::vector<double> node_bytes_, next_node_bytes_;
   ExecutionGraph graph_;
   std::unique_ptr<State> state_;
   std::vector<std::vector<RankKeyEntry>> keys_, next_keys_;  ///< per rank: the last plan's, scratch

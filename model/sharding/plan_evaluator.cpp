@@ -15,7 +15,9 @@ PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const Colle
 PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   ++evaluations_;
   if (!builder_ || !incremental_) {
-    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node, host_link_of(*system_));
+    // Incremental evaluation also simulates one rank per distinct program (symmetric).
+    builder_ = std::make_unique<DlrmGraphBuilder>(*workload_, system_->world_size(), system_->gpus_per_node,
+                                                  host_link_of(*system_), /*symmetric=*/incremental_);
   }
   GraphChanges changes;
   const ExecutionGraph& g = builder_->build(plan, &changes);
@@ -53,6 +55,9 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
     }
     rank_embedding_time_[r] = embedding;
   }
+  // A mirrored rank's program is empty: its embedding time is its representative's.
+  for (std::size_t r = 0; r < g.ranks.size(); ++r)
+    if (!g.simulated(static_cast<int>(r))) rank_embedding_time_[r] = rank_embedding_time_[static_cast<std::size_t>(g.representative(static_cast<int>(r)))];
   timed_.collectives.resize(g.collectives.size());
   for (std::size_t c = 0; c < g.collectives.size(); ++c) {
     if (!changes.all && !changes.collectives[c]) continue;
@@ -60,6 +65,7 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
     timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, group);
     timed_.collectives[c].sms = nccl_kernel_sms(*system_, group, g.collectives[c].desc, timed_.collectives[c].algorithm);
   }
+  for (std::size_t r = 0; r < g.ranks.size(); ++r) ranks_simulated_ += g.simulated(static_cast<int>(r)) ? 1 : 0;
   add_nccl_sm_sharing(g, timed_, system_->gpu.sm_count);
   PlanEvaluation e;
   SimulationOptions opt;

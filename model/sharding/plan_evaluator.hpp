@@ -6,8 +6,9 @@
 /// Incremental: the graph comes from a DlrmGraphBuilder that rebuilds only the ranks
 /// whose shards changed since the previous plan; only those ranks' kernels are
 /// re-annotated (through a kernel estimate cache) and only collectives whose descriptor
-/// changed are re-estimated; the simulation then runs on the whole graph. The result is
-/// the same as building, annotating and simulating the plan from scratch
+/// changed are re-estimated; the simulation then runs one rank per distinct program
+/// (DlrmGraphBuilder's symmetric graphs: ranks holding the same shards share one). The
+/// result is the same as building, annotating and simulating the plan from scratch
 /// (tests/model/plan_evaluator_test.cpp checks equality).
 
 #include <memory>
@@ -48,6 +49,9 @@ class PlanEvaluator {
   [[nodiscard]] std::size_t evaluations() const { return evaluations_; }
   /// Ranks whose programs were rebuilt and re-annotated, summed over evaluations.
   [[nodiscard]] std::size_t ranks_rebuilt() const { return ranks_rebuilt_; }
+  /// Ranks simulated (their representatives' timelines standing for the others), summed
+  /// over evaluations.
+  [[nodiscard]] std::size_t ranks_simulated() const { return ranks_simulated_; }
 
  private:
   const SystemSpec* system_;
@@ -63,6 +67,7 @@ class PlanEvaluator {
   std::unordered_map<KernelDesc, Estimate, KernelDescHash> estimates_;
   std::size_t evaluations_ = 0;
   std::size_t ranks_rebuilt_ = 0;
+  std::size_t ranks_simulated_ = 0;
 };
 
 }  // namespace perfcast

@@ -39,7 +39,9 @@ std::vector<ShardingPlan> visited(const SystemSpec& s, const DlrmSpec& w, std::s
   return keep.plans;
 }
 
-void check_equal(const SystemSpec& s, const DlrmSpec& w, const std::vector<ShardingPlan>& plans) {
+/// Checks every plan's incremental evaluation against one from scratch; returns the ranks
+/// the incremental evaluator simulated, summed over the plans.
+std::size_t check_equal(const SystemSpec& s, const DlrmSpec& w, const std::vector<ShardingPlan>& plans) {
   const auto comm = make_collective_model(s);
   PlanEvaluator incremental(s, w, *comm);
   PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
@@ -61,6 +63,8 @@ void check_equal(const SystemSpec& s, const DlrmSpec& w, const std::vector<Shard
   }
   // Local moves touch few ranks: far fewer ranks were rebuilt than evaluated.
   CHECK(incremental.ranks_rebuilt() < scratch.ranks_rebuilt());
+  CHECK(scratch.ranks_simulated() == plans.size() * static_cast<std::size_t>(s.world_size()));
+  return incremental.ranks_simulated();
 }
 
 }  // namespace
@@ -81,6 +85,42 @@ TEST_CASE("incremental evaluation equals evaluation from scratch: two nodes, nod
   const auto plans = visited(s, w, 80);
   REQUIRE(plans.size() >= 80);
   check_equal(s, w, plans);
+}
+
+TEST_CASE("incremental evaluation equals evaluation from scratch: four nodes, mirrored ranks", "[shard][evaluator]") {
+  // DLRM-DCNv2 on 32 GPUs: the search's plans keep most tables data-parallel or
+  // table_row_wise, so many ranks hold the same shards and one simulated rank stands for
+  // them (DlrmGraphBuilder's symmetric graphs); the times must not change.
+  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
+  const SystemSpec s = parse_system(doc);
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_dcnv2_mlperf.json"));
+  const auto plans = visited(s, w, 60);
+  REQUIRE(plans.size() >= 60);
+  const std::size_t simulated = check_equal(s, w, plans);
+  CHECK(simulated < plans.size() * static_cast<std::size_t>(s.world_size()));
+}
+
+TEST_CASE("a plan whose ranks all hold the same shards simulates one rank", "[shard][evaluator]") {
+  // Every table data-parallel: 16 equal programs on two nodes; the representative's
+  // timeline is every rank's, and the time is that of the full graph.
+  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
+  apply_override(doc, "nodes", "2");
+  const SystemSpec s = parse_system(doc);
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  ShardingPlan plan = default_plan(w, s.world_size());
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
+    TableSharding& ts = plan.tables[t];
+    ts.type = ShardingType::kDataParallel;
+    ts.shards.clear();
+    for (int r = 0; r < s.world_size(); ++r) ts.shards.push_back(Shard{0, w.tables[t].rows, 0, w.tables[t].dim, r});
+  }
+  const auto comm = make_collective_model(s);
+  PlanEvaluator incremental(s, w, *comm);
+  PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
+  const PlanEvaluation a = incremental.evaluate(plan);
+  CHECK(incremental.ranks_simulated() == 1);
+  CHECK(a.iteration_time == scratch.evaluate(plan).iteration_time);
+  CHECK(a.rank_embedding_time == scratch.evaluate(plan).rank_embedding_time);
 }
 
 TEST_CASE("with a system's kernel calibration the evaluator gives predict's iteration time", "[shard]") {
