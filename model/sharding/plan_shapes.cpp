@@ -14,6 +14,24 @@ std::vector<std::int64_t> even_parts(std::int64_t total, std::size_t parts) {
   return out;
 }
 
+/// Rows per shard as TorchRec's planner splits a table's rows (torchrec/distributed/
+/// sharding/rw_sharding.py _calculate_rw_shard_sizes_and_offsets, planner/utils
+/// _twrw_shard_table_rows): ceil(total / parts) each, the remainder on the last shard. So
+/// every shard but the last of a node-local block is the same size, and ranks holding
+/// them run equal programs (the search simulates one of them, DlrmGraphBuilder). Where
+/// that would leave the last shard empty (fewer rows than parts x the block), the rows
+/// are spread as evenly as even_parts does.
+std::vector<std::int64_t> row_blocks(std::int64_t total, std::size_t parts) {
+  const auto n = static_cast<std::int64_t>(parts);
+  if (n <= 1) return even_parts(total, parts);
+  const std::int64_t block = (total + n - 1) / n;
+  const std::int64_t last = total - block * (n - 1);
+  if (last < 1) return even_parts(total, parts);
+  std::vector<std::int64_t> out(parts, block);
+  out.back() = last;
+  return out;
+}
+
 }  // namespace
 
 TableSharding table_wise(const EmbeddingTableSpec& t, int rank) {
@@ -33,7 +51,7 @@ TableSharding column_wise(const EmbeddingTableSpec& t, const std::vector<int>& r
 
 TableSharding row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks) {
   TableSharding s{ShardingType::kRowWise, ranks, {}};
-  const auto parts = even_parts(t.rows, ranks.size());
+  const auto parts = row_blocks(t.rows, ranks.size());
   std::int64_t off = 0;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     s.shards.push_back(Shard{off, parts[i], 0, t.dim, ranks[i]});
@@ -59,7 +77,7 @@ TableSharding grid(const EmbeddingTableSpec& t, const std::vector<std::vector<in
   const auto widths = even_parts(t.dim, blocks.size());
   std::int64_t col = 0;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
-    const auto rows = even_parts(t.rows, blocks[b].size());
+    const auto rows = row_blocks(t.rows, blocks[b].size());
     std::int64_t row = 0;
     for (std::size_t i = 0; i < blocks[b].size(); ++i) {
       s.shards.push_back(Shard{row, rows[i], col, widths[b], blocks[b][i]});

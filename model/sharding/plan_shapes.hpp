@@ -14,14 +14,15 @@ namespace perfcast {
 /// Column-wise over `ranks`, columns split evenly (the first shards one column wider when
 /// the dim does not divide).
 [[nodiscard]] TableSharding column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
-/// Row-wise over `ranks`, rows split evenly.
+/// Row-wise over `ranks`, rows split as TorchRec's planner splits them: ceil(rows / ranks)
+/// each, the remainder on the last (evenly when that would leave the last empty).
 [[nodiscard]] TableSharding row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
-/// Table-row-wise: rows split evenly over `ranks`, which must be ranks of one node.
+/// Table-row-wise: rows split over `ranks` as row_wise does; `ranks` must be of one node.
 [[nodiscard]] TableSharding table_row_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
 /// Table-column-wise: columns split evenly over `ranks`, which must be ranks of one node.
 [[nodiscard]] TableSharding table_column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks);
-/// Grid: columns split evenly into `blocks.size()` blocks; block i's rows split evenly
-/// over `blocks[i]` (ranks of one node).
+/// Grid: columns split evenly into `blocks.size()` blocks; block i's rows split over
+/// `blocks[i]` (ranks of one node) as row_wise does.
 [[nodiscard]] TableSharding grid(const EmbeddingTableSpec& t, const std::vector<std::vector<int>>& blocks);
 /// A full copy on each of `world` ranks.
 [[nodiscard]] TableSharding data_parallel(const EmbeddingTableSpec& t, int world);
