@@ -540,18 +540,24 @@ CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d,
     local[i] = r % s.gpus_per_node;
     rail[i] = local[i] * nics / s.gpus_per_node;
   }
-  // Group index of the GPU on (host, local index), for PXN proxies (not in the group: the
-  // sender itself, which then carries the bytes). One lookup a pair: a search of the group
-  // for every pair made a 128-rank all-to-all cost n^3.
-  std::unordered_map<int, std::size_t> index_of_rank;
+  // PXN proxies: per (host, rail), the group index of the GPU that holds that rail's NIC
+  // (local index rail x gpus_per_node / nics), or -1 when it is not in the group (the sender
+  // itself then carries the bytes). One array read a pair: a search of the group for every
+  // pair made a 128-rank all-to-all cost n^3, a hash lookup a pair most of its time.
+  std::vector<std::int64_t> proxy_index;
   if (pxn) {
-    index_of_rank.reserve(un);
-    for (std::size_t k = 0; k < un; ++k) index_of_rank.emplace(g.ranks[k], k);
+    const int hosts = *std::max_element(host.begin(), host.end()) + 1;
+    proxy_index.assign(static_cast<std::size_t>(hosts) * static_cast<std::size_t>(nics), -1);
+    for (std::size_t k = 0; k < un; ++k)
+      for (int t = 0; t < nics; ++t)
+        if (local[k] == t * s.gpus_per_node / nics)
+          proxy_index[static_cast<std::size_t>(host[k]) * static_cast<std::size_t>(nics) + static_cast<std::size_t>(t)] =
+              static_cast<std::int64_t>(k);
   }
   auto proxy_of = [&](std::size_t i, int target_rail) -> std::size_t {
-    const int want = host[i] * s.gpus_per_node + target_rail * s.gpus_per_node / nics;
-    const auto it = index_of_rank.find(want);
-    return it == index_of_rank.end() ? i : it->second;
+    const std::int64_t k =
+        proxy_index[static_cast<std::size_t>(host[i]) * static_cast<std::size_t>(nics) + static_cast<std::size_t>(target_rail)];
+    return k < 0 ? i : static_cast<std::size_t>(k);
   };
   double total = 0, max_oversub = 1;
   for (std::size_t i = 0; i < un; ++i) {
