@@ -236,8 +236,9 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
       const bool simulated = mirror[r] == static_cast<int>(r), was_simulated = mirror_[r] == static_cast<int>(r);
       const bool key_changed = !(keys[r] == keys_[r]);
       if (simulated != was_simulated || (simulated && key_changed)) rank_changed[r] = 1;
-      // A rank whose shards changed but which another stands for: its representative
-      // (same shards, same node) requests the collectives its program would.
+      // A rank whose shards changed but which another stands for: its representative (same
+      // shards; same node where collectives run per node) requests the collectives its
+      // program would.
       if (key_changed || simulated != was_simulated) rank_changed[static_cast<std::size_t>(mirror[r])] = 1;
     }
     // table_row_wise / grid blocks: a node whose block output changed rebuilds its ranks
