@@ -5,6 +5,7 @@
 #include "model/sim/annotate.hpp"
 #include "model/predict/predict.hpp"
 #include "model/graph/dlrm_builder.hpp"
+#include "model/sharding/plan_shapes.hpp"
 #include "model/sharding/shard_search.hpp"
 #include "model/sim/simulator.hpp"
 #include "topology/collective_calibration.hpp"
@@ -121,6 +122,32 @@ TEST_CASE("a plan whose ranks all hold the same shards simulates one rank", "[sh
   CHECK(incremental.ranks_simulated() == 1);
   CHECK(a.iteration_time == scratch.evaluate(plan).iteration_time);
   CHECK(a.rank_embedding_time == scratch.evaluate(plan).rank_embedding_time);
+}
+
+TEST_CASE("node-local tables: whole local-index columns mirror", "[shard][evaluator]") {
+  // Two nodes, every table data-parallel but one table_row_wise over node 0 (TorchRec's
+  // split: ceil(rows / 8) a shard, the remainder on local index 7). Columns 0-6 are equal on
+  // both nodes, column 7 too when the rows divide by 8: one simulated rank per node and
+  // distinct column, the times those of the full graph.
+  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
+  apply_override(doc, "nodes", "2");
+  const SystemSpec s = parse_system(doc);
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
+  ShardingPlan plan = default_plan(w, s.world_size());
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) plan.tables[t] = data_parallel(w.tables[t], s.world_size());
+  plan.tables[0] = table_row_wise(w.tables[0], {0, 1, 2, 3, 4, 5, 6, 7});
+  const auto comm = make_collective_model(s);
+  PlanEvaluator incremental(s, w, *comm);
+  PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
+  const PlanEvaluation a = incremental.evaluate(plan);
+  const PlanEvaluation b = scratch.evaluate(plan);
+  CHECK(incremental.ranks_simulated() == (w.tables[0].rows % 8 == 0 ? 2u : 4u));
+  CHECK(a.iteration_time == b.iteration_time);
+  CHECK(a.rank_embedding_time == b.rank_embedding_time);
+  // Then the table moves to node 1: node 0's ranks lose it, node 1's gain it; the
+  // incremental rebuild still gives the full graph's time.
+  plan.tables[0] = table_row_wise(w.tables[0], {8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(incremental.evaluate(plan).iteration_time == scratch.evaluate(plan).iteration_time);
 }
 
 TEST_CASE("with a system's kernel calibration the evaluator gives predict's iteration time", "[shard]") {
