@@ -95,9 +95,10 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   std::printf("  %.0f plans per CPU second (this thread's CPU time %.2f s; differs from the wall time on a loaded machine)\n",
               r.evaluations / cpu_s, cpu_s);
   const double plans = static_cast<double>(std::max<std::size_t>(1, search_ev.evaluations()));
-  std::printf("  per plan: %.1f of %d ranks simulated (the others mirror one with the same shards), %.1f rebuilt\n",
+  std::printf("  per plan: %.1f of %d ranks simulated (the others mirror one with the same shards), %.1f rebuilt; "
+              "%.0f%% of plans rebuilt the whole graph\n",
               static_cast<double>(search_ev.ranks_simulated()) / plans, s.world_size(),
-              static_cast<double>(search_ev.ranks_rebuilt()) / plans);
+              static_cast<double>(search_ev.ranks_rebuilt()) / plans, 100.0 * static_cast<double>(search_ev.whole_rebuilds()) / plans);
   if (g_check) {
     std::printf("  check: best %.17g s, best baseline %.17g s, digest of all %zu evaluations %016llx\n",
                 r.best_eval.iteration_time, best_baseline, r.evaluations, static_cast<unsigned long long>(digest.value));

@@ -21,6 +21,7 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   }
   GraphChanges changes;
   const ExecutionGraph& g = builder_->build(plan, &changes);
+  whole_rebuilds_ += changes.all ? 1 : 0;
   timed_.graph = &g;
   timed_.ops.resize(g.ranks.size());
   rank_embedding_time_.resize(g.ranks.size(), 0.0);

@@ -52,6 +52,8 @@ class PlanEvaluator {
   /// Ranks simulated (their representatives' timelines standing for the others), summed
   /// over evaluations.
   [[nodiscard]] std::size_t ranks_simulated() const { return ranks_simulated_; }
+  /// Evaluations whose graph was rebuilt whole (the plan changed which collectives exist).
+  [[nodiscard]] std::size_t whole_rebuilds() const { return whole_rebuilds_; }
 
  private:
   const SystemSpec* system_;
@@ -68,6 +70,7 @@ class PlanEvaluator {
   std::size_t evaluations_ = 0;
   std::size_t ranks_rebuilt_ = 0;
   std::size_t ranks_simulated_ = 0;
+  std::size_t whole_rebuilds_ = 0;
 };
 
 }  // namespace perfcast
