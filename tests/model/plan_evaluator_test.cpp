@@ -40,6 +40,20 @@ std::vector<ShardingPlan> visited(const SystemSpec& s, const DlrmSpec& w, std::s
   return keep.plans;
 }
 
+/// Two DGX H100 nodes (16 GPUs) on InfiniBand.
+SystemSpec two_dgx_h100() {
+  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
+  apply_override(doc, "nodes", "2");
+  return parse_system(doc);
+}
+
+/// Every table a full copy on every rank.
+ShardingPlan all_data_parallel(const DlrmSpec& w, int world) {
+  ShardingPlan plan = default_plan(w, world);
+  for (std::size_t t = 0; t < plan.tables.size(); ++t) plan.tables[t] = data_parallel(w.tables[t], world);
+  return plan;
+}
+
 /// Checks every plan's incremental evaluation against one from scratch; returns the ranks
 /// the incremental evaluator simulated, summed over the plans.
 std::size_t check_equal(const SystemSpec& s, const DlrmSpec& w, const std::vector<ShardingPlan>& plans) {
@@ -104,17 +118,9 @@ TEST_CASE("incremental evaluation equals evaluation from scratch: four nodes, mi
 TEST_CASE("a plan whose ranks all hold the same shards simulates one rank", "[shard][evaluator]") {
   // Every table data-parallel: 16 equal programs on two nodes; the representative's
   // timeline is every rank's, and the time is that of the full graph.
-  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
-  apply_override(doc, "nodes", "2");
-  const SystemSpec s = parse_system(doc);
+  const SystemSpec s = two_dgx_h100();
   const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
-  ShardingPlan plan = default_plan(w, s.world_size());
-  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
-    TableSharding& ts = plan.tables[t];
-    ts.type = ShardingType::kDataParallel;
-    ts.shards.clear();
-    for (int r = 0; r < s.world_size(); ++r) ts.shards.push_back(Shard{0, w.tables[t].rows, 0, w.tables[t].dim, r});
-  }
+  const ShardingPlan plan = all_data_parallel(w, s.world_size());
   const auto comm = make_collective_model(s);
   PlanEvaluator incremental(s, w, *comm);
   PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
@@ -129,12 +135,9 @@ TEST_CASE("node-local tables: whole local-index columns mirror", "[shard][evalua
   // split: ceil(rows / 8) a shard, the remainder on local index 7). Columns 0-6 are equal on
   // both nodes, column 7 too when the rows divide by 8: one simulated rank per node and
   // distinct column, the times those of the full graph.
-  JsonDocument doc = load_json_file(src("configs/systems/cluster_4x_dgx_h100.json"));
-  apply_override(doc, "nodes", "2");
-  const SystemSpec s = parse_system(doc);
+  const SystemSpec s = two_dgx_h100();
   const DlrmSpec w = load_workload(src("configs/workloads/dlrm_mlperf.json"));
-  ShardingPlan plan = default_plan(w, s.world_size());
-  for (std::size_t t = 0; t < plan.tables.size(); ++t) plan.tables[t] = data_parallel(w.tables[t], s.world_size());
+  ShardingPlan plan = all_data_parallel(w, s.world_size());
   plan.tables[0] = table_row_wise(w.tables[0], {0, 1, 2, 3, 4, 5, 6, 7});
   const auto comm = make_collective_model(s);
   PlanEvaluator incremental(s, w, *comm);
