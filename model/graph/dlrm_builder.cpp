@@ -241,18 +241,15 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
       // program would.
       if (key_changed || simulated != was_simulated) rank_changed[static_cast<std::size_t>(mirror[r])] = 1;
     }
-    // table_row_wise / grid blocks: a node whose block output changed rebuilds its ranks
-    // (their node reduce-scatter comes or goes with the output, and they refresh its
-    // descriptor), and node 0's ranks refresh every simulated column's cross-node
-    // all-to-all (whose bytes are every node's output).
-    bool any_node = false;
+    // table_row_wise / grid blocks: a node whose block output changed rebuilds its ranks.
+    // Their node reduce-scatter comes or goes with the output and they refresh its
+    // descriptor; and as every local-index column has a rank on that node, they also
+    // refresh every simulated column's cross-node all-to-all (whose bytes are every
+    // node's output).
     for (int k = 0; k < nodes; ++k) {
       if (node_bytes[static_cast<std::size_t>(k)] == node_bytes_[static_cast<std::size_t>(k)]) continue;
-      any_node = true;
       for (int l = 0; l < gpus_per_node_; ++l) rank_changed[static_cast<std::size_t>(k * gpus_per_node_ + l)] = 1;
     }
-    if (any_node)
-      for (int l = 0; l < gpus_per_node_; ++l) rank_changed[static_cast<std::size_t>(l)] = 1;
   }
   for (std::size_t r = 0; r < n; ++r) {
     if (!rank_changed[r]) {

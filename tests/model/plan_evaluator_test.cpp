@@ -151,6 +151,14 @@ TEST_CASE("node-local tables: whole local-index columns mirror", "[shard][evalua
   // incremental rebuild still gives the full graph's time.
   plan.tables[0] = table_row_wise(w.tables[0], {8, 9, 10, 11, 12, 13, 14, 15});
   CHECK(incremental.evaluate(plan).iteration_time == scratch.evaluate(plan).iteration_time);
+  // A block on two ranks of a node (a plan file may hold one), moved from node 0 to node 1:
+  // the ranks of local indices 2-7 keep their shards, yet their cross-node all-to-all
+  // carries the block's output, so it must be re-estimated (DlrmGraphBuilder rebuilds the
+  // ranks of both nodes when a node's block output changes).
+  plan.tables[0] = table_row_wise(w.tables[0], {0, 1});
+  CHECK(incremental.evaluate(plan).iteration_time == scratch.evaluate(plan).iteration_time);
+  plan.tables[0] = table_row_wise(w.tables[0], {8, 9});
+  CHECK(incremental.evaluate(plan).iteration_time == scratch.evaluate(plan).iteration_time);
 }
 
 TEST_CASE("with a system's kernel calibration the evaluator gives predict's iteration time", "[shard]") {
