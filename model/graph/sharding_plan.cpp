@@ -170,16 +170,11 @@ ShardingPlan default_plan(const DlrmSpec& w, int world_size) {
   return p;
 }
 
-namespace {
-
-/// Even split of `total` into `parts` (the first ones one larger).
 std::vector<std::int64_t> even_split(std::int64_t total, std::size_t parts) {
   std::vector<std::int64_t> out(parts, total / static_cast<std::int64_t>(parts));
   for (std::size_t i = 0; i < static_cast<std::size_t>(total % static_cast<std::int64_t>(parts)); ++i) out[i]++;
   return out;
 }
-
-}  // namespace
 
 std::int64_t hybrid_frequent_rows(const EmbeddingTableSpec& spec, std::int64_t global_batch, int ranks) {
   const double accesses = static_cast<double>(global_batch) * spec.pooling;

@@ -152,6 +152,9 @@ struct ShardingPlan {
 /// [0, rows - world]): the infrequent rows split evenly, in rank order.
 [[nodiscard]] TableSharding hybrid_sharding(const EmbeddingTableSpec& spec, int world, std::int64_t frequent);
 
+/// Even split of `total` into `parts` (the first total % parts one larger).
+[[nodiscard]] std::vector<std::int64_t> even_split(std::int64_t total, std::size_t parts);
+
 /// Table-wise, round-robin over ranks in table order (perfcast's default plan).
 [[nodiscard]] ShardingPlan default_plan(const DlrmSpec& w, int world_size);
 

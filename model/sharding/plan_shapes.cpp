@@ -8,25 +8,19 @@
 namespace perfcast {
 namespace {
 
-std::vector<std::int64_t> even_parts(std::int64_t total, std::size_t parts) {
-  std::vector<std::int64_t> out(parts, total / static_cast<std::int64_t>(parts));
-  for (std::size_t i = 0; i < static_cast<std::size_t>(total % static_cast<std::int64_t>(parts)); ++i) out[i]++;
-  return out;
-}
-
 /// Rows per shard as TorchRec's planner splits a table's rows (torchrec/distributed/
 /// sharding/rw_sharding.py _calculate_rw_shard_sizes_and_offsets, planner/utils
 /// _twrw_shard_table_rows): ceil(total / parts) each, the remainder on the last shard. So
 /// every shard but the last of a node-local block is the same size, and ranks holding
 /// them run equal programs (the search simulates one of them, DlrmGraphBuilder). Where
 /// that would leave the last shard empty (fewer rows than parts x the block), the rows
-/// are spread as evenly as even_parts does.
+/// are spread as evenly as even_split does.
 std::vector<std::int64_t> row_blocks(std::int64_t total, std::size_t parts) {
   const auto n = static_cast<std::int64_t>(parts);
-  if (n <= 1) return even_parts(total, parts);
+  if (n <= 1) return even_split(total, parts);
   const std::int64_t block = (total + n - 1) / n;
   const std::int64_t last = total - block * (n - 1);
-  if (last < 1) return even_parts(total, parts);
+  if (last < 1) return even_split(total, parts);
   std::vector<std::int64_t> out(parts, block);
   out.back() = last;
   return out;
@@ -40,7 +34,7 @@ TableSharding table_wise(const EmbeddingTableSpec& t, int rank) {
 
 TableSharding column_wise(const EmbeddingTableSpec& t, const std::vector<int>& ranks) {
   TableSharding s{ShardingType::kColumnWise, ranks, {}};
-  const auto parts = even_parts(t.dim, ranks.size());
+  const auto parts = even_split(t.dim, ranks.size());
   std::int64_t off = 0;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     s.shards.push_back(Shard{0, t.rows, off, parts[i], ranks[i]});
@@ -74,7 +68,7 @@ TableSharding table_column_wise(const EmbeddingTableSpec& t, const std::vector<i
 
 TableSharding grid(const EmbeddingTableSpec& t, const std::vector<std::vector<int>>& blocks) {
   TableSharding s{ShardingType::kGrid, {}, {}};
-  const auto widths = even_parts(t.dim, blocks.size());
+  const auto widths = even_split(t.dim, blocks.size());
   std::int64_t col = 0;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const auto rows = row_blocks(t.rows, blocks[b].size());
