@@ -7,6 +7,18 @@
 
 namespace perfcast {
 
+std::size_t SizedCollectiveKeyHash::operator()(const SizedCollectiveKey& k) const {
+  std::size_t h = std::hash<double>{}(k.bytes) * 31 + static_cast<std::size_t>(k.kind);
+  for (int r : k.ranks) h = h * 1000003u ^ static_cast<std::size_t>(r);
+  return h;
+}
+
+namespace {
+/// Entries kept before the collective estimate cache starts over (a bound on its memory in
+/// long searches; a search uses a few hundred).
+constexpr std::size_t kCollectiveCacheLimit = 1 << 14;
+}  // namespace
+
 PlanEvaluator::PlanEvaluator(const SystemSpec& s, const DlrmSpec& w, const CollectiveModel& comm, int iterations,
                              bool incremental, const KernelCalibration* calibration)
     : system_(&s), workload_(&w), comm_(&comm), calibration_(calibration), iterations_(iterations),
@@ -63,8 +75,23 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
   for (std::size_t c = 0; c < g.collectives.size(); ++c) {
     if (!changes.all && !changes.collectives[c]) continue;
     const RankGroup& group = g.groups[static_cast<std::size_t>(g.collectives[c].group)];
-    timed_.collectives[c] = comm_->estimate(g.collectives[c].desc, group);
-    timed_.collectives[c].sms = nccl_kernel_sms(*system_, group, g.collectives[c].desc, timed_.collectives[c].algorithm);
+    const CollectiveDesc& desc = g.collectives[c].desc;
+    auto estimate = [&] {
+      CollectiveEstimate e = comm_->estimate(desc, group);
+      e.sms = nccl_kernel_sms(*system_, group, desc, e.algorithm);
+      return e;
+    };
+    if (!desc.pair_bytes.empty()) {
+      timed_.collectives[c] = estimate();
+      continue;
+    }
+    SizedCollectiveKey key{desc.kind, desc.bytes, group.ranks};
+    auto it = collective_estimates_.find(key);
+    if (it == collective_estimates_.end()) {
+      if (collective_estimates_.size() >= kCollectiveCacheLimit) collective_estimates_.clear();
+      it = collective_estimates_.emplace(std::move(key), estimate()).first;
+    }
+    timed_.collectives[c] = it->second;
   }
   for (std::size_t r = 0; r < g.ranks.size(); ++r) ranks_simulated_ += g.simulated(static_cast<int>(r)) ? 1 : 0;
   add_nccl_sm_sharing(g, timed_, system_->gpu.sm_count);

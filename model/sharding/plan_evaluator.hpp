@@ -6,7 +6,8 @@
 /// Incremental: the graph comes from a DlrmGraphBuilder that rebuilds only the ranks
 /// whose shards changed since the previous plan; only those ranks' kernels are
 /// re-annotated (through a kernel estimate cache) and only collectives whose descriptor
-/// changed are re-estimated; the simulation then runs one rank per distinct program
+/// changed are re-estimated (those of one size on one group, all but the all-to-allv,
+/// through an estimate cache); the simulation then runs one rank per distinct program
 /// (DlrmGraphBuilder's symmetric graphs: ranks holding the same shards share one). The
 /// result is the same as building, annotating and simulating the plan from scratch
 /// (tests/model/plan_evaluator_test.cpp checks equality).
@@ -34,6 +35,18 @@ struct PlanEvaluation {
   std::string reason;           ///< why infeasible
   std::vector<Seconds> rank_embedding_time;  ///< lookup + backward kernel time per rank
   std::vector<Bytes> rank_memory;            ///< total per rank
+};
+
+/// A collective of one kind and size on one group (an all-to-allv's byte matrix is not
+/// part of it: those are estimated every time).
+struct SizedCollectiveKey {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  Bytes bytes = 0;
+  std::vector<int> ranks;
+  bool operator==(const SizedCollectiveKey&) const = default;
+};
+struct SizedCollectiveKeyHash {
+  std::size_t operator()(const SizedCollectiveKey& k) const;
 };
 
 class PlanEvaluator {
@@ -67,6 +80,9 @@ class PlanEvaluator {
   std::vector<Seconds> rank_embedding_time_; ///< of builder_'s current graph
   Timeline timeline_;                        ///< the last simulation (its storage is reused)
   std::unordered_map<KernelDesc, Estimate, KernelDescHash> estimates_;
+  /// Estimates (with their NCCL SMs) of the collectives with no byte matrix: a search
+  /// re-estimates the same few sizes on the same groups thousands of times.
+  std::unordered_map<SizedCollectiveKey, CollectiveEstimate, SizedCollectiveKeyHash> collective_estimates_;
   std::size_t evaluations_ = 0;
   std::size_t ranks_rebuilt_ = 0;
   std::size_t ranks_simulated_ = 0;

@@ -123,8 +123,13 @@ void Engine::record_launch(RankCursor& st, std::size_t s, int e) const {
   const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
   if (depth == 0) return;
   auto& ring = st.launch_ring[s];
-  if (ring.empty()) ring.assign(depth, RankCursor::Launch{});
-  ring[st.launches[s] % depth] = RankCursor::Launch{e, log_.end_of(e)};
+  const RankCursor::Launch launch{e, log_.end_of(e)};
+  // The ring grows to the queue depth as launches come (most ranks issue far fewer than
+  // the depth per simulation), then wraps.
+  if (ring.size() < depth)
+    ring.push_back(launch);
+  else
+    ring[st.launches[s] % depth] = launch;
   st.launches[s]++;
 }
 

@@ -2,6 +2,8 @@
 // simulating every plan from scratch.
 #include <catch2/catch.hpp>
 
+#include <numeric>
+
 #include "model/sim/annotate.hpp"
 #include "model/predict/predict.hpp"
 #include "model/graph/dlrm_builder.hpp"
@@ -178,6 +180,44 @@ TEST_CASE("with a system's kernel calibration the evaluator gives predict's iter
   CHECK(calibrated.evaluate(plan).iteration_time == Approx(p->timeline.iteration_time).epsilon(1e-12));
   // The calibration changes the objective: the spec-derived evaluator differs.
   CHECK(spec.evaluate(plan).iteration_time != calibrated.evaluate(plan).iteration_time);
+}
+
+TEST_CASE("mirrored ranks that swap shards refresh the collectives their representatives request",
+          "[shard][evaluator]") {
+  // Two nodes, the tables of over a million rows row-wise over all 16 ranks (equal shards
+  // but on rank 15, which holds the remainders), two tables column-wise over two ranks each:
+  // table 2 (pooling 1) on ranks 2 and 12, table 4 (pooling 6) on ranks 3 and 5, and the
+  // others data-parallel. Equal shards mirror the lowest rank holding them: 12 mirrors 2
+  // and 5 mirrors 3. Then ranks 5 and 12 swap
+  // their shards: both stay mirrored (now of 2 and 3), and ranks 2 and 3 keep theirs, so no
+  // simulated rank's shards change while the index all-to-all's byte matrix does (table 4's
+  // six lookups a sample now go to rank 12, table 2's one to rank 5). DlrmGraphBuilder
+  // rebuilds the representative of a mirrored rank whose shards changed, which refreshes
+  // the collectives; the evaluation must stay that of the full graph. (On these two equal
+  // nodes the swap leaves every rank's all-to-all load, and so the time, as it was.)
+  const SystemSpec s = two_dgx_h100();
+  const DlrmSpec w = load_workload(src("configs/workloads/dlrm_dcnv2_mlperf.json"));
+  REQUIRE(w.tables[2].pooling < w.tables[4].pooling);
+  ShardingPlan plan = all_data_parallel(w, s.world_size());
+  std::vector<int> all(16);
+  std::iota(all.begin(), all.end(), 0);
+  for (std::size_t t = 0; t < w.tables.size(); ++t)
+    if (w.tables[t].rows > 1000000) plan.tables[t] = row_wise(w.tables[t], all);
+  plan.tables[2] = column_wise(w.tables[2], {2, 12});
+  plan.tables[4] = column_wise(w.tables[4], {3, 5});
+  const auto comm = make_collective_model(s);
+  PlanEvaluator incremental(s, w, *comm);
+  PlanEvaluator scratch(s, w, *comm, 3, /*incremental=*/false);
+  CHECK(incremental.evaluate(plan).iteration_time == scratch.evaluate(plan).iteration_time);
+  const std::size_t simulated = incremental.ranks_simulated();
+  CHECK(simulated == 4);  // ranks 0, 2, 3 and 15
+  plan.tables[2] = column_wise(w.tables[2], {2, 5});
+  plan.tables[4] = column_wise(w.tables[4], {3, 12});
+  const PlanEvaluation a = incremental.evaluate(plan);
+  const PlanEvaluation b = scratch.evaluate(plan);
+  CHECK(incremental.ranks_simulated() - simulated == 4);
+  CHECK(a.iteration_time == b.iteration_time);
+  CHECK(a.rank_embedding_time == b.rank_embedding_time);
 }
 
 }  // namespace perfcast_test_model_plan_evaluator_test
