@@ -561,13 +561,16 @@ CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d,
   };
   double total = 0, max_oversub = 1;
   for (std::size_t i = 0; i < un; ++i) {
+    // Row i's own sends over NVLink, summed in a register (the same additions in the same
+    // order as into intra_send[i]: a store and reload a pair was the loop's longest chain).
+    double sent_intra = intra_send[i];
     for (std::size_t j = 0; j < un; ++j) {
       if (i == j) continue;
       const double b = d.kind == CollectiveKind::kAllToAllV ? d.pair_bytes[i * un + j] : d.bytes / n;
       if (b <= 0) continue;
       total += b;
       if (domain[i] == domain[j]) {
-        intra_send[i] += b;
+        sent_intra += b;
         intra_recv[j] += b;
         continue;
       }
@@ -577,7 +580,7 @@ CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d,
       if (pxn && rail[i] != rail[j]) {
         nic = proxy_of(i, rail[j]);
         if (nic != i) {
-          intra_send[i] += b;
+          sent_intra += b;
           intra_recv[nic] += b;
         }
       }
@@ -585,6 +588,7 @@ CollectiveEstimate AlphaBetaCollectiveModel::all_to_all(const CollectiveDesc& d,
       inter_recv[j] += b * o;
       messages[nic] += std::ceil(b / kNetP2pChunkBytes);
     }
+    intra_send[i] = sent_intra;
   }
   double max_intra = 0, max_inter = 0, max_messages = 0;
   for (std::size_t i = 0; i < un; ++i) {
