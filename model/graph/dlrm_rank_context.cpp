@@ -130,18 +130,15 @@ Op RankContext::cross_node_op(std::string name, Phase phase, std::vector<int> de
   return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
 }
 
-Op RankContext::all_to_all_op(std::string name, Phase phase, std::vector<double> (RankContext::*make_pairs)() const,
+Op RankContext::all_to_all_op(std::string name, Phase phase, void (RankContext::*fill_pairs)(std::vector<double>&) const,
                               std::vector<int> deps, bool transpose) const {
-  const int index = colls.get(name, [&] {
-    std::vector<double> pairs = (this->*make_pairs)();
-    if (transpose) {
+  const int index = colls.get_all_to_allv(name, [&](std::vector<double>& pairs) {
+    (this->*fill_pairs)(pairs);
+    if (transpose) {  // in place: the matrix is square
       const auto un = static_cast<std::size_t>(world);
-      std::vector<double> t(pairs.size());
       for (std::size_t i = 0; i < un; ++i)
-        for (std::size_t j = 0; j < un; ++j) t[j * un + i] = pairs[i * un + j];
-      pairs = std::move(t);
+        for (std::size_t j = i + 1; j < un; ++j) std::swap(pairs[i * un + j], pairs[j * un + i]);
     }
-    return CollectiveDesc{CollectiveKind::kAllToAllV, 0, std::move(pairs)};
   });
   return Op{std::move(name), phase, Stream::kComm, {}, index, std::move(deps), false};
 }
@@ -157,7 +154,7 @@ double RankContext::shard_pooling(std::size_t table, const Shard& sh) const {
   return t.pooling;
 }
 
-std::vector<double> RankContext::hybrid_pairs() const {
+void RankContext::hybrid_pairs(std::vector<double>& m) const {
   const auto un = static_cast<std::size_t>(world);
   std::vector<double> per_src(un, 0.0);
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
@@ -166,14 +163,13 @@ std::vector<double> RankContext::hybrid_pairs() const {
       per_src[static_cast<std::size_t>(sh.rank)] +=
           double(batch) * -std::expm1(-shard_pooling(t, sh)) * double(sh.cols) * pooled_output_bytes(w, plan.tables[t]);
   }
-  std::vector<double> m(un * un, 0.0);
+  m.assign(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
     for (std::size_t j = 0; j < un; ++j)
       if (i != j) m[i * un + j] = per_src[i];
-  return m;
 }
 
-std::vector<double> RankContext::input_pairs(bool lengths) const {
+void RankContext::input_pairs(bool lengths, std::vector<double>& m) const {
   const auto un = static_cast<std::size_t>(world);
   std::vector<double> per_dest(un, 0.0);
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
@@ -182,13 +178,12 @@ std::vector<double> RankContext::input_pairs(bool lengths) const {
       per_dest[static_cast<std::size_t>(sh.rank)] += lengths ? batch * 4.0 : batch * shard_pooling(t, sh) * w.index_bytes;
     }
   }
-  std::vector<double> m(un * un, 0.0);
+  m.assign(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
     for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_dest[j];
-  return m;
 }
 
-std::vector<double> RankContext::output_pairs() const {
+void RankContext::output_pairs(std::vector<double>& m) const {
   const auto un = static_cast<std::size_t>(world);
   std::vector<double> per_src(un, 0.0);
   for (std::size_t t = 0; t < plan.tables.size(); ++t) {
@@ -198,10 +193,9 @@ std::vector<double> RankContext::output_pairs() const {
       per_src[static_cast<std::size_t>(sh.rank)] += batch * rows_per_sample * double(sh.cols) * pooled_output_bytes(w, plan.tables[t]);
     }
   }
-  std::vector<double> m(un * un, 0.0);
+  m.assign(un * un, 0.0);
   for (std::size_t i = 0; i < un; ++i)
     for (std::size_t j = 0; j < un; ++j) m[i * un + j] = per_src[i];
-  return m;
 }
 
 double RankContext::rw_bytes() const {
@@ -212,13 +206,12 @@ double RankContext::rw_bytes() const {
   return double(w.batch_size) * per_sample;
 }
 
-std::vector<double> RankContext::bottom_output_pairs() const {
-  std::vector<double> pairs(static_cast<std::size_t>(world) * static_cast<std::size_t>(world), 0.0);
+void RankContext::bottom_output_pairs(std::vector<double>& pairs) const {
+  pairs.assign(static_cast<std::size_t>(world) * static_cast<std::size_t>(world), 0.0);
   const auto from = static_cast<std::size_t>(w.bottom_mlp_rank);
   const double bytes = double(batch) * double(w.bottom_mlp.back()) * act_bytes();
   for (std::size_t j = 0; j < static_cast<std::size_t>(world); ++j)
     if (j != from) pairs[from * static_cast<std::size_t>(world) + j] = bytes;
-  return pairs;
 }
 
 DType RankContext::lookup_output_dtype(bool dp) const {

@@ -64,6 +64,32 @@ class CollectiveTable {
     }
     return it->second;
   }
+  /// An all-to-allv whose byte matrix `fill(out)` writes into `out` (n x n, row: sender):
+  /// as get(), but a refresh writes into a buffer the table keeps and swaps it in only when
+  /// the matrix changed, so that a search's incremental builds allocate no matrix.
+  template <class Fill>
+  int get_all_to_allv(const std::string& key, Fill fill, int group = 0) {
+    auto [it, fresh] = index_.try_emplace(key, static_cast<int>(g_.collectives.size()));
+    const auto i = static_cast<std::size_t>(it->second);
+    if (fresh) {
+      CollectiveDesc d{CollectiveKind::kAllToAllV, 0, {}};
+      fill(d.pair_bytes);
+      g_.collectives.push_back(GraphCollective{std::move(d), group});
+      refreshed_.push_back(1);
+      changed_.push_back(1);
+    } else if (!refreshed_[i]) {
+      fill(scratch_pairs_);
+      refreshed_[i] = 1;
+      CollectiveDesc& old = g_.collectives[i].desc;
+      if (old.kind != CollectiveKind::kAllToAllV || old.bytes != 0 || !(old.pair_bytes == scratch_pairs_)) {
+        old.kind = CollectiveKind::kAllToAllV;
+        old.bytes = 0;
+        std::swap(old.pair_bytes, scratch_pairs_);  // the old matrix's storage is the next buffer
+        changed_[i] = 1;
+      }
+    }
+    return it->second;
+  }
   /// Starts an incremental build: every collective counts as not yet refreshed, unchanged.
   void begin_refresh() {
     refreshed_.assign(g_.collectives.size(), 0);
@@ -77,6 +103,7 @@ class CollectiveTable {
   ExecutionGraph& g_;
   std::map<std::string, int> index_;
   std::vector<char> refreshed_, changed_;  ///< per collective, this build
+  std::vector<double> scratch_pairs_;      ///< get_all_to_allv's buffer, reused across builds
 };
 
 /// A shard held by the rank being built.
@@ -181,27 +208,27 @@ class RankContext {
   [[nodiscard]] Op cross_node_op(std::string name, Phase phase, std::vector<int> deps, bool transpose) const;
   /// All-to-allv of all ranks with byte matrix `pairs` (row: sender), computed once per
   /// graph; `transpose` swaps senders and receivers (the backward of a forward exchange).
-  [[nodiscard]] Op all_to_all_op(std::string name, Phase phase, std::vector<double> (RankContext::*pairs)() const,
+  [[nodiscard]] Op all_to_all_op(std::string name, Phase phase, void (RankContext::*pairs)(std::vector<double>&) const,
                                  std::vector<int> deps, bool transpose = false) const;
 
-  // ---- byte matrices and sizes (nccl-tests conventions) ----
+  // ---- byte matrices and sizes (nccl-tests conventions); a matrix is written into `out` ----
   /// Input all-to-all: rank i sends rank j the lengths (4 B per bag) of its local batch
   /// for the sparse shards j holds.
-  [[nodiscard]] std::vector<double> input_length_pairs() const { return input_pairs(true); }
+  void input_length_pairs(std::vector<double>& out) const { input_pairs(true, out); }
   /// ... and the indices (index_bytes each).
-  [[nodiscard]] std::vector<double> input_index_pairs() const { return input_pairs(false); }
+  void input_index_pairs(std::vector<double>& out) const { input_pairs(false, out); }
   /// Output all-to-all: rank i sends rank j the fp32 pooled rows of j's samples for the
   /// table-, column- and table-column-wise shards i holds; of a sequence table, every
   /// looked-up row (j's samples x the shard's indices per sample x its columns x 4 B).
-  [[nodiscard]] std::vector<double> output_pairs() const;
+  void output_pairs(std::vector<double>& out) const;
   /// Hybrid dense layout: the bottom MLP's rank sends rank j its local batch's bottom output
   /// (local batch x width x activation bytes).
-  [[nodiscard]] std::vector<double> bottom_output_pairs() const;
+  void bottom_output_pairs(std::vector<double>& out) const;
   /// Hybrid tables' infrequent rows: rank i sends rank j the fp32 pooled partial sums of j's
   /// samples whose bag touched i's infrequent rows: local batch x (1 - exp(-L_i)) x dim x 4,
   /// L_i the indices per sample that fall on i's shard (a Poisson count, as the indices of a
   /// bag are drawn independently); nothing to itself.
-  [[nodiscard]] std::vector<double> hybrid_pairs() const;
+  void hybrid_pairs(std::vector<double>& out) const;
   /// Row-wise pooled partial sums, nccl-tests bytes of the whole array: global batch x dims x
   /// each table's output bytes (pooled tables only).
   /// The dtype the local lookups (data-parallel ones when `dp`) write their pooled output in,
@@ -234,7 +261,7 @@ class RankContext {
                                                     int dep) const;
 
  private:
-  [[nodiscard]] std::vector<double> input_pairs(bool lengths) const;
+  void input_pairs(bool lengths, std::vector<double>& out) const;
 };
 
 /// One rank's program under construction, and the ops later passes depend on. -1: the
