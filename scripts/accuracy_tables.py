@@ -130,6 +130,32 @@ def comms_infiniband(r):
 
 
 @functools.lru_cache(maxsize=None)
+def comms_nebius_shipped(r):
+    """The shipped InfiniBand calibration (fitted on issue 309's default tables) against
+    dstack's Nebius table, which no shipped fit saw: geomean and max |error| from 1 MiB."""
+    measured = {}
+    with open(ROOT / 'data/public-measurements/nccl_h100_infiniband.csv') as f:
+        for row in csv.DictReader(f):
+            if 'dstack' in row['source_url'] and float(row['bytes']) >= 2 ** 20:
+                measured[float(row['bytes'])] = float(row['time_us']) * 1e-6
+    j = r.json('perfcast', 'comm', '--system', 'configs/systems/cluster_4x_dgx_h100.json', '--collective', 'all_reduce',
+               '--nodes', '2', '--ranks', '16', '--sizes', ','.join(f'{int(b)}B' for b in sorted(measured)))
+    errors = [x['time_s'] / measured[x['bytes']] - 1 for x in j['results']]
+    return {'geomean': geomean_abs(errors), 'max': max(abs(e) for e in errors), 'n': len(errors)}
+
+
+@functools.lru_cache(maxsize=None)
+def comms_b200(r):
+    """Two HGX B200 nodes (dstack's Lambda and GCP A4 tables), each left out in turn."""
+    j = r.json('perfcast', 'calibrate', 'comms', '--system', 'configs/systems/hgx_b200.json',
+               '--nccl-tests', 'data/public-measurements/nccl_b200_two_node.csv', '--leave-one-source-out',
+               '--force', '--out', str(r.tmp / 'b200.comms.json'))
+    x = j['leave_one_source_out']
+    return {'spec': [s['prior_geomean_abs_error_from_1MiB'] for s in x],
+            'calibrated': [s['calibrated_geomean_abs_error_from_1MiB'] for s in x if not s['basis'].startswith('spec-derived')]}
+
+
+@functools.lru_cache(maxsize=None)
 def vtrain(r):
     shipped = r.json('perfcast_vtrain_check', '--runtime', 'megatron_deepspeed', '--worst', '0')
     nothing = r.json('perfcast_vtrain_check', '--worst', '0')
@@ -245,7 +271,7 @@ def h100_step_table(r):
 def rows(r):
     """(prediction, checked against, error) of every row, README order."""
     c1, c2, vt, rp, em, pd = comms_one_node(r), comms_two_nodes(r), vtrain(r), replay(r), embedding(r), param_dlrm(r)
-    ib = comms_infiniband(r)
+    ib, neb, b2 = comms_infiniband(r), comms_nebius_shipped(r), comms_b200(r)
     mg, moe = megatron(r, 'gpt'), megatron(r, 'moe')
     moe_pp = {}
     for row in moe['rows']:
@@ -269,12 +295,17 @@ def rows(r):
          f'{span(c2["p5_copy"], 0)}); '
          f'**spec-derived: {span(c2["spec"], 0)}**'),
         ('all-reduce across 2 to 128 H100 nodes on InfiniBand, each table left out in turn',
-         f'nccl-tests tables of NCCL issues 309 / 322 and CoreWeave\'s SHARP example ({ib["tables"]} tables at '
+         f'nccl-tests tables of NCCL issues 309 / 322, CoreWeave\'s SHARP example and dstack\'s Nebius example ({ib["tables"]} tables at '
          f'{", ".join(str(n) for n in sorted(ib["spec"]))} nodes)',
          'calibrated on the other tables: ' + ', '.join(f'{span(v)} at {n} nodes' for n, v in sorted(ib['calibrated'].items())) +
          '; spec-derived: ' + ', '.join(f'{span(v)} at {n}' for n, v in sorted(ib['spec'].items())) +
-         ' (sizes >= 1 MiB; [by node count](docs/collectives-and-runtimes.md'
+         f'; the shipped calibration on the Nebius table, which it was not fitted on: **{pct(neb["geomean"])}** '
+         f'(max {pct(neb["max"], 0)}) (sizes >= 1 MiB; [by node count](docs/collectives-and-runtimes.md'
          '#across-node-counts-leave-one-source-out-on-every-multi-node-source-model-nccl-alpha-beta-v4))'),
+        ('all-reduce on two HGX B200 nodes, spec-derived (`hgx_b200`, 8 x 400 Gb/s NICs a node)',
+         'nccl-tests tables of dstack\'s Lambda (NCCL 2.26.2) and GCP A4 (RoCE) examples',
+         f'spec-derived: {span(b2["spec"])}; calibrated on the other table: {span(b2["calibrated"])} '
+         '(sizes >= 1 MiB)'),
         ('GPT training iteration, 2/4/8 A100 (Megatron-DeepSpeed)', f'vTrain, {vt["rows"]:,} measured runs',
          f'{pct(vt["held_out"], 2)} geomean on the held-out 4+8-GPU rows with the shipped runtime profile (host costs '
          f'fitted on 2-GPU rows); {pct(vt["nothing_fitted"])} with nothing fitted'),
