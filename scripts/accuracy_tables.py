@@ -302,9 +302,9 @@ def rows(r):
          f'; the shipped calibration on the Nebius table, which it was not fitted on: **{pct(neb["geomean"])}** '
          f'(max {pct(neb["max"], 0)}) (sizes >= 1 MiB; [by node count](docs/collectives-and-runtimes.md'
          '#across-node-counts-leave-one-source-out-on-every-multi-node-source-model-nccl-alpha-beta-v4))'),
-        ('all-reduce on two HGX B200 nodes, spec-derived (`hgx_b200`, 8 x 400 Gb/s NICs a node)',
+        ('all-reduce on two HGX B200 nodes (`hgx_b200`: 8 x 400 Gb/s NICs a node; its shipped calibration is fitted on both tables), each table left out in turn',
          'nccl-tests tables of dstack\'s Lambda (NCCL 2.26.2) and GCP A4 (RoCE) examples',
-         f'spec-derived: {span(b2["spec"])}; calibrated on the other table: {span(b2["calibrated"])} '
+         f'calibrated on the other table: {span(b2["calibrated"])}; spec-derived: {span(b2["spec"])} '
          '(sizes >= 1 MiB)'),
         ('GPT training iteration, 2/4/8 A100 (Megatron-DeepSpeed)', f'vTrain, {vt["rows"]:,} measured runs',
          f'{pct(vt["held_out"], 2)} geomean on the held-out 4+8-GPU rows with the shipped runtime profile (host costs '

@@ -691,6 +691,21 @@ std::optional<RankGroup> one_domain_group(const SystemSpec& s, const RankGroup& 
   return inside.size() >= 2 ? std::optional<RankGroup>(inside) : std::nullopt;
 }
 
+double line_rate_floor(const SystemSpec& s, const RankGroup& g, CollectiveKind kind, double bytes) {
+  const bool reduce = kind == CollectiveKind::kAllReduce;
+  if (!reduce && !reduce_scatter_kind(kind) && kind != CollectiveKind::kAllGather) return 0.0;
+  const int n = g.size();
+  if (n < 2) return 0.0;
+  std::set<int> domains;
+  for (int r : g.ranks) domains.insert(s.domain_of(r));
+  const auto nd = static_cast<double>(domains.size());
+  const double per_gpu = reduce ? bytes : bytes * (n - 1) / n;
+  double t = s.domain_size() > 1 && s.gpu.nvlink_bandwidth > 0 ? per_gpu / s.gpu.nvlink_bandwidth : 0.0;
+  const double nics = s.network.nic_bandwidth * s.network.nics_per_node * s.nodes_per_domain();
+  if (nd > 1 && nics > 0) t = std::max(t, (reduce ? bytes : bytes * (nd - 1) / nd) / nics);
+  return t;
+}
+
 CollectiveEstimate AlphaBetaCollectiveModel::estimate(const CollectiveDesc& d, const RankGroup& g) const {
   if (g.size() <= 1) {
     CollectiveEstimate e;

@@ -143,4 +143,13 @@ class AlphaBetaCollectiveModel final : public CollectiveModel {
 /// collective on the spread group is never faster than on these (the floor both models keep).
 [[nodiscard]] std::optional<RankGroup> one_domain_group(const SystemSpec& system, const RankGroup& group);
 
+/// Seconds below which no algorithm can run an all-reduce, all-gather or reduce-scatter of
+/// `bytes` (nccl-tests bytes) on `group`: the links at their line rates, no efficiency and
+/// no latency. Each GPU sends at least its contribution over NVLink (S for all-reduce,
+/// S (n-1)/n for all-gather and reduce-scatter); across NVLink domains each domain's NICs
+/// carry at least S (all-reduce: its contribution leaves once, in-network reduction
+/// included) or S (N-1)/N over N domains. 0 for other kinds. A calibrated time is never
+/// below it (a fit's scales, made on whole nodes, must not beat the wire elsewhere).
+[[nodiscard]] double line_rate_floor(const SystemSpec& system, const RankGroup& group, CollectiveKind kind, double bytes);
+
 }  // namespace perfcast

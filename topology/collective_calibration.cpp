@@ -710,6 +710,13 @@ CollectiveEstimate CalibratedCollectiveModel::choose(const CollectiveDesc& d, co
   }
   // Spread over several NVLink domains, never faster than the same ranks inside one.
   if (const auto inside = one_domain_group(*system_, g)) e.time = std::max(e.time, choose(d, *inside, forced).time);
+  // Never faster than the links at their line rates (a fit made on whole nodes applied to
+  // a group of one GPU a node can otherwise beat its NICs).
+  const Seconds floor = system_->host.collective_launch_overhead + line_rate_floor(*system_, g, d.kind, d.bytes);
+  if (e.time < floor) {
+    e.time = floor;
+    e.bus_bandwidth = d.bytes * bus_factor(d.kind, g.size()) / e.time;
+  }
   return e;
 }
 

@@ -107,6 +107,27 @@ TEST_CASE("scale rules: monotone in size, never below the bottleneck's line rate
 /// nodes 13.66 ms (-2.0%); 7.75 GB per GPU, ring on 8 nodes, NVLS tree on 16 (-1.6%): within 2.5%.
 constexpr double kNodeRuleSlack = 0.025;
 
+TEST_CASE("line-rate floor: hand-worked values, and calibrated times keep it", "[collective][rule][scale]") {
+  // Two HGX B200 nodes: 8 NICs of 400 Gb/s (50 GB/s) a node, NVLink 900 GB/s a GPU.
+  const SystemSpec s = load_nodes("hgx_b200.json", 2);
+  const RankGroup one_a_node{{0, 8}};
+  // All-reduce of 400 MB: each node's NICs carry 400 MB at 400 GB/s (1 ms); each GPU's
+  // NVLink 400 MB at 900 GB/s (0.44 ms): 1 ms.
+  CHECK(line_rate_floor(s, one_a_node, CollectiveKind::kAllReduce, 400e6) == Approx(1e-3).epsilon(1e-12));
+  // All-gather of 400 MB over 2 domains: half leaves each node (0.5 ms); NVLink 200 MB (0.22 ms).
+  CHECK(line_rate_floor(s, one_a_node, CollectiveKind::kAllGather, 400e6) == Approx(0.5e-3).epsilon(1e-12));
+  // Inside one node: NVLink only, 400 MB at 900 GB/s.
+  CHECK(line_rate_floor(s, RankGroup{{0, 1}}, CollectiveKind::kAllReduce, 400e6) == Approx(400e6 / 900e9).epsilon(1e-12));
+  CHECK(line_rate_floor(s, one_a_node, CollectiveKind::kBroadcast, 400e6) == 0.0);
+  // The shipped B200 fit was made on groups of 8 GPUs a node; on one GPU a node its scales
+  // alone would move 500 MB faster than the NICs can (1.22 ms against 1.25 ms).
+  const auto model = make_collective_model(s);
+  for (double bytes : {5e8, 2.4e9}) {
+    const auto e = model->estimate({CollectiveKind::kAllReduce, bytes, {}}, one_a_node);
+    CHECK(e.time >= line_rate_floor(s, one_a_node, CollectiveKind::kAllReduce, bytes));
+  }
+}
+
 TEST_CASE("scale rules: more nodes are never faster for the same bytes per GPU", "[collective][rule][scale]") {
   for (const char* name : {"dgx_h100_superpod.json", "aws_p5.json", "hgx_b200.json", "gcp_a3_mega.json"}) {
     const SystemSpec s = load_nodes(name, 128);
