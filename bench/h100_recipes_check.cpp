@@ -120,7 +120,15 @@ Outcome predict_row(const std::string& src, const Row& r) {
   w["global_batch"] = std::stoi(r.at("global_batch"));
   w["precision"] = fp8 ? "fp8" : "bf16";
   w["fp8_param_gather"] = fp8;
-  w["grad_reduce_dtype"] = "bf16";
+  // Gradients: Megatron-LM's training script under --bf16 accumulates and all-reduces them
+  // in fp32 (megatron/training/arguments.py @ f2e5db40, lines 299-308: "bfloat16 requires
+  // gradient accumulation and all-reduce to be done in fp32", with no flag to turn it off at
+  // that commit; later versions keep fp32 unless --grad-reduce-in-bf16, which the model zoo's
+  // Qwen3 configuration @ c1ad0b5c does not set). NeMo's rows keep bf16 gradients, assumed:
+  // its 24.07 table does not state them.
+  const bool megatron_lm_script =
+      r.at("source_id") == "megatron_core_r0.8.0_weak_scaling" || r.at("source_id") == "megatron_moe_modelzoo";
+  w["grad_reduce_dtype"] = megatron_lm_script ? "fp32" : "bf16";
   w["recompute"] = "none";
   // The preset's pipeline split (the embedding and the loss counted) and expert parallelism
   // stay; the row states tp, pp, cp, vp and, for MoE rows, ep.
