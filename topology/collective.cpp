@@ -696,9 +696,7 @@ double line_rate_floor(const SystemSpec& s, const RankGroup& g, CollectiveKind k
   if (!reduce && !reduce_scatter_kind(kind) && kind != CollectiveKind::kAllGather) return 0.0;
   const int n = g.size();
   if (n < 2) return 0.0;
-  std::set<int> domains;
-  for (int r : g.ranks) domains.insert(s.domain_of(r));
-  const auto nd = static_cast<double>(domains.size());
+  const auto nd = static_cast<double>(shape_of(s, g).nodes);
   const double per_gpu = reduce ? bytes : bytes * (n - 1) / n;
   double t = s.domain_size() > 1 && s.gpu.nvlink_bandwidth > 0 ? per_gpu / s.gpu.nvlink_bandwidth : 0.0;
   const double nics = s.network.nic_bandwidth * s.network.nics_per_node * s.nodes_per_domain();
