@@ -55,7 +55,8 @@ PlanEvaluation PlanEvaluator::evaluate(const ShardingPlan& plan) {
       OpTiming& t = timings[i];
       const bool same = i < before.size() && ops[i].kernels == before[i].kernels;
       if (!same) {
-        t = OpTiming{};
+        t.kernels.clear();  // keeps its storage: most re-annotated ops have as many kernels as before
+        t.host_time.reset();
         t.kernels.reserve(ops[i].kernels.size());
         for (const auto& k : ops[i].kernels) {
           auto it = estimates_.find(k);

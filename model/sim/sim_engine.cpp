@@ -49,7 +49,18 @@ Engine::Engine(const TimedGraph& tg, const HostSpec& host, int iterations, const
     cursors_[r].op_prev_event.assign(g_.ranks[r].ops.size(), -1);
     cursors_[r].coll_seq.assign(g_.groups.size(), 0);
     if (g_.ranks[r].ops.empty()) cursors_[r].done = true;
+    reserve_launch_rings(cursors_[r], g_.ranks[r]);
   }
+}
+
+void Engine::reserve_launch_rings(RankCursor& st, const RankProgram& program) const {
+  const auto depth = static_cast<std::size_t>(host_.launch_queue_depth);
+  if (depth == 0) return;
+  // GPU events per stream in one iteration: each kernel, or one per collective op.
+  std::array<std::size_t, kStreamCount> per_iteration{};
+  for (const Op& op : program.ops) per_iteration[static_cast<std::size_t>(op.stream)] += op.collective ? 1 : op.kernels.size();
+  for (std::size_t s = 0; s < kStreamCount; ++s)
+    st.launch_ring[s].reserve(std::min(depth, per_iteration[s] * static_cast<std::size_t>(iterations_)));
 }
 
 Timeline Engine::run() {

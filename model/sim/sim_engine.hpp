@@ -197,6 +197,9 @@ class Engine {
   void wait_host_until(RankCursor& st, int e, Seconds end) const;
   /// Records GPU event `e` as launched on stream `s`.
   void record_launch(RankCursor& st, std::size_t s, int e) const;
+  /// Sizes each stream's launch ring once, for the launches `program` makes in the run (at
+  /// most the queue depth), so that record_launch does not regrow it launch by launch.
+  void reserve_launch_rings(RankCursor& st, const RankProgram& program) const;
   /// Next op; past the last, the next iteration (or done).
   void advance(RankCursor& st, int rank) const;
   /// Start of a GPU event from its three constraints (launch, stream free, inputs), with
