@@ -6,8 +6,9 @@
 // 340B, Qwen3-235B-A22B), else the architecture the source
 // states (Llama 2, the Megatron-Core GPTs), with the row's batch, sequence, parallelism and
 // precision, the overlaps of the source's software (distributed optimizer with overlapped
-// gradient reduction and parameter gather, TP communication overlap, bf16 gradients, FP8
-// parameters under FP8), the megatron_core runtime, on DGX H100 nodes (cluster_4x_dgx_h100.json
+// gradient reduction and parameter gather, TP communication overlap, fp32 or bf16 gradients, FP8
+// parameters under FP8), the megatron_core runtime (its attention kernel on Hopper: cuDNN's
+// fused attention, as Transformer Engine picks it), on DGX H100 nodes (cluster_4x_dgx_h100.json
 // resized to the row's GPUs). What the source does not state (the Megatron-Core rows'
 // micro-batch and virtual stages) is an assumption printed with the row.
 //

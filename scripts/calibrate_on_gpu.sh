@@ -3,9 +3,11 @@
 #   1. the [gpu] tests of the profiler and of the executor (about 3 min; --tests-seconds bounds each);
 #   2. the microbenchmark sweeps: memcpy + elementwise (about 3 min), GEMM (budget, default
 #      20 min of the 6,000 shapes), embedding forward/backward (budget, default 10 min);
-#   3. attention (SDPA flash and cuDNN, forward and backward) and fp8 / bf16 GEMMs timed through
-#      PyTorch (scripts/measure_kernels_torch.py; skipped without PyTorch), then `perfcast kernels`
-#      on them;
+#   3. attention (SDPA flash and cuDNN, forward and backward; Megatron-Core's shapes also with
+#      dropout 0.1) and fp8 / bf16 GEMMs timed through PyTorch (scripts/measure_kernels_torch.py;
+#      skipped without PyTorch), then `perfcast kernels` on them; and a Transformer layer's GEMMs
+#      run back to back for --sustained-seconds with the SM clock and power logged
+#      (scripts/measure_sustained_gemm.py): what a busy GPU sustains against single launches;
 #   4. perfcast calibrate kernels -> a kernel calibration with the held-out error per family;
 #   5. perfcast validate: random DLRM configs predicted and trained (50 per seed, seeds 1 and
 #      7031; about 2-3 s per config), with the calibration of step 4 when --install is given;
@@ -16,7 +18,7 @@
 # the end); a sweep stopped by its budget keeps what it measured. Usage (from the repository root):
 #   scripts/calibrate_on_gpu.sh [--system configs/systems/h100_sxm.json] [--bin DIR] [--out DIR]
 #        [--gemm-minutes 20] [--embedding-minutes 10] [--configs 50] [--quick] [--install]
-#        [--minutes M] [--tests-seconds S] [--torch-seconds S] [--seeds "1 7031"]
+#        [--minutes M] [--tests-seconds S] [--torch-seconds S] [--sustained-seconds S] [--seeds "1 7031"]
 # --bin: a folder of staged binaries (scripts/stage_gpu_binaries.sh), default build/ of `make`.
 # --quick: 2 + 2 minutes of sweeps and 10 configs per seed (about 15 minutes in all).
 # --minutes M: the whole run in about M minutes (M >= 6): the tests, sweeps and PyTorch timings get
@@ -32,6 +34,7 @@ gemm_seconds=1200
 embedding_seconds=600
 memcpy_seconds=0
 torch_seconds=120
+sustained_seconds=60
 tests_seconds=0
 configs=50
 configs_second_seed=""
@@ -50,15 +53,17 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=$2; shift 2 ;;
     --tests-seconds) tests_seconds=$2; shift 2 ;;
     --torch-seconds) torch_seconds=$2; shift 2 ;;
+    --sustained-seconds) sustained_seconds=$2; shift 2 ;;
     --quick) gemm_seconds=120; embedding_seconds=120; configs=10; shift ;;
     --minutes)
       [ "$2" -ge 6 ] 2>/dev/null || { echo "error: --minutes expects a whole number >= 6, got $2" >&2; exit 2; }
       total=$(($2 * 60))
-      tests_seconds=$((total * 8 / 100)); memcpy_seconds=$((total * 8 / 100)); gemm_seconds=$((total * 30 / 100))
-      embedding_seconds=$((total * 20 / 100)); torch_seconds=$((total * 12 / 100)); configs=8; configs_second_seed=4
+      tests_seconds=$((total * 8 / 100)); memcpy_seconds=$((total * 8 / 100)); gemm_seconds=$((total * 26 / 100))
+      embedding_seconds=$((total * 20 / 100)); torch_seconds=$((total * 12 / 100)); sustained_seconds=$((total * 6 / 100))
+      configs=8; configs_second_seed=4
       validate_seconds=$((total * 10 / 100)); iterations=20; shift 2 ;;
     --install) install=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -123,6 +128,11 @@ if [ "$torch_seconds" -gt 0 ] && python3 -c "import torch; assert torch.cuda.is_
     '$results/torch/attention.csv' '$results/torch/gemm.csv' --json '$results/torch/kernels_report.json' \
     > '$results/torch/kernels_report.txt'"
   head -40 "$results/torch/kernels_report.txt" 2> /dev/null
+  if [ "$sustained_seconds" -gt 0 ]; then
+    step "sustained GEMMs" $((sustained_seconds + 60)) bash -c "python3 scripts/measure_sustained_gemm.py --out \
+      '$results/torch' --seconds '$sustained_seconds' > '$results/torch/sustained_gemm.txt' 2>&1"
+    cat "$results/torch/sustained_gemm.txt" 2> /dev/null
+  fi
 else
   log "skipped: no PyTorch with a CUDA GPU here, or --torch-seconds 0"
 fi

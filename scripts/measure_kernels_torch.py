@@ -6,7 +6,13 @@ and gemm.csv), so that `perfcast kernels --measurements OUT/attention.csv OUT/ge
 them with perfcast's predictions. These are the kernel families perfcast's own profiler (`perfcast profile`) does
 not time. Needs python3 with PyTorch and one CUDA GPU.
 
-    scripts/measure_kernels_torch.py --out DIR [--seconds 60] [--source-id ID]
+    scripts/measure_kernels_torch.py --out DIR [--seconds 60] [--source-id ID] [--dropout-cases 12]
+
+First, attention with and without dropout at the shapes of Megatron-Core's GPT layers (one
+sequence of 2K-8K tokens, 16-96 heads of 128, causal, bf16): each case with dropout_p 0 and 0.1,
+forward and backward, flash and cuDNN backends, written to DIR/attention_dropout.csv (the
+attention columns and `dropout_p`), so that the cost of dropout inside the fused kernel can be
+read off pairs timed back to back. Then the random attention and GEMM cases.
 
 Timing: CUDA events around each launch, the L2 cache overwritten (a 256 MiB buffer) before
 each; 3 warm-ups, then the median of 10 timed launches (attention backward: the gradient call
@@ -125,6 +131,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=60.0, help="time budget of the whole run")
     ap.add_argument("--source-id", default="", help="source_id of the rows (default perfcast_torch_<gpu>_<date>)")
     ap.add_argument("--seed", type=int, default=20261127)
+    ap.add_argument("--dropout-cases", type=int, default=12, help="attention shapes timed with and without dropout (0: none)")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -154,12 +161,16 @@ def main():
     gemm = csv.DictWriter(gemm_file, GEMM_COLUMNS)
     att.writeheader()
     gemm.writeheader()
+    drop_file = open(os.path.join(args.out, "attention_dropout.csv"), "w", newline="")
+    drop = csv.DictWriter(drop_file, ATTENTION_COLUMNS + ["dropout_p"])
+    drop.writeheader()
 
-    def write_attention(case, backend, direction, us):
+    def write_attention(case, backend, direction, us, dropout_p=None):
         batch, seq, heads, kv_heads, head_dim, causal, dtype = case
         flops = attention_flops(batch, seq, heads, head_dim, causal) * (2.5 if direction == "bwd" else 1.0)
         counts["attention"] += 1
-        att.writerow(dict(common, row_id="att-{:05d}".format(counts["attention"]),
+        writer, extra = (att, {}) if dropout_p is None else (drop, {"dropout_p": dropout_p})
+        writer.writerow(dict(common, **extra, row_id="att-{:05d}".format(counts["attention"]),
                           implementation="PyTorch SDPA ({} backend)".format(backend), direction=direction,
                           dtype=dtype, batch=batch, seqlen_q=seq, seqlen_kv=seq, heads_q=heads, heads_kv=kv_heads,
                           head_dim_qk=head_dim, head_dim_v=head_dim, causal="causal" if causal else "no",
@@ -168,8 +179,9 @@ def main():
                           flops_convention="fwd 4*B*S^2*H*D (/2 if causal); bwd 2.5x fwd",
                           derived_fields="tflops", notes="GQA by enable_gqa" if kv_heads != heads else ""))
         att_file.flush()
+        drop_file.flush()
 
-    def measure_attention(case, backend):
+    def measure_attention(case, backend, dropout_p=None):
         batch, seq, heads, kv_heads, head_dim, causal, dtype = case
         dt = dtypes[dtype]
         q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dt, requires_grad=True)
@@ -178,12 +190,13 @@ def main():
         chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}[backend]
         with sdpa_kernel([chosen]):
             def forward():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != heads)
-            write_attention(case, backend, "fwd", timer.median_us(forward))
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != heads,
+                                                      dropout_p=dropout_p or 0.0)
+            write_attention(case, backend, "fwd", timer.median_us(forward), dropout_p)
             out = forward()
             grad = torch.randn_like(out)
             write_attention(case, backend, "bwd", timer.median_us(
-                lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)))
+                lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)), dropout_p)
 
     def measure_gemm(m, n, k, fp8):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -208,6 +221,14 @@ def main():
         gemm_file.flush()
 
     work = []
+    # Dropout pairs first: Megatron-Core GPT layers (one sequence, heads of 128, causal, bf16).
+    megatron_shapes = [(1, 4096, 16), (1, 4096, 32), (1, 4096, 64), (1, 2048, 32), (1, 8192, 32), (1, 4096, 96),
+                       (1, 2048, 64), (1, 8192, 64), (2, 4096, 32), (1, 4096, 48), (1, 2048, 16), (1, 8192, 16)]
+    for batch, seq, heads in megatron_shapes[:max(0, args.dropout_cases)]:
+        case = (batch, seq, heads, heads, 128, True, "bf16")
+        for backend in ("cuDNN", "flash"):
+            for p in (0.0, 0.1):
+                work.append(("dropout", case, (backend, p)))
     gemms = gemm_cases(rng)
     attentions = attention_cases(rng)
     # Interleaved so that a run cut by its budget still covers every family.
@@ -224,6 +245,8 @@ def main():
         try:
             if kind == "gemm":
                 measure_gemm(*case, fp8=variant)
+            elif kind == "dropout":
+                measure_attention(case, variant[0], dropout_p=variant[1])
             else:
                 measure_attention(case, variant)
         except Exception as e:  # a backend that refuses a shape: count it, go on
@@ -232,6 +255,7 @@ def main():
         torch.cuda.empty_cache()
     att_file.close()
     gemm_file.close()
+    drop_file.close()
     print("measure_kernels_torch: {} attention rows, {} GEMM rows, {} cases refused; {} ({})".format(
         counts["attention"], counts["gemm"], counts["failed"], name, software))
     return 0

@@ -31,6 +31,9 @@ struct EfficiencyFactors {
 struct GpuSpec {
   std::string name;            ///< marketing name, e.g. "NVIDIA H100 SXM5 80GB"
   int sm_count = 0;            ///< streaming multiprocessors
+  /// CUDA compute capability, e.g. 9.0 for Hopper, 8.0 for A100; 0 when the file states none.
+  /// Software stacks choose kernels by it (Transformer Engine's fused attention on 9.0+).
+  double compute_capability = 0;
   Hertz boost_clock = 0;       ///< max SM clock
   Bytes memory = 0;            ///< HBM capacity
   BytesPerSecond memory_bandwidth = 0;  ///< HBM peak

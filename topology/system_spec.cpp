@@ -25,6 +25,7 @@ GpuSpec parse_gpu_object(const JsonObject& o) {
   GpuSpec g;
   g.name = o.string("name");
   g.sm_count = static_cast<int>(o.integer("sm_count", 1, 10'000));
+  g.compute_capability = o.number_or("compute_capability", 1.0, 20.0, 0.0);
   g.boost_clock = o.quantity("boost_clock", Dimension::kFrequency);
   g.memory = o.quantity("memory", Dimension::kBytes);
   if (g.memory <= 0) o.fail("memory", "must be positive");

@@ -377,6 +377,8 @@ TransformerSpec parse_transformer(const JsonDocument& doc) {
     root.fail("tp_comm_overlap", "TP communication overlap (Transformer Engine userbuffers) needs \"sequence_parallel\": true");
   w.attention = root.enum_or("attention", {"flash", "unfused"}, "flash") == "flash" ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
   w.attention_kernel = *attention_kernel_from_name(root.enum_or("attention_kernel", {"flash2", "flash3", "cudnn"}, "flash2"));
+  w.attention_kernel_stated = root.find("attention_kernel").has_value();
+  if (w.attention_kernel_stated) w.attention_kernel_basis = "the workload's attention_kernel";
   if (w.attention == AttentionImpl::kUnfused && root.find("attention_kernel"))
     root.fail("attention_kernel", "applies to \"attention\": \"flash\" only");
   w.dropout = root.number_or("dropout", 0.0, 0.99, 0.1);

@@ -229,6 +229,12 @@ struct TransformerSpec {
   /// FlashAttention-2 (PyTorch SDPA's flash backend, the flash-attn package), FlashAttention-3,
   /// or cuDNN's (Transformer Engine's fused attention). Calibrations fit each separately.
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;
+  /// The workload file names attention_kernel; false: the runtime profile's choice for the
+  /// GPU applies where it has one (RuntimeProfile::attention_kernels), else flash2.
+  bool attention_kernel_stated = false;
+  /// Why attention_kernel is what it is, for the report: the workload's, a runtime rule's, or
+  /// perfcast's default.
+  std::string attention_kernel_basis = "perfcast's default: neither the workload nor its runtime names one";
   double dropout = 0.1;          ///< hidden and attention dropout probability (0: no dropout kernels)
   /// Pipeline transfers block the host (Megatron-DeepSpeed: wait + device synchronize);
   /// false: stream-ordered only. Not a workload key: set by the runtime profile.

@@ -193,6 +193,7 @@ std::unique_ptr<Prediction> predict_overridden_documents(JsonDocument& system_do
   if (auto* tf = std::get_if<TransformerSpec>(&any)) {
     if (plan_doc) throw ConfigError(plan_doc->file, "", "a sharding plan applies to DLRM workloads only");
     if (runtime && runtime->pipeline_host_blocking) tf->pipeline_host_blocking = *runtime->pipeline_host_blocking;
+    if (runtime) (void)apply_runtime_transformer(*tf, *runtime, system.gpu);
     if (std::string w = check_gpu_precision(tf->precision, system.gpu, workload_file, "precision"); !w.empty()) notes.push_back(w);
     return finish(predict_transformer(std::move(system), std::move(*tf), std::move(overrides), iterations, steady));
   }

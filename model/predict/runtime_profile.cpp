@@ -164,6 +164,20 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   host.finish();
   std::vector<std::string> settings;  // "dlrm.KEY" of every DLRM setting given, to be sourced
   if (auto dlrm = root.find("dlrm")) r.dlrm = parse_dlrm_stack(dlrm->as_object(), settings);
+  if (const auto rules = root.find("attention_kernel")) {
+    const JsonArray a = rules->as_array();
+    a.require_size(1, 16);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const JsonObject o = a[i].as_object();
+      AttentionKernelRule rule;
+      rule.min_compute_capability = o.number_or("min_compute_capability", 1.0, 20.0, 0.0);
+      if (!o.find("kernel")) o.fail("kernel", "each rule names its kernel: flash2, flash3 or cudnn");
+      rule.kernel = *attention_kernel_from_name(o.enum_or("kernel", {"flash2", "flash3", "cudnn"}, "flash2"));
+      o.finish();
+      r.attention_kernels.push_back(rule);
+    }
+    settings.push_back("attention_kernel");
+  }
   if (root.find("pipeline_transfers"))
     r.pipeline_host_blocking = root.enum_or("pipeline_transfers", {"host_blocking", "stream_ordered"}, "host_blocking") == "host_blocking";
   if (auto fit = root.find("fit")) {
@@ -198,6 +212,22 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   }
   root.finish();
   return r;
+}
+
+std::optional<AttentionKernel> RuntimeProfile::attention_kernel_for(double cc) const {
+  for (const AttentionKernelRule& rule : attention_kernels)
+    if (rule.min_compute_capability <= 0 || (cc > 0 && cc >= rule.min_compute_capability)) return rule.kernel;
+  return std::nullopt;
+}
+
+std::string apply_runtime_transformer(TransformerSpec& w, const RuntimeProfile& runtime, const GpuSpec& gpu) {
+  if (w.attention != AttentionImpl::kFlash || w.attention_kernel_stated) return "";
+  const auto kernel = runtime.attention_kernel_for(gpu.compute_capability);
+  if (!kernel) return "";
+  w.attention_kernel = *kernel;
+  const std::string cc = gpu.compute_capability > 0 ? fmt::format("{:.1f}", gpu.compute_capability) : "not stated";
+  w.attention_kernel_basis = fmt::format("runtime {} on compute capability {}", runtime.name, cc);
+  return fmt::format("attention_kernel {} (compute capability {})", attention_kernel_name(*kernel), cc);
 }
 
 void override_runtime_host(RuntimeProfile& r, const JsonObject& o) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/json_reader.hpp"
+#include "model/graph/transformer_spec.hpp"
 #include "model/graph/workload_spec.hpp"
 #include "topology/system_spec.hpp"
 
@@ -54,6 +55,12 @@ struct FitRegime {
   [[nodiscard]] bool empty() const { return workload.empty(); }
 };
 
+/// One rule of a profile's "attention_kernel": the fused-attention kernel the stack runs on
+/// GPUs of compute capability `min_compute_capability` or more (0: on any GPU).
+struct AttentionKernelRule {
+  double min_compute_capability = 0;
+  AttentionKernel kernel = AttentionKernel::kFlash2;
+};
 struct RuntimeProfile {
   std::string name;  ///< file stem, e.g. "megatron_deepspeed"
   std::string file;
@@ -69,6 +76,10 @@ struct RuntimeProfile {
   /// transfer and synchronizes the device, Megatron-DeepSpeed) or "stream_ordered" (false:
   /// only the compute stream waits for the transfer). Unset: the workload's default (blocking).
   std::optional<bool> pipeline_host_blocking;
+  /// "attention_kernel": a list of {"min_compute_capability", "kernel"}, the first whose
+  /// minimum the GPU meets applying to Transformers whose workload names no attention_kernel
+  /// (e.g. Transformer Engine's choice: cuDNN's fused attention on 9.0+, flash-attn before).
+  std::vector<AttentionKernelRule> attention_kernels;
   std::string measured_on;  ///< what the fit used ("" : not fitted)
   double heldout_error = -1;  ///< held-out geomean |error| of the fit; < 0: none
   std::string fit_cpu;        ///< the CPU of the fit ("" : not stated)
@@ -78,6 +89,9 @@ struct RuntimeProfile {
   double host_scale = 1;
   std::string host_scale_basis;
   [[nodiscard]] bool fitted() const { return heldout_error >= 0; }
+  /// The kernel of the first rule a GPU of compute capability `cc` meets (0: not stated,
+  /// which meets only rules without a minimum); nullopt when none applies.
+  [[nodiscard]] std::optional<AttentionKernel> attention_kernel_for(double cc) const;
 };
 
 /// Removes "runtime" from the workload document (the workload parsers do not know it) and
@@ -112,6 +126,10 @@ struct RuntimeProfile {
 /// sets, which replace the workload's). Returns one note per workload value replaced, e.g.
 /// "mlp_dtype fp16 (the workload says fp32)".
 std::vector<std::string> apply_runtime_stack(DlrmSpec& w, const RuntimeProfile& runtime);
+/// Applies the profile's Transformer settings to `w` on `gpu`: the attention kernel of its
+/// rules where the workload names none. Returns what it set, e.g. "attention_kernel cudnn
+/// (compute capability 9.0)", or "" when nothing.
+std::string apply_runtime_transformer(TransformerSpec& w, const RuntimeProfile& runtime, const GpuSpec& gpu);
 
 /// "" when a prediction of `workload` ("dlrm" / "transformer") with `gpus` GPUs of `gpu`
 /// and global batch `batch` is inside the profile's fit regime (or it states none), else

@@ -8,6 +8,18 @@
 namespace perfcast {
 namespace {
 
+/// A fused-attention kernel as users know it.
+std::string_view attention_kernel_label(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kFlash2: return "FlashAttention-2";
+    case AttentionKernel::kFlash3: return "FlashAttention-3";
+    case AttentionKernel::kCudnn: return "cuDNN fused attention, as Transformer Engine runs it";
+    case AttentionKernel::kTriton: return "Triton";
+    case AttentionKernel::kTileLang: return "TileLang";
+  }
+  return "?";
+}
+
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 std::string header(const Prediction& p) {
@@ -29,6 +41,8 @@ std::string header(const Prediction& p) {
     const std::string ep = w.ep > 1 ? fmt::format(" ep {}", w.ep) : "";
     out += fmt::format("  global batch {} x {} tokens, tp {}{} pp {}{} dp {}{}, {} micro-batches of {} per pipeline\n", w.global_batch,
                        w.seq_len, w.tp, cp, w.pp, vp, w.dp, ep, w.micro_batches(), w.micro_batch);
+    if (w.attention == AttentionImpl::kFlash)
+      out += fmt::format("  attention kernel: {} ({})\n", attention_kernel_label(w.attention_kernel), w.attention_kernel_basis);
     if (w.moe.enabled()) {
       const std::string shared = w.moe.shared_ffn > 0 ? fmt::format(" + shared experts of width {}", w.moe.shared_ffn) : "";
       out += fmt::format("  mixture of experts: {} experts{}, top-{}, {} dispatcher, expert TP {}{}; {:.3g} of {:.3g} parameters active\n",

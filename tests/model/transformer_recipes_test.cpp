@@ -222,6 +222,61 @@ TEST_CASE("runtime profiles are found from the shipped configs whatever the work
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("megatron_core runs Transformer Engine's attention kernel: cuDNN's from compute capability 9.0, flash-attn before", "[transformer][recipes][runtime]") {
+  // The workload's folder has no runtimes/ beside it: the shipped profiles are read.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "perfcast_runtime_attention_test";
+  std::filesystem::create_directories(dir / "workloads");
+  const std::string workload = (dir / "workloads" / "w.json").string();
+  const auto mc = load_runtime_profile("megatron_core", workload, true);
+  REQUIRE(mc.has_value());
+  CHECK(mc->attention_kernel_for(9.0) == AttentionKernel::kCudnn);   // H100, H200, GH200
+  CHECK(mc->attention_kernel_for(10.0) == AttentionKernel::kCudnn);  // B200, GB200
+  CHECK(mc->attention_kernel_for(8.0) == AttentionKernel::kFlash2);  // A100
+  CHECK(mc->attention_kernel_for(0) == AttentionKernel::kFlash2);    // compute capability not stated
+  // Profiles without rules choose nothing.
+  CHECK_FALSE(load_runtime_profile("megatron_deepspeed", workload, true)->attention_kernel_for(9.0).has_value());
+
+  // Applied where the workload names no kernel; the workload's own choice wins.
+  GpuSpec hopper;
+  hopper.compute_capability = 9.0;
+  TransformerSpec unstated, stated;
+  stated.attention_kernel_stated = true;
+  CHECK(apply_runtime_transformer(unstated, *mc, hopper) == "attention_kernel cudnn (compute capability 9.0)");
+  CHECK(unstated.attention_kernel == AttentionKernel::kCudnn);
+  CHECK(unstated.attention_kernel_basis == "runtime megatron_core on compute capability 9.0");
+  CHECK(apply_runtime_transformer(stated, *mc, hopper).empty());
+  CHECK(stated.attention_kernel == AttentionKernel::kFlash2);
+
+  // Bad rules exit with the file and the JSON path.
+  auto profile = [&](const std::string& rules, const std::string& sources) {
+    const std::string path = (dir / "p.json").string();
+    std::ofstream(path) << R"({"schema": "perfcast.runtime", "schema_version": "1.0", "name": "p", "host": {}, "attention_kernel": )"
+                        << rules << R"(, "sources": )" << sources << "}";
+    return load_runtime_profile(path, workload, true);
+  };
+  const std::string sourced = R"({"attention_kernel": "a test"})";
+  CHECK(profile(R"([{"min_compute_capability": 9.0, "kernel": "flash3"}])", sourced)->attention_kernel_for(9.0) == AttentionKernel::kFlash3);
+  CHECK_THROWS_WITH(profile(R"([{"min_compute_capability": 9.0}])", sourced), Catch::Contains("/attention_kernel/0/kernel"));
+  CHECK_THROWS_WITH(profile(R"([{"kernel": "sdpa"}])", sourced), Catch::Contains("/attention_kernel/0/kernel"));
+  CHECK_THROWS_WITH(profile(R"([{"min_compute_capability": 0.5, "kernel": "cudnn"}])", sourced),
+                    Catch::Contains("/attention_kernel/0/min_compute_capability"));
+  CHECK_THROWS_WITH(profile("[]", sourced), Catch::Contains("/attention_kernel"));
+  CHECK_THROWS_WITH(profile(R"([{"kernel": "cudnn"}])", "{}"), Catch::Contains("the setting attention_kernel needs a source"));
+  std::filesystem::remove_all(dir);
+
+  // End to end on one DGX H100: the preset (megatron_core, no kernel named) runs cuDNN's kernel,
+  // faster than the same job told to run FlashAttention-2 (cuDNN's forward is fitted at 0.67 of
+  // the bf16 peak, FlashAttention-2's at 0.36: docs/calibration.md).
+  auto step = [](const std::vector<std::string>& set) {
+    JsonDocument s = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/systems/dgx_h100.json");
+    JsonDocument wl = load_json_file(std::string(PERFCAST_SOURCE_DIR) + "/configs/workloads/gpt3_1.3b.json");
+    return predict_documents(std::move(s), std::move(wl), std::nullopt, set, 3)->timeline.iteration_time;
+  };
+  const double cudnn = step({"runtime=megatron_core"});
+  CHECK(step({"runtime=megatron_core", "workload.attention_kernel=cudnn"}) == cudnn);
+  CHECK(cudnn < step({"runtime=megatron_core", "workload.attention_kernel=flash2"}));
+}
+
 TEST_CASE("the recipe presets resolve on their recipes' GPU counts and the 8B and 70B runs fit", "[transformer][recipes][presets]") {
   struct Case {
     const char* preset;
