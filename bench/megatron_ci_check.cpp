@@ -149,6 +149,10 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
       {"tied_embeddings", !on("untie-embeddings-and-output-weights")},
       {"attention", flags.count("attention-backend") && flags.at("attention-backend") == "unfused" ? "unfused" : "flash"},
       {"runtime", "megatron_core"}};
+  // --attention-backend flash: Megatron turns Transformer Engine's fused (cuDNN) attention off
+  // (NVTE_FUSED_ATTN=0), so flash-attn runs; auto (the default) leaves TE's own choice, the
+  // runtime profile's rule.
+  if (flags.count("attention-backend") && flags.at("attention-backend") == "flash") w["attention_kernel"] = "flash2";
   if (moe_row(r)) {
     // Megatron's MoE arguments; --moe-token-dispatcher-type defaults to allgather and
     // --moe-grouped-gemm to off (megatron/training/arguments.py).
