@@ -29,6 +29,8 @@ nlohmann::json workload_json(const Workload& any) {
                       {"micro_batch", w.micro_batch}, {"seq_len", w.seq_len}, {"layers", w.layers}, {"hidden", w.hidden},
                       {"parameters", w.parameters()},
                       {"parallelism", {{"tp", w.tp}, {"cp", w.cp}, {"pp", w.pp}, {"vp", w.vp}, {"dp", w.dp}, {"ep", w.ep}}}};
+  if (w.attention == AttentionImpl::kFlash)
+    j["attention_kernel"] = {{"kernel", attention_kernel_name(w.attention_kernel)}, {"basis", w.attention_kernel_basis}};
   if (w.moe.enabled()) {
     j["active_parameters"] = w.active_parameters();
     j["moe"] = {{"experts", w.moe.experts}, {"top_k", w.moe.top_k}, {"expert_tp", w.expert_tp()},

@@ -2,7 +2,8 @@
 # Runtime profiles: Transformers default to megatron_deepspeed (fitted host costs, named in
 # the headline), --set runtime=NAME overrides, an unknown runtime exits 2 naming the folder,
 # a workload naming its runtime is honoured, host costs given with --set win, --set errors
-# name the override, a resized system's name says so. Usage: runtime_profiles_test.sh PERFCAST SOURCE_DIR
+# name the override, a resized system's name says so, megatron_core's attention kernel follows the
+# GPU's compute capability unless the workload names one. Usage: runtime_profiles_test.sh PERFCAST SOURCE_DIR
 source "$(dirname "$0")/test_lib.sh"
 sys=$src/configs/systems/dgx_a100.json
 wl=$src/configs/workloads/gpt3_1.3b.json
@@ -133,5 +134,19 @@ grep -q "(with --set system.nodes=3)" "$tmp/err" && echo "ok   a consequence of 
 "$perfcast" predict --system "$src/configs/systems/cluster_4x_dgx_h100.json" --workload "$wl" --set system.nodes=2 > "$tmp/resized.txt" 2>&1
 head -1 "$tmp/resized.txt" | grep -q "\[--set nodes=2\] (2 x 8, 16 ranks)" && echo "ok   a resized system's name says so" \
   || { echo "FAIL resized name"; head -1 "$tmp/resized.txt"; fails=$((fails + 1)); }
+
+# megatron_core's attention rule: cuDNN's fused attention on Hopper, FlashAttention-2 on the A100,
+# printed with its reason and in the JSON; a workload's own kernel wins.
+llama=$src/configs/workloads/llama3.1_8b.json
+"$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$llama" --json "$tmp/h100.json" > "$tmp/h100.txt" 2>&1
+grep -q "attention kernel: cuDNN fused attention, as Transformer Engine runs it (runtime megatron_core on compute capability 9.0)" "$tmp/h100.txt" \
+  && grep -q '"kernel": "cudnn"' "$tmp/h100.json" && echo "ok   megatron_core runs cuDNN's attention on an H100" \
+  || { echo "FAIL attention kernel on H100"; grep -i attention "$tmp/h100.txt"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$src/configs/systems/dgx_a100.json" --workload "$llama" > "$tmp/a100.txt" 2>&1
+grep -q "attention kernel: FlashAttention-2 (runtime megatron_core on compute capability 8.0)" "$tmp/a100.txt" \
+  && echo "ok   megatron_core runs FlashAttention-2 on an A100" || { echo "FAIL attention kernel on A100"; fails=$((fails + 1)); }
+"$perfcast" predict --system "$src/configs/systems/dgx_h100.json" --workload "$llama" --set workload.attention_kernel=flash2 > "$tmp/own.txt" 2>&1
+grep -q "attention kernel: FlashAttention-2 (the workload's attention_kernel)" "$tmp/own.txt" \
+  && echo "ok   the workload's attention kernel wins" || { echo "FAIL workload attention kernel"; fails=$((fails + 1)); }
 
 [ "$fails" = 0 ] && echo "all runtime profile tests passed" || { echo "$fails failed"; exit 1; }
