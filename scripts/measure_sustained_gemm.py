@@ -60,6 +60,19 @@ def layer_gemms(h):
     return forward + backward
 
 
+def summarize(rows):
+    """Median TFLOP/s and the SM clocks seen in the first second and over the last quarter of one
+    precision's rows; None without rows."""
+    if not rows:
+        return None
+    seconds = float(rows[-1]["t_s"])
+    first = [r for r in rows if float(r["t_s"]) <= 1.0] or rows[:1]
+    late = [r for r in rows if float(r["t_s"]) >= 0.75 * seconds] or rows[-1:]
+    clocks = lambda rs: "/".join(sorted({r["sm_clock_mhz"] for r in rs if r["sm_clock_mhz"]})[:3]) or "?"
+    rate = lambda rs: statistics.median(float(r["tflops"]) for r in rs)
+    return {"seconds": seconds, "first": rate(first), "first_clock": clocks(first), "late": rate(late), "late_clock": clocks(late)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for sustained_gemm.csv and sustained_gemm_smi.csv")
@@ -174,33 +187,21 @@ def main():
                                "clock_event_reasons"])
         w.writeheader()
         w.writerows(rows)
-    for precision in precisions:
-        mine = [r for r in rows if r["precision"] == precision]
-        if not mine:
-            continue
-        last_t = float(mine[-1]["t_s"])
-        first = [float(r["tflops"]) for r in mine if float(r["t_s"]) <= 1.0] or [float(mine[0]["tflops"])]
-        late = [float(r["tflops"]) for r in mine if float(r["t_s"]) >= 0.75 * last_t] or [float(mine[-1]["tflops"])]
-        clocks = lambda rs: "/".join(sorted({r["sm_clock_mhz"] for r in rs if r["sm_clock_mhz"]})[:3]) or "?"
-        print("sustained {} GEMMs (hidden {}): {:.0f} TFLOP/s launched one at a time after an L2 flush; back to back "
-              "{:.0f} TFLOP/s in the first second (SM clock {} MHz) and {:.0f} TFLOP/s over the last quarter of {:.0f} s "
-              "(SM clock {} MHz): {:+.1f}% against one at a time".format(
-                  precision, args.hidden, isolated[precision], statistics.median(first),
-                  clocks([r for r in mine if float(r["t_s"]) <= 1.0]), statistics.median(late), last_t,
-                  clocks([r for r in mine if float(r["t_s"]) >= 0.75 * last_t]),
-                  100 * (statistics.median(late) / isolated[precision] - 1)))
     with open(os.path.join(args.out, "sustained_gemm_summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["precision", "hidden", "isolated_tflops", "first_second_tflops", "last_quarter_tflops", "seconds"])
+        w.writerow(["precision", "hidden", "isolated_tflops", "first_second_tflops", "first_second_sm_clock_mhz",
+                    "last_quarter_tflops", "last_quarter_sm_clock_mhz", "seconds"])
         for precision in precisions:
-            mine = [r for r in rows if r["precision"] == precision]
-            if not mine:
+            s = summarize([r for r in rows if r["precision"] == precision])
+            if s is None:
                 continue
-            last_t = float(mine[-1]["t_s"])
-            first = [float(r["tflops"]) for r in mine if float(r["t_s"]) <= 1.0] or [float(mine[0]["tflops"])]
-            late = [float(r["tflops"]) for r in mine if float(r["t_s"]) >= 0.75 * last_t] or [float(mine[-1]["tflops"])]
-            w.writerow([precision, args.hidden, "{:.1f}".format(isolated[precision]), "{:.1f}".format(statistics.median(first)),
-                        "{:.1f}".format(statistics.median(late)), "{:.1f}".format(last_t)])
+            w.writerow([precision, args.hidden, "{:.1f}".format(isolated[precision]), "{:.1f}".format(s["first"]),
+                        s["first_clock"], "{:.1f}".format(s["late"]), s["late_clock"], "{:.1f}".format(s["seconds"])])
+            print("sustained {} GEMMs (hidden {}): {:.0f} TFLOP/s launched one at a time after an L2 flush; back to back "
+                  "{:.0f} TFLOP/s in the first second (SM clock {} MHz) and {:.0f} TFLOP/s over the last quarter of {:.0f} s "
+                  "(SM clock {} MHz): {:+.1f}% against one at a time".format(
+                      precision, args.hidden, isolated[precision], s["first"], s["first_clock"], s["late"], s["seconds"],
+                      s["late_clock"], 100 * (s["late"] / isolated[precision] - 1)))
     return 0
 
 
