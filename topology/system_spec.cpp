@@ -157,6 +157,8 @@ SystemSpec parse_system(const JsonDocument& doc) {
   s.file = doc.file;
   s.name = root.string("name");
   s.gpu = parse_gpu(root.at("gpu"), std::filesystem::path(doc.file).parent_path());
+  if (const JsonValue g = root.at("gpu"); g.is_string())
+    s.gpu_file = (std::filesystem::path(doc.file).parent_path() / g.as_string()).string();
   s.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", 1, 1024));
   s.nodes = static_cast<int>(root.integer_or("nodes", 1, kMaxCount, 1));
   if (s.world_size() > limits::kMaxGpus)  // per-pair structures are quadratic in GPUs

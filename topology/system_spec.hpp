@@ -156,6 +156,7 @@ inline constexpr double kReferenceCpuBoostGhz = 3.4;
 struct SystemSpec {
   std::string name;   ///< e.g. "DGX H100"
   std::string file;   ///< the file it was read from
+  std::string gpu_file;  ///< the system file whose "gpu" this one names ("" when inline)
   GpuSpec gpu;
   int gpus_per_node = 1;
   int nodes = 1;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -61,11 +62,20 @@ nlohmann::json provenance_json(const std::vector<ProvenanceEntry>& entries) {
   return out;
 }
 
-/// The files read, with their FNV-1a 64 content hashes (core/file_hash.hpp).
+/// The files read, with their FNV-1a 64 content hashes (core/file_hash.hpp): the system (and
+/// the system file whose GPU it names), the workload, then the runtime profile and the
+/// calibration files the prediction used, each once.
 nlohmann::json input_files(const Prediction& p) {
+  std::vector<std::string> read{p.system.file, p.system.gpu_file, workload_file(p.workload)};
+  if (p.runtime) read.push_back(p.runtime->file);
+  read.push_back(p.kernel_calibration);
+  for (const ProvenanceEntry& e : p.provenance) read.push_back(e.source);
   nlohmann::json files = nlohmann::json::array();
-  for (const std::string& f : {p.system.file, workload_file(p.workload)}) {
-    if (!f.empty()) files.push_back({{"file", f}, {"fnv1a64", file_fnv1a64(f)}});
+  std::vector<std::string> seen;
+  for (const std::string& f : read) {
+    if (f.empty() || std::find(seen.begin(), seen.end(), f) != seen.end()) continue;
+    seen.push_back(f);
+    files.push_back({{"file", f}, {"fnv1a64", file_fnv1a64(f)}});
   }
   return files;
 }

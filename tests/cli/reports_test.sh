@@ -85,6 +85,12 @@ check "replay --csv: header and rows per (rank, step)" \
 check "shard --csv: baselines and the best plan" bash -c "grep -q '^best (search),' '$tmp/shard.csv' && head -1 '$tmp/shard.csv' | grep -q iteration_time_s"
 "$perfcast" predict --system "$sys/dgx_h100.json" --workload "$wl/dlrm_default.json" --json "$tmp/p.json" > /dev/null 2>&1
 check "predict context: inputs with hashes" grep -q '"fnv1a64": "[0-9a-f]\{16\}"' "$tmp/p.json"
+check "predict context: the GPU's system file, the runtime profile and the calibrations are inputs too" python3 -c "
+import json, sys
+files = [f['file'] for f in json.load(open(sys.argv[1]))['context']['inputs']]
+need = ['dgx_h100.json', 'h100_sxm.json', 'dlrm_default.json', 'pytorch_eager.json', 'nvidia_h100_sxm5_80gb.json', 'hopper_nvswitch_8gpu.comms.json']
+missing = [n for n in need if not any(f.endswith(n) for f in files)]
+sys.exit(1 if missing or len(files) != len(set(files)) else 0)" "$tmp/p.json"
 check "predict JSON: GB/s in key names, no bytes/s keys" bash -c "grep -q '_GBps' '$tmp/p.json' && ! grep -q '_Bps\"' '$tmp/p.json'"
 printf '\x05\x00\x00\x00\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$tmp/idx.bin"
 printf '\x00\x00\x00\x00\x02\x00\x00\x00\x04\x00\x00\x00' > "$tmp/off.bin"
