@@ -17,6 +17,7 @@
 // Usage: perfcast_megatron_ci_check [--data CSV] [--gpus h100|a100|both]
 //                                   [--models gpt|moe|all] [--deterministic yes|no|all]
 //                                   [--runtime auto|NAME] [--fit none|tp1|a100|moe_a100]
+//                                   [--memory 1 [--memory-data CSV]]
 //                                   [--max-error E] [--host-speed 1] [--json FILE]
 // --fit tp1: grid-search the runtime's host op overhead and backward op overhead on the
 // tp 1 rows (training set) and report the tp > 1 rows (held out) with them; --fit a100: fit
@@ -26,13 +27,20 @@
 // needs a named --runtime; --deterministic picks the rows of one mode.
 // --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
 // this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
-// --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction).
+// --memory 1: instead of step times, the memory model on each row's last rank against what
+// Megatron-LM logged there (data/public-measurements/megatron_ci_memory.csv, extracted from the
+// same golden-values files by scripts/extract_megatron_ci_memory.py): weights, gradient
+// buffer and optimizer states against the allocation after the step, and those plus the
+// activations against the peak allocation.
+// --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction; with
+// --memory, that of the peak).
 // --json FILE: the error summaries per group (bench/accuracy_json.hpp).
 // Exit 2 when the data file is missing.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <regex>
@@ -117,6 +125,18 @@ bool host_speed_sample(const Row& r, const std::map<std::string, std::string>& f
   return !dense_gpt;
 }
 
+/// Whether the row runs Megatron's own unfused attention (scores, softmax and dropout as
+/// separate kernels, the probabilities kept for the backward): --attention-backend unfused or
+/// local, or --transformer-impl local, whose layer spec's core attention is Megatron's
+/// DotProductAttention (megatron/core/models/backends.py LocalSpecProvider.core_attention @
+/// d98e8a64, the commit of the rows), not Transformer Engine's.
+bool unfused_attention(const std::map<std::string, std::string>& flags) {
+  const auto backend = flags.find("attention-backend");
+  const auto impl = flags.find("transformer-impl");
+  return (backend != flags.end() && (backend->second == "unfused" || backend->second == "local")) ||
+         (impl != flags.end() && impl->second == "local");
+}
+
 /// The row as a perfcast workload.
 nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string>& flags) {
   auto num = [&](const std::string& key) {
@@ -147,7 +167,7 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
       {"activation", on("swiglu") ? "swiglu" : "gelu"},
       {"position_embedding", flags.count("position-embedding-type") && flags.at("position-embedding-type") == "rope" ? "rope" : "learned"},
       {"tied_embeddings", !on("untie-embeddings-and-output-weights")},
-      {"attention", flags.count("attention-backend") && flags.at("attention-backend") == "unfused" ? "unfused" : "flash"},
+      {"attention", unfused_attention(flags) ? "unfused" : "flash"},
       {"runtime", "megatron_core"}};
   // --attention-backend flash: Megatron turns Transformer Engine's fused (cuDNN) attention off
   // (NVTE_FUSED_ATTN=0), so flash-attn runs; auto (the default) leaves TE's own choice, the
@@ -236,6 +256,94 @@ double predict_case(const Case& c, const std::vector<std::string>& overrides, st
     if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
     return -1.0;
   }
+}
+
+/// --memory: the memory Megatron-LM logged on the row's last rank (world_size - 1, the rank
+/// that writes TensorBoard), bytes: allocated when the step was logged (after the optimizer
+/// step) and the peak allocated (torch.cuda.memory_stats()).
+struct MeasuredMemory {
+  double allocated = 0;
+  double peak = 0;
+};
+
+/// data/public-measurements/megatron_ci_memory.csv by source URL (the step-time rows' key).
+std::map<std::string, MeasuredMemory> read_memory(const std::string& path) {
+  std::map<std::string, MeasuredMemory> out;
+  for (const Row& r : read_rows(path))
+    out[r.at("source")] = {std::stod(r.at("mem_allocated_bytes")), std::stod(r.at("mem_max_allocated_bytes"))};
+  return out;
+}
+
+/// The predicted memory of the case's last rank; nullopt when it cannot be predicted (the
+/// reason counted).
+std::optional<RankMemory> predict_last_rank_memory(const Case& c, std::map<std::string, int>* failed) {
+  const std::string src = PERFCAST_SOURCE_DIR;
+  JsonDocument sys = load_json_file(src + "/configs/systems/" + c.system + ".json");
+  JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};
+  try {
+    const auto p = predict_documents(std::move(sys), std::move(wl), std::nullopt, c.system_overrides, 2);
+    if (p->memory.empty()) return std::nullopt;
+    return p->memory.back();
+  } catch (const std::exception& e) {
+    if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
+    return std::nullopt;
+  }
+}
+
+/// --memory 1: perfcast's memory model on the last rank against what Megatron-LM logged there:
+/// the persistent state (weights, gradient buffer, optimizer states: RankMemory::dense)
+/// against the allocation after the step, and that plus the activations at the peak
+/// (RankMemory::dense + activations; the framework reserve left out: the caching allocator's
+/// counters do not see it) against the peak allocation.
+int run_memory_check(const std::vector<Case>& cases, const std::string& memory_data, const std::string& json_out,
+                     double max_error, std::map<std::string, int>& skipped) {
+  if (!std::ifstream(memory_data)) {
+    std::fprintf(stderr, "no data file %s\n", memory_data.c_str());
+    return 2;
+  }
+  const auto measured = read_memory(memory_data);
+  std::map<std::string, std::vector<double>> errors_by;
+  nlohmann::json row_values = nlohmann::json::array();
+  std::printf("%-34s %-5s %3s %3s %3s %-9s %9s %9s %8s %9s %9s %8s\n", "model (test case)", "sys", "tp", "pp", "dp",
+              "recompute", "alloc GiB", "pred GiB", "error", "peak GiB", "pred GiB", "error");
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (const Case& c : cases) {
+    const auto it = measured.find(c.row.at("source"));
+    if (it == measured.end()) {
+      skipped["no memory in the golden values"]++;
+      continue;
+    }
+    const auto m = predict_last_rank_memory(c, &skipped);
+    if (!m) continue;
+    const double persistent = m->dense + m->embedding, peak = persistent + m->activations + m->io;
+    const double err_alloc = persistent / it->second.allocated - 1, err_peak = peak / it->second.peak - 1;
+    for (const std::string& g : {std::string("all"), c.system}) {
+      errors_by["allocated " + g].push_back(err_alloc);
+      errors_by["peak " + g].push_back(err_peak);
+    }
+    row_values.push_back({{"model", c.row.at("model")}, {"system", c.system}, {"tp", c.row.at("tp")}, {"pp", c.row.at("pp")},
+                          {"measured_allocated_bytes", it->second.allocated}, {"predicted_allocated_bytes", persistent},
+                          {"measured_peak_bytes", it->second.peak}, {"predicted_peak_bytes", peak}});
+    std::string name = c.row.at("model");
+    if (name.size() > 34) name = name.substr(0, 34);
+    std::printf("%-34s %-5s %3s %3s %3s %-9s %9.2f %9.2f %+7.1f%% %9.2f %9.2f %+7.1f%%\n", name.c_str(), c.system.c_str() + 4,
+                c.row.at("tp").c_str(), c.row.at("pp").c_str(), c.row.at("dp").c_str(),
+                std::string(c.workload["recompute"]).c_str(), it->second.allocated / kGiB, persistent / kGiB, 100 * err_alloc,
+                it->second.peak / kGiB, peak / kGiB, 100 * err_peak);
+  }
+  std::printf("\n");
+  for (const auto& [group, errs] : errors_by) {
+    const ErrorSummary s = summarize_errors(errs);
+    std::printf("%-19s %3zu rows: geomean |error| %6.2f%%, mean |error| %6.2f%%, bias %+7.2f%%, max |error| %6.2f%%\n",
+                group.c_str(), s.count, 100 * s.geomean_abs, 100 * s.mape, 100 * s.mean_signed, 100 * s.max_abs);
+  }
+  for (const auto& [why, n] : skipped) std::printf("skipped %d rows: %s\n", n, why.c_str());
+  bench::write_accuracy_json(json_out, "megatron_ci_memory", errors_by, {{"rows", row_values}});
+  if (max_error >= 0 && errors_by.count("peak dgx_h100") && geomean_abs_error(errors_by["peak dgx_h100"]) > max_error) {
+    std::printf("DGX H100 peak memory geomean |error| above %.2f%%\n", 100 * max_error);
+    return 1;
+  }
+  return 0;
 }
 
 /// "test_case (dev)" / "test_case (lts)": a test case in one container, the key that pairs
@@ -397,7 +505,8 @@ int main(int argc, char** argv) {
   const std::string src = PERFCAST_SOURCE_DIR;
   std::string data = src + "/data/public-measurements/megatron_ci_step_times.csv";
   std::string gpus = "both", fit = "none", runtime = "auto", models = "gpt", deterministic = "all";
-  int host_speed = 0, by_feature = 0;
+  int host_speed = 0, by_feature = 0, memory = 0;
+  std::string memory_data = src + "/data/public-measurements/megatron_ci_memory.csv";
   std::string json_out;
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
@@ -413,9 +522,13 @@ int main(int argc, char** argv) {
   app.add_option("--fit", fit, "none; tp1: fit host costs on tp 1 rows; a100: fit on DGX A100 rows, hold out DGX H100; "
                                 "moe_a100: fit the MoE layer host cost on DGX A100 MoE rows, hold out DGX H100")
       ->check(CLI::IsMember({"none", "tp1", "a100", "moe_a100"}));
-  app.add_option("--max-error", max_error, "exit 1 when the DGX H100 rows' geomean |error| is above this fraction");
+  app.add_option("--max-error", max_error,
+                 "exit 1 when the DGX H100 rows' geomean |error| (with --memory: of the peak) is above this fraction");
   app.add_option("--host-speed", host_speed, "1: print the DGX H100 / DGX A100 host speed ratio from paired test cases and exit");
   app.add_option("--by-feature", by_feature, "1: also print the errors per feature (rows with it, rows without), per system");
+  app.add_option("--memory", memory,
+                 "1: compare the last rank's predicted memory with what Megatron-LM logged there (--memory-data) instead of step times");
+  app.add_option("--memory-data", memory_data, "megatron_ci_memory.csv (scripts/extract_megatron_ci_memory.py)");
   CLI11_PARSE(app, argc, argv);
   if (!std::ifstream(data)) {
     std::fprintf(stderr, "no data file %s\n", data.c_str());
@@ -447,6 +560,7 @@ int main(int argc, char** argv) {
       return drop;
     });
   }
+  if (memory) return run_memory_check(cases, memory_data, json_out, max_error, skipped);
   auto in_train = [&](const Case& c) {
     return fit == "tp1" ? c.row.at("tp") == "1" : fit == "a100" || fit == "moe_a100" ? c.system == "dgx_a100" : false;
   };

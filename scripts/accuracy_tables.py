@@ -205,6 +205,14 @@ def megatron(r, models):
 
 
 @functools.lru_cache(maxsize=None)
+def megatron_memory(r):
+    """The memory model on the last rank against the memory Megatron-LM's CI logged there."""
+    j = r.json('perfcast_megatron_ci_check', '--memory', '1', '--models', 'all', '--gpus', 'both')
+    s = j['subsets']
+    return {'peak': s['peak all'], 'peak_h100': s['peak dgx_h100'], 'alloc': s['allocated all']}
+
+
+@functools.lru_cache(maxsize=None)
 def param_dlrm(r):
     j = r.json('perfcast_param_dlrm_check')
     v = j['values']
@@ -272,7 +280,7 @@ def rows(r):
     """(prediction, checked against, error) of every row, README order."""
     c1, c2, vt, rp, em, pd = comms_one_node(r), comms_two_nodes(r), vtrain(r), replay(r), embedding(r), param_dlrm(r)
     ib, neb, b2 = comms_infiniband(r), comms_nebius_shipped(r), comms_b200(r)
-    mg, moe = megatron(r, 'gpt'), megatron(r, 'moe')
+    mg, moe, mem = megatron(r, 'gpt'), megatron(r, 'moe'), megatron_memory(r)
     moe_pp = {}
     for row in moe['rows']:
         moe_pp.setdefault(row['pp'], []).append(row['error'])
@@ -331,6 +339,13 @@ def rows(r):
          f'rows {pct(mg["det"]["geomean_abs"])}, the others {pct(mg["nondet"]["geomean_abs"])}), with the '
          '`megatron_core_ci` runtimes of each mode fitted on the DGX A100 rows and their host costs scaled to the '
          'DGX H100 CPU ([details](docs/transformers.md#megatron-lm-ci-step-times-on-dgx-h100-and-dgx-a100))'),
+        ('GPT and MoE memory per GPU (weights, gradients, optimizer states, activations), DGX H100 and DGX A100',
+         f'the memory {mem["peak"]["count"]} of Megatron-LM\'s CI runs (dense and MoE, DGX H100 and DGX A100) logged on '
+         'their last rank (`data/public-measurements/megatron_ci_memory.csv`)',
+         f'peak allocation **{pct(mem["peak"]["geomean_abs"])}** geomean (bias {spct(mem["peak"]["bias"])}; DGX H100 '
+         f'{pct(mem["peak_h100"]["geomean_abs"])}); the allocation kept between steps {pct(mem["alloc"]["geomean_abs"])} '
+         f'(bias {spct(mem["alloc"]["bias"], 0)}: these small models keep 20-240 MiB of buffers perfcast counts in its '
+         'reserve, Transformer Engine\'s cuBLAS workspace among them) ([details](docs/transformers.md#memory-against-megatron-lms-ci))'),
         ('DLRM training iteration, 8x V100 (TorchRec, host-bound)',
          "PARAM's traced test job rebuilt as a perfcast workload (`configs/workloads/param_dlrm_v100.json`)",
          f'**{spct(pd["eager"], 0)}** with the default host costs ({pd["eager_s"] * 1e3:.2f} ms against '
