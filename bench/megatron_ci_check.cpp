@@ -14,7 +14,7 @@
 // arguments) becomes a workload; the measured value is the median logged iteration time.
 // These are small CI models, often in deterministic mode: host- and launch-bound runs.
 //
-// Usage: perfcast_megatron_ci_check [--data CSV] [--gpus h100|a100|both]
+// Usage: perfcast_megatron_ci_check [--data CSV] [--gpus h100|a100|gb200|both]
 //                                   [--models gpt|moe|all] [--deterministic yes|no|all]
 //                                   [--runtime auto|NAME] [--fit none|tp1|a100|moe_a100]
 //                                   [--memory 1 [--memory-data CSV]]
@@ -32,8 +32,13 @@
 // same golden-values files by scripts/extract_megatron_ci_memory.py): weights, gradient
 // buffer and optimizer states against the allocation after the step, and those plus the
 // activations against the peak allocation.
-// --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction; with
-// --memory, that of the peak).
+// --max-error E: exit 1 when the DGX H100 rows' geomean |error| exceeds E (a fraction; the
+// DGX GB200 rows' in a file without DGX H100 rows; with --memory, that of every row's peak).
+// --data data/public-measurements/megatron_ci_gb200.csv: the same test cases on DGX GB200
+// (scripts/extract_megatron_ci_gb200.py), predicted on gb200_nvl72.json shaped to the run's
+// trays (two trays of 4 GPUs in one NVLink domain); everything they are predicted with was fitted
+// elsewhere (the host costs on DGX A100) except the Grace host speed, measured with
+// --host-speed 1 on its MoE rows.
 // --json FILE: the error summaries per group (bench/accuracy_json.hpp).
 // Exit 2 when the data file is missing.
 #include <algorithm>
@@ -102,8 +107,9 @@ bool moe_row(const Row& r) { return r.at("model").rfind("MOE", 0) == 0; }
 
 /// Why perfcast cannot express the row, or "".
 std::string unsupported(const Row& r, const std::map<std::string, std::string>& flags) {
-  if (r.at("gpu").find("DGX H100") == std::string::npos && r.at("gpu").find("DGX A100") == std::string::npos)
-    return "not DGX H100 / DGX A100";
+  if (r.at("gpu").find("DGX H100") == std::string::npos && r.at("gpu").find("DGX A100") == std::string::npos &&
+      r.at("gpu").find("DGX GB200") == std::string::npos)
+    return "not DGX H100 / DGX A100 / DGX GB200";
   if (r.at("model").rfind("GPT", 0) != 0 && !moe_row(r)) return "not GPT";
   if (flags.count("use-megatron-fsdp") || !r.at("fsdp").empty()) return "Megatron FSDP";
   // perfcast models MLA, but the table records only the flag, not the ranks and head widths.
@@ -191,7 +197,25 @@ nlohmann::json workload_of(const Row& r, const std::map<std::string, std::string
 }
 
 /// Which system file a row was measured on.
-std::string system_of(const Row& r) { return r.at("gpu").find("H100") != std::string::npos ? "dgx_h100" : "dgx_a100"; }
+std::string system_of(const Row& r) {
+  if (r.at("gpu").find("GB200") != std::string::npos) return "gb200_nvl72";
+  return r.at("gpu").find("H100") != std::string::npos ? "dgx_h100" : "dgx_a100";
+}
+
+/// The system's short name in tables and group labels: "h100", "a100", "gb200".
+std::string system_label(const std::string& system) {
+  if (system.rfind("dgx_", 0) == 0) return system.substr(4);
+  return system.substr(0, system.find('_'));
+}
+
+/// --set edits that shape the row's system: a DGX GB200 run's trays (4 GPUs each, the row's
+/// GPUs / 4) in one NVLink domain of its GPUs (the CI's GB200 recipes run 2 trays of one
+/// NVL72 rack; gb200_nvl72.json describes the whole rack).
+std::vector<std::string> system_shape(const Row& r, const std::string& system) {
+  if (system != "gb200_nvl72") return {};
+  const int gpus = std::stoi(r.at("gpus"));
+  return {fmt::format("system.nodes={}", std::max(1, gpus / 4)), fmt::format("system.intra_node.domain_gpus={}", gpus)};
+}
 
 struct Case {
   Row row;
@@ -226,7 +250,7 @@ std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus
     const auto flags = flags_of(r.at("other_config"));
     std::string why = unsupported(r, flags);
     const std::string sys = system_of(r);
-    if (why.empty() && gpus != "both" && sys != "dgx_" + gpus) why = "not " + gpus;
+    if (why.empty() && gpus != "both" && system_label(sys) != gpus) why = "not " + gpus;
     if (why.empty() && models != "all" && moe_row(r) != (models == "moe")) why = models == "moe" ? "not MoE (--models)" : "MoE (--models)";
     if (!why.empty()) {
       skipped[why]++;
@@ -236,7 +260,7 @@ std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus
     const bool deterministic = flags.count("deterministic-mode") && flags.at("deterministic-mode") == "True";
     // auto: the profile of the row's mode (Megatron's --deterministic-mode costs host time).
     w["runtime"] = runtime != "auto" ? runtime : deterministic ? "megatron_core_ci" : "megatron_core_ci_nondeterministic";
-    std::vector<std::string> system_overrides;
+    std::vector<std::string> system_overrides = system_shape(r, sys);
     if (nvls_excluded(flags)) system_overrides.push_back("system.intra_node.nvls=false");
     cases.push_back({r, std::move(w), sys, deterministic, std::move(system_overrides)});
   }
@@ -301,14 +325,17 @@ int run_memory_check(const std::vector<Case>& cases, const std::string& memory_d
     std::fprintf(stderr, "no data file %s\n", memory_data.c_str());
     return 2;
   }
-  const auto measured = read_memory(memory_data);
+  auto measured = read_memory(memory_data);
   std::map<std::string, std::vector<double>> errors_by;
   nlohmann::json row_values = nlohmann::json::array();
   std::printf("%-34s %-5s %3s %3s %3s %-9s %9s %9s %8s %9s %9s %8s\n", "model (test case)", "sys", "tp", "pp", "dp",
               "recompute", "alloc GiB", "pred GiB", "error", "peak GiB", "pred GiB", "error");
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   for (const Case& c : cases) {
-    const auto it = measured.find(c.row.at("source"));
+    auto it = measured.find(c.row.at("source"));
+    if (it == measured.end() && c.row.count("mem_allocated_bytes") && !c.row.at("mem_allocated_bytes").empty())
+      it = measured.emplace(c.row.at("source"), MeasuredMemory{std::stod(c.row.at("mem_allocated_bytes")),
+                                                               std::stod(c.row.at("mem_max_allocated_bytes"))}).first;
     if (it == measured.end()) {
       skipped["no memory in the golden values"]++;
       continue;
@@ -326,7 +353,7 @@ int run_memory_check(const std::vector<Case>& cases, const std::string& memory_d
                           {"measured_peak_bytes", it->second.peak}, {"predicted_peak_bytes", peak}});
     std::string name = c.row.at("model");
     if (name.size() > 34) name = name.substr(0, 34);
-    std::printf("%-34s %-5s %3s %3s %3s %-9s %9.2f %9.2f %+7.1f%% %9.2f %9.2f %+7.1f%%\n", name.c_str(), c.system.c_str() + 4,
+    std::printf("%-34s %-5s %3s %3s %3s %-9s %9.2f %9.2f %+7.1f%% %9.2f %9.2f %+7.1f%%\n", name.c_str(), system_label(c.system).c_str(),
                 c.row.at("tp").c_str(), c.row.at("pp").c_str(), c.row.at("dp").c_str(),
                 std::string(c.workload["recompute"]).c_str(), it->second.allocated / kGiB, persistent / kGiB, 100 * err_alloc,
                 it->second.peak / kGiB, peak / kGiB, 100 * err_peak);
@@ -339,8 +366,8 @@ int run_memory_check(const std::vector<Case>& cases, const std::string& memory_d
   }
   for (const auto& [why, n] : skipped) std::printf("skipped %d rows: %s\n", n, why.c_str());
   bench::write_accuracy_json(json_out, "megatron_ci_memory", errors_by, {{"rows", row_values}});
-  if (max_error >= 0 && errors_by.count("peak dgx_h100") && geomean_abs_error(errors_by["peak dgx_h100"]) > max_error) {
-    std::printf("DGX H100 peak memory geomean |error| above %.2f%%\n", 100 * max_error);
+  if (max_error >= 0 && errors_by.count("peak all") && geomean_abs_error(errors_by["peak all"]) > max_error) {
+    std::printf("peak memory geomean |error| above %.2f%%\n", 100 * max_error);
     return 1;
   }
   return 0;
@@ -355,20 +382,30 @@ std::string pairing_key(const Row& r) {
   return tc + (fw.find("(lts container)") != std::string::npos ? " (lts)" : " (dev)");
 }
 
-/// Host speed of DGX H100's CPU relative to DGX A100's, as the median ratio of DGX A100 to
-/// DGX H100 step times of the test cases measured on both (same container) that this tool
-/// does not predict (BERT, T5, GPT with expert parallelism):
-/// small, host-bound steps, kept apart from the rows the check reports.
-void print_host_speed(const std::vector<Row>& rows) {
-  std::map<std::string, double> h100, a100;
-  for (const Row& r : rows) {
-    if (!host_speed_sample(r, flags_of(r.at("other_config")))) continue;
-    const bool h = r.at("gpu").find("DGX H100") != std::string::npos, a = r.at("gpu").find("DGX A100") != std::string::npos;
-    if (h || a) (h ? h100 : a100)[pairing_key(r)] = std::stod(r.at("step_time_s"));
-  }
+/// Host speed of a system's CPU relative to DGX A100's (DGX H100's, or DGX GB200's with its
+/// rows in --data), as the median ratio of DGX A100 to that system's step times of the test
+/// cases measured on both (same container) that this tool does not predict (BERT, T5, GPT
+/// with expert parallelism): small, host-bound steps, kept apart from the rows the check
+/// reports. `a100_rows`: where the DGX A100 rows are (the step-time CSV).
+void print_host_speed(const std::vector<Row>& rows, const std::vector<Row>& a100_rows) {
+  std::map<std::string, double> other, a100;
+  std::string name;
+  auto add = [&](const Row& r) {
+    if (!host_speed_sample(r, flags_of(r.at("other_config")))) return;
+    const std::string& gpu = r.at("gpu");
+    if (gpu.find("DGX A100") != std::string::npos) {
+      a100[pairing_key(r)] = std::stod(r.at("step_time_s"));
+    } else if (gpu.find("DGX H100") != std::string::npos || gpu.find("DGX GB200") != std::string::npos) {
+      const std::string sys = gpu.find("GB200") != std::string::npos ? "DGX GB200" : "DGX H100";
+      if (name.empty()) name = sys;
+      if (sys == name) other[pairing_key(r)] = std::stod(r.at("step_time_s"));
+    }
+  };
+  for (const Row& r : rows) add(r);
+  for (const Row& r : a100_rows) add(r);
   std::vector<double> ratios;
-  for (const auto& [key, th] : h100)
-    if (const auto it = a100.find(key); it != a100.end() && th > 0) ratios.push_back(it->second / th);
+  for (const auto& [key, t] : other)
+    if (const auto it = a100.find(key); it != a100.end() && t > 0) ratios.push_back(it->second / t);
   if (ratios.empty()) {
     std::printf("no test case measured on both systems\n");
     return;
@@ -376,8 +413,8 @@ void print_host_speed(const std::vector<Row>& rows) {
   std::sort(ratios.begin(), ratios.end());
   const std::size_t n = ratios.size();
   const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
-  std::printf("DGX A100 / DGX H100 step time over %zu test cases measured on both (not predicted here): median %.3f, "
-              "quartiles %.3f / %.3f\n", n, median, ratios[n / 4], ratios[(3 * n) / 4]);
+  std::printf("DGX A100 / %s step time over %zu test cases measured on both (not predicted here): median %.3f, "
+              "quartiles %.3f / %.3f\n", name.c_str(), n, median, ratios[n / 4], ratios[(3 * n) / 4]);
 }
 
 /// What no model seeing only perfcast's inputs can explain: rows of one system with the same
@@ -511,7 +548,8 @@ int main(int argc, char** argv) {
   double max_error = -1;
   app.add_option("--data", data, "megatron_ci_step_times.csv");
   app.add_option("--json", json_out, "write the error summaries per group as JSON to FILE (- for standard output)");
-  app.add_option("--gpus", gpus, "rows measured on h100, a100 or both")->check(CLI::IsMember({"h100", "a100", "both"}));
+  app.add_option("--gpus", gpus, "rows measured on h100, a100, gb200 (with --data megatron_ci_gb200.csv) or all of the file's (both)")
+      ->check(CLI::IsMember({"h100", "a100", "gb200", "both"}));
   app.add_option("--models", models, "gpt: dense GPT rows; moe: mixture-of-experts rows; all")
       ->check(CLI::IsMember({"gpt", "moe", "all"}));
   app.add_option("--deterministic", deterministic, "rows run in deterministic mode (yes), not (no), or all")
@@ -523,7 +561,8 @@ int main(int argc, char** argv) {
                                 "moe_a100: fit the MoE layer host cost on DGX A100 MoE rows, hold out DGX H100")
       ->check(CLI::IsMember({"none", "tp1", "a100", "moe_a100"}));
   app.add_option("--max-error", max_error,
-                 "exit 1 when the DGX H100 rows' geomean |error| (with --memory: of the peak) is above this fraction");
+                 "exit 1 when the DGX H100 (or, in a file without them, DGX GB200) rows' geomean |error| is above this "
+                 "fraction; with --memory, that of every row's peak");
   app.add_option("--host-speed", host_speed, "1: print the DGX H100 / DGX A100 host speed ratio from paired test cases and exit");
   app.add_option("--by-feature", by_feature, "1: also print the errors per feature (rows with it, rows without), per system");
   app.add_option("--memory", memory,
@@ -548,7 +587,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<Row> rows = read_rows(data);
   if (host_speed) {
-    print_host_speed(rows);
+    const std::string main_data = src + "/data/public-measurements/megatron_ci_step_times.csv";
+    print_host_speed(rows, data == main_data ? std::vector<Row>{} : read_rows(main_data));
     return 0;
   }
   std::map<std::string, int> skipped;
@@ -600,7 +640,7 @@ int main(int argc, char** argv) {
     if (fit != "none" && !in_train(c)) errors_by["held out"].push_back(err);
     std::string name = r.at("model");
     if (name.size() > 34) name = name.substr(0, 34);
-    std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10.4f %10.4f %+7.1f%%\n", name.c_str(), c.system.c_str() + 4,
+    std::printf("%-34s %-8s %3s %3s %3s %3s %6s %-9s %-5s %10.4f %10.4f %+7.1f%%\n", name.c_str(), system_label(c.system).c_str(),
                 r.at("tp").c_str(), r.at("pp").c_str(), r.at("dp").c_str(), r.at("micro_batch").c_str(),
                 std::string(w["precision"]).c_str(), std::string(w["recompute"]).c_str(), c.deterministic ? "yes" : "no",
                 measured, predicted, 100 * err);
@@ -617,8 +657,10 @@ int main(int argc, char** argv) {
   nlohmann::json skipped_json = nlohmann::json::object();
   for (const auto& [why, n] : skipped) skipped_json[why] = n;
   bench::write_accuracy_json(json_out, "megatron_ci_" + models, errors_by, {{"skipped", skipped_json}, {"fit", fit}, {"rows", row_values}});
-  if (max_error >= 0 && errors_by.count("dgx_h100") && geomean_abs_error(errors_by["dgx_h100"]) > max_error) {
-    std::printf("DGX H100 geomean |error| above %.2f%%\n", 100 * max_error);
+  // The held-out system: DGX H100 in the step-time CSV, DGX GB200 in its own file.
+  const std::string held = errors_by.count("dgx_h100") ? "dgx_h100" : "gb200_nvl72";
+  if (max_error >= 0 && errors_by.count(held) && geomean_abs_error(errors_by[held]) > max_error) {
+    std::printf("%s geomean |error| above %.2f%%\n", held.c_str(), 100 * max_error);
     return 1;
   }
   return 0;

@@ -213,6 +213,15 @@ def megatron_memory(r):
 
 
 @functools.lru_cache(maxsize=None)
+def megatron_gb200(r):
+    """The same CI test cases on DGX GB200 (data/public-measurements/megatron_ci_gb200.csv)."""
+    j = r.json('perfcast_megatron_ci_check', '--data', 'data/public-measurements/megatron_ci_gb200.csv')
+    rows = j['values'].get('rows', [])
+    seven_b = [x['error'] for x in rows if '7b_' in x['model']]
+    return {'gpt': j['subsets']['gb200_nvl72'], 'seven_b': seven_b}
+
+
+@functools.lru_cache(maxsize=None)
 def param_dlrm(r):
     j = r.json('perfcast_param_dlrm_check')
     v = j['values']
@@ -280,7 +289,7 @@ def rows(r):
     """(prediction, checked against, error) of every row, README order."""
     c1, c2, vt, rp, em, pd = comms_one_node(r), comms_two_nodes(r), vtrain(r), replay(r), embedding(r), param_dlrm(r)
     ib, neb, b2 = comms_infiniband(r), comms_nebius_shipped(r), comms_b200(r)
-    mg, moe, mem = megatron(r, 'gpt'), megatron(r, 'moe'), megatron_memory(r)
+    mg, moe, mem, gb = megatron(r, 'gpt'), megatron(r, 'moe'), megatron_memory(r), megatron_gb200(r)
     moe_pp = {}
     for row in moe['rows']:
         moe_pp.setdefault(row['pp'], []).append(row['error'])
@@ -339,6 +348,13 @@ def rows(r):
          f'rows {pct(mg["det"]["geomean_abs"])}, the others {pct(mg["nondet"]["geomean_abs"])}), with the '
          '`megatron_core_ci` runtimes of each mode fitted on the DGX A100 rows and their host costs scaled to the '
          'DGX H100 CPU ([details](docs/transformers.md#megatron-lm-ci-step-times-on-dgx-h100-and-dgx-a100))'),
+        ('GPT step on DGX GB200 (two trays of 4 GPUs, one NVLink domain), shipped defaults',
+         f'Megatron-LM CI step times on DGX GB200, the {gb["gpt"]["count"]} GPT rows perfcast can express '
+         '(`data/public-measurements/megatron_ci_gb200.csv`)',
+         f'**{pct(gb["gpt"]["geomean_abs"])}** geomean held out (bias {spct(gb["gpt"]["bias"])}; host costs fitted on '
+         'DGX A100, the Grace CPU\'s host speed measured on the MoE rows); the two GPU-bound 7B rows '
+         f'{span(sorted(abs(e) for e in gb["seven_b"]), 0)} too fast (spec-derived Blackwell kernels) '
+         '([details](docs/transformers.md#dgx-gb200-the-same-test-cases-held-out))'),
         ('GPT and MoE memory per GPU (weights, gradients, optimizer states, activations), DGX H100 and DGX A100',
          f'the memory {mem["peak"]["count"]} of Megatron-LM\'s CI runs (dense and MoE, DGX H100 and DGX A100) logged on '
          'their last rank (`data/public-measurements/megatron_ci_memory.csv`)',
