@@ -19,49 +19,16 @@ Needs Python's yaml module (Debian: python3-yaml). Exit 2 on unreadable or malfo
 """
 import csv
 import json
-import math
-import pathlib
-import re
 import statistics
 import subprocess
-import sys
 
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-STEP_TIMES = ROOT / 'data/public-measurements/megatron_ci_step_times.csv'
-URL = re.compile(r'https://github.com/NVIDIA/Megatron-LM/blob/([0-9a-f]{40})/(.+)$')
+from megatron_ci_golden import STEP_TIMES, URL, arguments, fail, finite_series, git_show, write_csv
+
 H100_GOLDEN = 'golden_values_dev_dgx_h100.json'
 GB200_GOLDEN = 'golden_values_dev_dgx_gb200.json'
 RECIPES = 'tests/test_utils/recipes/gb200'
-
-
-def fail(msg):
-    print(f'error: {msg}', file=sys.stderr)
-    sys.exit(2)
-
-
-def git_show(git, commit, path):
-    done = subprocess.run(['git', '-C', git, 'show', f'{commit}:{path}'], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else None
-
-
-def finite_series(doc, key, where):
-    """(step, value) pairs of one series in step order, 'nan' entries dropped."""
-    series = doc.get(key)
-    if series is None:
-        return []
-    values = series.get('values')
-    if not isinstance(values, dict):
-        fail(f'{where}: /{key}/values: expected an object of step: value')
-    out = []
-    for step, v in values.items():
-        if v == 'nan':
-            continue
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            fail(f'{where}: /{key}/values/{step}: expected a non-negative number, got {v!r}')
-        out.append((int(step), float(v)))
-    return sorted(out)
 
 
 def recipe_gpus(git, commit):
@@ -92,10 +59,7 @@ def recipe_gpus(git, commit):
 
 
 def main():
-    if len(sys.argv) < 2:
-        fail('usage: extract_megatron_ci_gb200.py MEGATRON_LM_GIT_DIR [OUT_CSV]')
-    git = sys.argv[1]
-    out = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / 'data/public-measurements/megatron_ci_gb200.csv'
+    git, out = arguments('extract_megatron_ci_gb200.py', 'data/public-measurements/megatron_ci_gb200.csv')
     with open(STEP_TIMES, newline='') as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames
@@ -156,12 +120,7 @@ def main():
         written.append(new)
     if not written:
         fail('no GB200 row found')
-    tmp = out.with_suffix('.csv.tmp')
-    with open(tmp, 'w', newline='') as f:
-        w = csv.DictWriter(f, fieldnames=header + ['mem_allocated_bytes', 'mem_max_allocated_bytes'], lineterminator='\n')
-        w.writeheader()
-        w.writerows(written)
-    tmp.replace(out)
+    write_csv(out, header + ['mem_allocated_bytes', 'mem_max_allocated_bytes'], written)
     print(f'{out}: {len(written)} rows; left out: ' + ', '.join(f'{n} ({why})' for why, n in sorted(skipped.items())))
 
 

@@ -21,47 +21,14 @@ Exit 2 when a file cannot be read or a value is not a number.
 """
 import csv
 import json
-import math
-import pathlib
-import re
-import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-STEP_TIMES = ROOT / 'data/public-measurements/megatron_ci_step_times.csv'
-URL = re.compile(r'https://github.com/NVIDIA/Megatron-LM/blob/([0-9a-f]{40})/(.+)$')
+from megatron_ci_golden import STEP_TIMES, URL, arguments, fail, finite_series, git_show, write_csv
+
 SERIES = ('mem-allocated-bytes', 'mem-max-allocated-bytes')
 
 
-def fail(msg):
-    print(f'error: {msg}', file=sys.stderr)
-    sys.exit(2)
-
-
-def last_value(doc, key, where):
-    """(step, value) of the last finite value of one series, or None when absent."""
-    series = doc.get(key)
-    if series is None:
-        return None
-    values = series.get('values')
-    if not isinstance(values, dict):
-        fail(f'{where}: /{key}/values: expected an object of step: value')
-    best = None
-    for step, v in values.items():
-        if v == 'nan':
-            continue
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            fail(f'{where}: /{key}/values/{step}: expected a non-negative number, got {v!r}')
-        if best is None or int(step) > best[0]:
-            best = (int(step), float(v))
-    return best
-
-
 def main():
-    if len(sys.argv) < 2:
-        fail('usage: extract_megatron_ci_memory.py MEGATRON_LM_GIT_DIR [OUT_CSV]')
-    git = sys.argv[1]
-    out = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / 'data/public-measurements/megatron_ci_memory.csv'
+    git, out = arguments('extract_megatron_ci_memory.py', 'data/public-measurements/megatron_ci_memory.csv')
     with open(STEP_TIMES, newline='') as f:
         sources = [r['source'] for r in csv.DictReader(f)]
     rows = []
@@ -70,25 +37,20 @@ def main():
         if not m:
             fail(f'{STEP_TIMES}:{line}: source is not a Megatron-LM GitHub URL at a commit: {url}')
         commit, path = m.groups()
-        shown = subprocess.run(['git', '-C', git, 'show', f'{commit}:{path}'], capture_output=True, text=True)
-        if shown.returncode != 0:
-            fail(f'{git}: cannot read {commit}:{path}: {shown.stderr.strip()}')
+        text = git_show(git, commit, path)
+        if text is None:
+            fail(f'{git}: cannot read {commit}:{path}')
         try:
-            doc = json.loads(shown.stdout)
+            doc = json.loads(text)
         except json.JSONDecodeError as e:
             fail(f'{url}: not JSON: {e}')
-        current, peak = (last_value(doc, k, url) for k in SERIES)
-        if current is None or peak is None:
+        current, peak = (finite_series(doc, k, url) for k in SERIES)
+        if not current or not peak:
             continue  # a golden file without memory series
         rows.append({'source': url, 'step_times_line': line, 'rank': 'last (world_size - 1)',
-                     'allocated_step': current[0], 'mem_allocated_bytes': int(current[1]),
-                     'peak_step': peak[0], 'mem_max_allocated_bytes': int(peak[1])})
-    tmp = out.with_suffix('.csv.tmp')
-    with open(tmp, 'w', newline='') as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator='\n')
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(out)
+                     'allocated_step': current[-1][0], 'mem_allocated_bytes': int(current[-1][1]),
+                     'peak_step': peak[-1][0], 'mem_max_allocated_bytes': int(peak[-1][1])})
+    write_csv(out, list(rows[0].keys()), rows)
     print(f'{out}: {len(rows)} rows of {len(sources)} step-time rows')
 
 
