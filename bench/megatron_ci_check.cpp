@@ -26,7 +26,8 @@
 // moe_a100 (with --models moe): the same for the host cost per MoE layer forward. A fit
 // needs a named --runtime; --deterministic picks the rows of one mode.
 // --host-speed 1: print the DGX A100 / DGX H100 step-time ratio of the paired test cases
-// this tool does not predict (the host speed of dgx_h100.json's CPU) and exit.
+// this tool does not predict (the host speed of dgx_h100.json's CPU) and exit; with --data
+// megatron_ci_gb200.csv, the DGX A100 / DGX GB200 ratio (gb200_nvl72.json's Grace).
 // --memory 1: instead of step times, the memory model on each row's last rank against what
 // Megatron-LM logged there (data/public-measurements/megatron_ci_memory.csv, extracted from the
 // same golden-values files by scripts/extract_megatron_ci_memory.py): weights, gradient
