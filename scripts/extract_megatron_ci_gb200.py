@@ -17,14 +17,12 @@ Rows whose GB200 golden file or recipe is missing are left out.
 Usage: scripts/extract_megatron_ci_gb200.py MEGATRON_LM_GIT_DIR [OUT_CSV]
 Needs Python's yaml module (Debian: python3-yaml). Exit 2 on unreadable or malformed input.
 """
-import csv
-import json
-import statistics
 import subprocess
 
 import yaml
 
-from megatron_ci_golden import STEP_TIMES, URL, arguments, fail, finite_series, git_show, write_csv
+from megatron_ci_golden import (URL, arguments, fail, finite_series, git_show, load_golden, read_step_times,
+                                steady_step_time, write_csv)
 
 H100_GOLDEN = 'golden_values_dev_dgx_h100.json'
 GB200_GOLDEN = 'golden_values_dev_dgx_gb200.json'
@@ -60,10 +58,7 @@ def recipe_gpus(git, commit):
 
 def main():
     git, out = arguments('extract_megatron_ci_gb200.py', 'data/public-measurements/megatron_ci_gb200.csv')
-    with open(STEP_TIMES, newline='') as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames
-        rows = list(reader)
+    header, rows = read_step_times()
     by_commit = {}
     written, skipped = [], {}
     seen = set()
@@ -92,17 +87,13 @@ def main():
         gpus = counts.pop()
         recipe = sorted(p for _, p in listed)[0]
         url = f'https://github.com/NVIDIA/Megatron-LM/blob/{commit}/{gb_path}'
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            fail(f'{url}: not JSON: {e}')
-        times = [v for _, v in finite_series(doc, 'iteration-time', url)]
+        doc = load_golden(text, url)
+        steady = steady_step_time(doc, url)
         current = finite_series(doc, 'mem-allocated-bytes', url)
         peak = finite_series(doc, 'mem-max-allocated-bytes', url)
-        if len(times) < 2 or not current or not peak:
+        if steady is None or not current or not peak:
             skipped['too few logged values'] = skipped.get('too few logged values', 0) + 1
             continue
-        steady = times[1:]
         model_parallel = int(row['tp']) * int(row['pp']) * int(row['cp'] or 1)
         if gpus % model_parallel:
             skipped['GPUs not a multiple of tp x pp x cp'] = skipped.get('GPUs not a multiple of tp x pp x cp', 0) + 1
@@ -110,8 +101,8 @@ def main():
         new = dict(row)
         new.update({
             'source': url, 'gpu': 'GB200 (DGX GB200)', 'gpus': str(gpus), 'nodes': str(gpus // 4),
-            'dp': str(gpus // model_parallel), 'step_time_s': f'{statistics.median(steady):.6g}',
-            'step_time_basis': f"median of the {len(steady)} logged 'iteration-time' golden values after the first",
+            'dp': str(gpus // model_parallel), 'step_time_s': f'{steady[0]:.6g}',
+            'step_time_basis': f"median of the {steady[1]} logged 'iteration-time' golden values after the first",
             'notes': f'configuration as the DGX H100 row of the same test case (same model_config.yaml); GPUs from '
                      f'{recipe} (nodes x gpus); memory of the last rank, bytes allocated (current / peak) at steps '
                      f'{current[-1][0]} / {peak[-1][0]}',

@@ -19,18 +19,14 @@ Usage: scripts/extract_megatron_ci_memory.py MEGATRON_LM_GIT_DIR [OUT_CSV]
   step-time rows name. OUT_CSV defaults to data/public-measurements/megatron_ci_memory.csv.
 Exit 2 when a file cannot be read or a value is not a number.
 """
-import csv
-import json
-
-from megatron_ci_golden import STEP_TIMES, URL, arguments, fail, finite_series, git_show, write_csv
+from megatron_ci_golden import STEP_TIMES, URL, arguments, fail, finite_series, git_show, load_golden, read_step_times, write_csv
 
 SERIES = ('mem-allocated-bytes', 'mem-max-allocated-bytes')
 
 
 def main():
     git, out = arguments('extract_megatron_ci_memory.py', 'data/public-measurements/megatron_ci_memory.csv')
-    with open(STEP_TIMES, newline='') as f:
-        sources = [r['source'] for r in csv.DictReader(f)]
+    sources = [r['source'] for r in read_step_times()[1]]
     rows = []
     for line, url in enumerate(sources, start=2):
         m = URL.match(url)
@@ -40,10 +36,7 @@ def main():
         text = git_show(git, commit, path)
         if text is None:
             fail(f'{git}: cannot read {commit}:{path}')
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            fail(f'{url}: not JSON: {e}')
+        doc = load_golden(text, url)
         current, peak = (finite_series(doc, k, url) for k in SERIES)
         if not current or not peak:
             continue  # a golden file without memory series

@@ -1,7 +1,9 @@
 """What scripts/extract_megatron_ci_memory.py and extract_megatron_ci_gb200.py share: reading
 Megatron-LM's CI golden-values files from a git clone, and writing a CSV whole or not at all."""
 import csv
+import json
 import math
+import statistics
 import pathlib
 import re
 import subprocess
@@ -59,3 +61,27 @@ def write_csv(out, fieldnames, rows):
         w.writeheader()
         w.writerows(rows)
     tmp.replace(out)
+
+
+def read_step_times():
+    """(column names, rows) of data/public-measurements/megatron_ci_step_times.csv."""
+    with open(STEP_TIMES, newline='') as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def load_golden(text, url):
+    """A golden-values file's JSON; exit 2 when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f'{url}: not JSON: {e}')
+
+
+def steady_step_time(doc, url):
+    """(median, count) of the logged `iteration-time` values after the first one (the warm-up
+    step), or None when fewer than two are logged."""
+    times = [v for _, v in finite_series(doc, 'iteration-time', url)]
+    if len(times) < 2:
+        return None
+    return statistics.median(times[1:]), len(times) - 1
