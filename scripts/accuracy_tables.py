@@ -222,6 +222,13 @@ def megatron_gb200(r):
 
 
 @functools.lru_cache(maxsize=None)
+def megatron_resumed(r):
+    """The resumed runs of the CI's checkpoint-resume tests (data/public-measurements/megatron_ci_resumed.csv)."""
+    j = r.json('perfcast_megatron_ci_check', '--data', 'data/public-measurements/megatron_ci_resumed.csv', '--gpus', 'h100')
+    return j['subsets']['dgx_h100']
+
+
+@functools.lru_cache(maxsize=None)
 def param_dlrm(r):
     j = r.json('perfcast_param_dlrm_check')
     v = j['values']
@@ -345,7 +352,9 @@ def rows(r):
         ('GPT step on one DGX H100, shipped defaults',
          f'Megatron-LM CI step times, the {mg["h100"]["count"]} GPT rows perfcast can express',
          f'**{pct(mg["h100"]["geomean_abs"])}** geomean held out (mean {pct(mg["h100"]["mape"])}; deterministic-mode '
-         f'rows {pct(mg["det"]["geomean_abs"])}, the others {pct(mg["nondet"]["geomean_abs"])}), with the '
+         f'rows {pct(mg["det"]["geomean_abs"])}, the others {pct(mg["nondet"]["geomean_abs"])}; against the resumed runs of '
+         f'the {megatron_resumed(r)["count"]} jobs the CI also ran resumed, {pct(megatron_resumed(r)["geomean_abs"])}: '
+         'their first runs are slow on DGX H100), with the '
          '`megatron_core_ci` runtimes of each mode fitted on the DGX A100 rows and their host costs scaled to the '
          'DGX H100 CPU ([details](docs/transformers.md#megatron-lm-ci-step-times-on-dgx-h100-and-dgx-a100))'),
         ('GPT step on DGX GB200 (two trays of 4 GPUs, one NVLink domain), shipped defaults',
