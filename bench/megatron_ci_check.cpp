@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -268,19 +269,27 @@ std::vector<Case> cases_of(const std::vector<Row>& rows, const std::string& gpus
   return cases;
 }
 
-/// Predicted iteration time of a case, s; < 0 when it cannot be predicted (the reason counted).
-double predict_case(const Case& c, const std::vector<std::string>& overrides, std::map<std::string, int>* failed) {
+/// The prediction of a case (its system edits, then `overrides`), or nullptr when it cannot be
+/// predicted (the reason counted in `failed`).
+std::unique_ptr<Prediction> predict_row(const Case& c, const std::vector<std::string>& overrides, int iterations,
+                                        std::map<std::string, int>* failed) {
   const std::string src = PERFCAST_SOURCE_DIR;
   JsonDocument sys = load_json_file(src + "/configs/systems/" + c.system + ".json");
   JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};  // beside the shipped runtimes
   std::vector<std::string> all = c.system_overrides;
   all.insert(all.end(), overrides.begin(), overrides.end());
   try {
-    return predict_documents(std::move(sys), std::move(wl), std::nullopt, all, 3)->timeline.iteration_time;
+    return predict_documents(std::move(sys), std::move(wl), std::nullopt, all, iterations);
   } catch (const std::exception& e) {
     if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
-    return -1.0;
+    return nullptr;
   }
+}
+
+/// Predicted iteration time of a case, s; < 0 when it cannot be predicted (the reason counted).
+double predict_case(const Case& c, const std::vector<std::string>& overrides, std::map<std::string, int>* failed) {
+  const auto p = predict_row(c, overrides, 3, failed);
+  return p ? p->timeline.iteration_time : -1.0;
 }
 
 /// --memory: the memory Megatron-LM logged on the row's last rank (world_size - 1, the rank
@@ -302,17 +311,9 @@ std::map<std::string, MeasuredMemory> read_memory(const std::string& path) {
 /// The predicted memory of the case's last rank; nullopt when it cannot be predicted (the
 /// reason counted).
 std::optional<RankMemory> predict_last_rank_memory(const Case& c, std::map<std::string, int>* failed) {
-  const std::string src = PERFCAST_SOURCE_DIR;
-  JsonDocument sys = load_json_file(src + "/configs/systems/" + c.system + ".json");
-  JsonDocument wl{c.workload, src + "/configs/workloads/megatron_ci_row.json"};
-  try {
-    const auto p = predict_documents(std::move(sys), std::move(wl), std::nullopt, c.system_overrides, 2);
-    if (p->memory.empty()) return std::nullopt;
-    return p->memory.back();
-  } catch (const std::exception& e) {
-    if (failed) (*failed)[std::string("predict failed: ") + e.what()]++;
-    return std::nullopt;
-  }
+  const auto p = predict_row(c, {}, 2, failed);
+  if (!p || p->memory.empty()) return std::nullopt;
+  return p->memory.back();
 }
 
 /// --memory 1: perfcast's memory model on the last rank against what Megatron-LM logged there:
