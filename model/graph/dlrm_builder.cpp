@@ -80,6 +80,7 @@ std::vector<double> node_output_bytes(const DlrmSpec& w, const ShardingPlan& pla
 
 struct DlrmGraphBuilder::State {
   explicit State(ExecutionGraph& g) : colls(g) {}
+  std::vector<std::vector<dlrm::ShardRef>> local;  ///< per rank: its shards in the plan being built
   dlrm::CollectiveTable colls;
 };
 
@@ -251,6 +252,7 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
       for (int l = 0; l < gpus_per_node_; ++l) rank_changed[static_cast<std::size_t>(k * gpus_per_node_ + l)] = 1;
     }
   }
+  dlrm::collect_rank_shards(plan, world_, state_->local);
   for (std::size_t r = 0; r < n; ++r) {
     if (!rank_changed[r]) {
       previous_[r].ops.clear();
@@ -264,7 +266,8 @@ const ExecutionGraph& DlrmGraphBuilder::build(const ShardingPlan& plan, GraphCha
       graph_.ranks[r] = std::move(recycled);
       continue;
     }
-    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, node_bytes, link_);
+    const dlrm::RankContext context(*w_, plan, world_, gpus_per_node_, static_cast<int>(r), state_->colls, node_bytes,
+                                    state_->local[r], link_);
     graph_.ranks[r] = dlrm::build_dlrm_rank_program(context, std::move(recycled));
   }
   if (changes) {

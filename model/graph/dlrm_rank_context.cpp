@@ -29,7 +29,8 @@ int CollectiveTable::group(const std::vector<int>& ranks) {
 }
 
 RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int world_, int gpus_per_node_, int rank_,
-                         CollectiveTable& colls_, const std::vector<double>& node_output_bytes_, HostLink host_link_)
+                         CollectiveTable& colls_, const std::vector<double>& node_output_bytes_,
+                         const std::vector<ShardRef>& local_, HostLink host_link_)
     : w(w_),
       plan(plan_),
       world(world_),
@@ -38,12 +39,15 @@ RankContext::RankContext(const DlrmSpec& w_, const ShardingPlan& plan_, int worl
       batch(w_.batch_size / world_),
       colls(colls_),
       node_output_bytes(node_output_bytes_),
-      host_link(host_link_) {
-  for (std::size_t t = 0; t < plan.tables.size(); ++t) {
-    for (const auto& sh : plan.tables[t].shards) {
-      if (sh.rank == rank) local.push_back({t, &sh, plan.tables[t].type});
-    }
-  }
+      local(local_),
+      host_link(host_link_) {}
+
+void collect_rank_shards(const ShardingPlan& plan, int world, std::vector<std::vector<ShardRef>>& by_rank) {
+  by_rank.resize(static_cast<std::size_t>(world));
+  for (auto& l : by_rank) l.clear();
+  for (std::size_t t = 0; t < plan.tables.size(); ++t)
+    for (const auto& sh : plan.tables[t].shards)
+      if (sh.rank >= 0 && sh.rank < world) by_rank[static_cast<std::size_t>(sh.rank)].push_back({t, &sh, plan.tables[t].type});
 }
 
 bool RankContext::has_sparse_tables() const {

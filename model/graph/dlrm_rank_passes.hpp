@@ -113,14 +113,21 @@ struct ShardRef {
   ShardingType type;
 };
 
+/// Every rank's shards, in table order: `by_rank[r]` for rank r of `world`, in one pass over
+/// the plan's shards (a context per rank searching all of them cost O(ranks x shards) a
+/// build); `by_rank`'s storage is reused.
+void collect_rank_shards(const ShardingPlan& plan, int world, std::vector<std::vector<ShardRef>>& by_rank);
+
 /// What every pass of one rank reads: the workload, the plan, where the rank sits, and
 /// the graph-wide collective table (shared by all ranks of one build).
 class RankContext {
  public:
   /// `node_output_bytes`: per node, the pooled-output bytes per sample of its table_row_wise /
   /// grid blocks (dlrm_builder.cpp node_output_bytes()).
+  /// `local`: the rank's shards in table order (collect_rank_shards(...)[rank]); it must
+  /// outlive the context.
   RankContext(const DlrmSpec& w, const ShardingPlan& plan, int world, int gpus_per_node, int rank, CollectiveTable& colls,
-              const std::vector<double>& node_output_bytes, HostLink host_link = {});
+              const std::vector<double>& node_output_bytes, const std::vector<ShardRef>& local, HostLink host_link = {});
 
   const DlrmSpec& w;
   const ShardingPlan& plan;
@@ -130,7 +137,7 @@ class RankContext {
   std::int64_t batch;  ///< local batch: global batch / ranks
   CollectiveTable& colls;
   const std::vector<double>& node_output_bytes;  ///< per node: pooled-output bytes per sample of its table_row_wise / grid blocks
-  std::vector<ShardRef> local;           ///< this rank's shards, in table order
+  const std::vector<ShardRef>& local;    ///< this rank's shards, in table order
   HostLink host_link;                    ///< to host memory (tables stored there)
 
   /// TorchRec's sparse_dist pipeline: the batch's inputs were copied and distributed in the
