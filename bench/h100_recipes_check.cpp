@@ -12,11 +12,24 @@
 // resized to the row's GPUs). What the source does not state (the Megatron-Core rows'
 // micro-batch and virtual stages) is an assumption printed with the row.
 //
-// Usage: perfcast_h100_recipes_check [--data CSV] [--source ID] [--csv FILE]
+// Usage: perfcast_h100_recipes_check [--data CSV] [--source ID] [--csv FILE] [--host FWD,BWD]
+//                                     [--fit-host SOURCE|all] [--leave-one-source-out]
 // Prints per row: predicted and measured step time, signed error, MFU, whether the memory
-// model says the run fits, and the geomean |error| per source and precision.
+// model says the run fits, the measured-minus-predicted gap per layer and micro-batch a GPU
+// runs, and the geomean |error| per source and precision; then the least-squares line of that
+// gap against the predicted time per layer and micro-batch (a gap that does not grow with the
+// layer's work is a cost per layer and micro-batch; one proportional to it, a rate).
+// `--host FWD,BWD`: the megatron_core runtime's host op overheads (us on DGX H100's CPU), as
+// `--set runtime.host.op_overhead=FWDus runtime.host.backward_op_overhead=BWDus` would set
+// them. `--fit-host SOURCE`: grid-search those two on the rows of SOURCE (mean |error|), then
+// print every row with the fit: the other sources' rows are held out (`--fit-host all`: every
+// row). `--leave-one-source-out`: for each source, fit on the other sources' rows and predict
+// its rows; prints each source's held-out error and the fitted values.
 // Exit 2 when the data file is missing.
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <future>
 #include <fstream>
 #include <map>
 #include <string>
@@ -97,11 +110,14 @@ nlohmann::json architecture(const std::string& src, const Row& r) {
 
 struct Outcome {
   double predicted = 0, measured = 0, mfu = 0;
+  /// Layers a GPU runs per micro-batch (layers / pp) times the micro-batches per pipeline:
+  /// the count the measured-minus-predicted gap is divided by.
+  double layer_micro_batches = 0;
   bool fits = true;
   std::string assumed;
 };
 
-Outcome predict_row(const std::string& src, const Row& r) {
+Outcome predict_row(const std::string& src, const Row& r, const std::vector<std::string>& host) {
   nlohmann::json w = architecture(src, r);
   const int gpus = as_int(r, "gpus", 8), tp = as_int(r, "tp", 1), pp = as_int(r, "pp", 1), cp = as_int(r, "cp", 1);
   int vp = as_int(r, "vp", 0);
@@ -155,13 +171,55 @@ Outcome predict_row(const std::string& src, const Row& r) {
   w["runtime"] = "megatron_core";
   JsonDocument sys = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   JsonDocument wl{w, src + "/configs/workloads/h100_recipe_row.json"};
-  const std::vector<std::string> set{fmt::format("system.nodes={}", gpus / 8)};
+  std::vector<std::string> set{fmt::format("system.nodes={}", gpus / 8)};
+  set.insert(set.end(), host.begin(), host.end());
   const auto p = predict_documents(std::move(sys), std::move(wl), std::nullopt, set, 3);
   o.predicted = p->timeline.iteration_time;
+  const int dp = std::max(1, gpus / (tp * pp * cp));
+  o.layer_micro_batches = w.at("layers").get<double>() / pp * (std::stod(r.at("global_batch")) / (dp * mb));
   o.measured = std::stod(r.at("step_time_s"));
   o.mfu = workload_metrics(*p).mfu;
   o.fits = memory_verdict(p->memory).empty();
   return o;
+}
+
+/// Every row's outcome with the host overrides `host`, two rows at a time (each prediction
+/// is independent).
+std::vector<Outcome> predict_rows(const std::string& src, const std::vector<Row>& rows, const std::vector<std::string>& host) {
+  std::vector<Outcome> out(rows.size());
+  for (std::size_t i = 0; i < rows.size(); i += 2) {
+    auto second = i + 1 < rows.size() ? std::async(std::launch::async, [&, i] { return predict_row(src, rows[i + 1], host); })
+                                      : std::future<Outcome>{};
+    out[i] = predict_row(src, rows[i], host);
+    if (second.valid()) out[i + 1] = second.get();
+  }
+  return out;
+}
+
+std::vector<std::string> host_overrides(double fwd_us, double bwd_us) {
+  return {fmt::format("runtime.host.op_overhead={}us", fwd_us), fmt::format("runtime.host.backward_op_overhead={}us", bwd_us)};
+}
+
+/// Grid search of the megatron_core runtime's forward and backward host op overheads (us on
+/// the rows' CPU, DGX H100's Xeon) minimising the mean |error| over `rows`: forward 0-300 us in
+/// 20 us steps and backward 0, 10, 25 or 50 us (autograd ops pay far less than Python module
+/// calls: the vTrain fit found 10 us against 140 us), then forward within 20 us of the best in
+/// 5 us steps and backward within one step of it. Returns {forward, backward, mean |error|}.
+std::array<double, 3> fit_host(const std::string& src, const std::vector<Row>& rows) {
+  std::array<double, 3> best{0, 0, 1e30};
+  auto try_point = [&](double fwd, double bwd) {
+    std::vector<double> e;
+    for (const Outcome& o : predict_rows(src, rows, host_overrides(fwd, bwd))) e.push_back(o.predicted / o.measured - 1);
+    const double m = summarize_errors(e).mape;
+    if (m < best[2]) best = {fwd, bwd, m};
+  };
+  for (double fwd = 0; fwd <= 300; fwd += 20)
+    for (double bwd : {0.0, 10.0, 25.0, 50.0}) try_point(fwd, bwd);
+  const double f0 = best[0], b0 = best[1];
+  for (double fwd = std::max(0.0, f0 - 20); fwd <= f0 + 20; fwd += 5)
+    for (double bwd : {b0 - 5, b0, b0 + 5})
+      if (bwd >= 0) try_point(fwd, bwd);
+  return best;
 }
 
 }  // namespace
@@ -169,39 +227,113 @@ Outcome predict_row(const std::string& src, const Row& r) {
 int main(int argc, char** argv) {
   CLI::App app{"Published H100 training step times against perfcast's predictions"};
   const std::string src = PERFCAST_SOURCE_DIR;
-  std::string data = src + "/data/public-measurements/h100_training_step_times.csv", only, csv_out;
+  std::string data = src + "/data/public-measurements/h100_training_step_times.csv", only, csv_out, host_arg, fit_source;
+  bool loso = false;
   app.add_option("--data", data, "the CSV of published step times");
   app.add_option("--source", only, "only the rows of this source_id");
   app.add_option("--csv", csv_out, "write one row per prediction");
+  app.add_option("--host", host_arg, "FWD,BWD: the megatron_core runtime's host op overheads, us on DGX H100's CPU");
+  app.add_option("--fit-host", fit_source,
+                 "grid-search the host op overheads on this source_id's rows (all: every row); the others are held out");
+  app.add_flag("--leave-one-source-out", loso, "fit the host op overheads on all sources but one and predict that one, for each");
   CLI11_PARSE(app, argc, argv);
-  const auto rows = read_rows(data);
+  auto rows = read_rows(data);
   if (rows.empty()) {
     std::fprintf(stderr, "error: %s: no rows (missing file?)\n", data.c_str());
     return 2;
   }
+  if (!only.empty()) std::erase_if(rows, [&](const Row& r) { return r.at("source_id") != only; });
+  std::vector<std::string> host;
+  if (!host_arg.empty()) {
+    double fwd = 0, bwd = 0;
+    if (std::sscanf(host_arg.c_str(), "%lf,%lf", &fwd, &bwd) != 2 || fwd < 0 || bwd < 0) {
+      std::fprintf(stderr, "error: --host %s: expected FWD,BWD in microseconds, e.g. 140,10\n", host_arg.c_str());
+      return 2;
+    }
+    host = host_overrides(fwd, bwd);
+  }
+  if (loso) {
+    std::map<std::string, std::vector<Row>> by_source;
+    for (const Row& r : rows) by_source[r.at("source_id")].push_back(r);
+    std::printf("%-40s %5s %18s %10s %10s %8s\n", "source held out", "rows", "fit: fwd / bwd us", "geomean", "mean", "bias");
+    std::vector<double> all;
+    for (const auto& [source, held] : by_source) {
+      std::vector<Row> train;
+      for (const Row& r : rows)
+        if (r.at("source_id") != source) train.push_back(r);
+      const auto best = fit_host(src, train);
+      std::vector<double> e;
+      for (const Outcome& o : predict_rows(src, held, host_overrides(best[0], best[1]))) e.push_back(o.predicted / o.measured - 1);
+      all.insert(all.end(), e.begin(), e.end());
+      const ErrorSummary sum = summarize_errors(e);
+      std::printf("%-40s %5zu %11.0f / %3.0f %9.1f%% %9.1f%% %+7.1f%%\n", source.c_str(), e.size(), best[0], best[1],
+                  100 * sum.geomean_abs, 100 * sum.mape, 100 * sum.mean_signed);
+    }
+    const ErrorSummary sum = summarize_errors(all);
+    std::printf("%-40s %5zu %18s %9.1f%% %9.1f%% %+7.1f%%\n", "every row, held out", all.size(), "", 100 * sum.geomean_abs,
+                100 * sum.mape, 100 * sum.mean_signed);
+    return 0;
+  }
+  if (!fit_source.empty()) {
+    std::vector<Row> train;
+    for (const Row& r : rows)
+      if (fit_source == "all" || r.at("source_id") == fit_source) train.push_back(r);
+    if (train.empty()) {
+      std::fprintf(stderr, "error: --fit-host %s: no row of that source_id\n", fit_source.c_str());
+      return 2;
+    }
+    const auto best = fit_host(src, train);
+    std::printf("fitted on %s (%zu rows): op_overhead %.0f us, backward_op_overhead %.0f us (mean |error| %.2f%%); "
+                "the other sources' rows are held out\n\n",
+                fit_source.c_str(), train.size(), best[0], best[1], 100 * best[2]);
+    host = host_overrides(best[0], best[1]);
+  }
+  const std::vector<Outcome> outcomes = predict_rows(src, rows, host);
   std::map<std::string, std::vector<double>> errors;  // source / precision -> relative errors
-  std::string csv = "row_id,source_id,model,gpus,precision,tp,pp,cp,vp,predicted_s,measured_s,error,predicted_mfu,fits,assumed\n";
-  std::printf("%-12s %-30s %6s %5s %3s %3s %3s %3s %10s %10s %8s %6s %5s\n", "row", "model", "GPUs", "prec", "tp", "pp", "cp", "vp",
-              "predicted", "measured", "error", "MFU", "fits");
-  for (const Row& r : rows) {
-    if (!only.empty() && r.at("source_id") != only) continue;
-    const Outcome o = predict_row(src, r);
+  std::string csv =
+      "row_id,source_id,model,gpus,precision,tp,pp,cp,vp,predicted_s,measured_s,error,predicted_mfu,fits,layer_micro_batches,"
+      "gap_per_layer_micro_batch_ms,assumed\n";
+  std::printf("%-12s %-30s %6s %5s %3s %3s %3s %3s %10s %10s %8s %6s %5s %9s\n", "row", "model", "GPUs", "prec", "tp", "pp", "cp", "vp",
+              "predicted", "measured", "error", "MFU", "fits", "gap/l-mb");
+  std::vector<double> per_lmb, gap_per_lmb;  // ms, per row: predicted time and gap per layer and micro-batch
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const Outcome& o = outcomes[i];
     const double err = o.predicted / o.measured - 1;
-    errors[r.at("source_id") + " " + r.at("precision")].push_back(err);
+    const bool held_out = !fit_source.empty() && fit_source != "all" && r.at("source_id") != fit_source;
+    errors[r.at("source_id") + " " + r.at("precision") + (held_out ? " (held out)" : "")].push_back(err);
     errors["all"].push_back(err);
-    std::printf("%-12s %-30s %6s %5s %3s %3s %3s %3s %9.3fs %9.3fs %+7.1f%% %5.1f%% %5s %s\n", r.at("row_id").c_str(),
+    const double gap_ms = 1e3 * (o.measured - o.predicted) / o.layer_micro_batches;
+    per_lmb.push_back(1e3 * o.predicted / o.layer_micro_batches);
+    gap_per_lmb.push_back(gap_ms);
+    std::printf("%-12s %-30s %6s %5s %3s %3s %3s %3s %9.3fs %9.3fs %+7.1f%% %5.1f%% %5s %6.2f ms %s\n", r.at("row_id").c_str(),
                 r.at("model").c_str(), r.at("gpus").c_str(), r.at("precision").c_str(), r.at("tp").c_str(), r.at("pp").c_str(),
                 r.at("cp").c_str(), r.at("vp").empty() ? "-" : r.at("vp").c_str(), o.predicted, o.measured, 100 * err,
-                100 * o.mfu, o.fits ? "yes" : "NO", o.assumed.c_str());
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{},{}\n", r.at("row_id"), r.at("source_id"),
-                       r.at("model"), r.at("gpus"), r.at("precision"), r.at("tp"), r.at("pp"), r.at("cp"), r.at("vp"), o.predicted,
-                       o.measured, err, o.mfu, o.fits ? "yes" : "no", o.assumed);
+                100 * o.mfu, o.fits ? "yes" : "NO", gap_ms, o.assumed.c_str());
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{},{:.6g},{:.6g},{}\n", r.at("row_id"),
+                       r.at("source_id"), r.at("model"), r.at("gpus"), r.at("precision"), r.at("tp"), r.at("pp"), r.at("cp"),
+                       r.at("vp"), o.predicted, o.measured, err, o.mfu, o.fits ? "yes" : "no", o.layer_micro_batches, gap_ms,
+                       o.assumed);
   }
   std::printf("\n%-45s %5s %10s %10s %8s %8s\n", "rows", "n", "geomean", "mean", "bias", "max");
   for (const auto& [group, e] : errors) {
     const ErrorSummary s = summarize_errors(e);
     std::printf("%-45s %5zu %9.1f%% %9.1f%% %+7.1f%% %7.1f%%\n", group.c_str(), e.size(), 100 * s.geomean_abs, 100 * s.mape,
                 100 * s.mean_signed, 100 * s.max_abs);
+  }
+  if (per_lmb.size() >= 3) {
+    // Least squares gap = a + b x predicted, both per layer and micro-batch (ms).
+    const auto n = static_cast<double>(per_lmb.size());
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (std::size_t i = 0; i < per_lmb.size(); ++i) {
+      sx += per_lmb[i];
+      sy += gap_per_lmb[i];
+      sxx += per_lmb[i] * per_lmb[i];
+      sxy += per_lmb[i] * gap_per_lmb[i];
+    }
+    const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+    std::printf("\ngap per layer and micro-batch against the predicted time per layer and micro-batch (%zu rows, least squares): "
+                "%.2f ms + %.3f x predicted\n", per_lmb.size(), a, b);
   }
   if (!csv_out.empty()) std::ofstream(csv_out) << csv;
   return 0;

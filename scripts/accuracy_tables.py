@@ -241,7 +241,8 @@ def param_dlrm(r):
 @functools.lru_cache(maxsize=None)
 def h100_steps(r):
     """Published H100 pre-training step times (data/public-measurements/h100_training_step_times.csv)
-    against predictions with the shipped defaults, nothing fitted: one dict per row."""
+    against predictions with the shipped defaults (the megatron_core host cost is fitted on these
+    rows: its fit record gives the leave-one-source-out error): one dict per row."""
     out = r.tmp / 'h100_steps.csv'
     argv = [r.tool('perfcast_h100_recipes_check'), '--csv', str(out)]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
@@ -307,6 +308,10 @@ def rows(r):
     steps = {}
     for x in h100_steps(r):
         steps.setdefault(x['precision'], []).append(float(x['error']))
+    n_steps = sum(len(e) for e in steps.values())
+    within = sum(1 for e in steps.values() for x in e if abs(x) <= 0.10)
+    with open(ROOT / 'configs/runtimes/megatron_core.json') as f:
+        mc_fit = json.load(f)['fit']  # its leave-one-source-out error: bench/h100_recipes_check.cpp --leave-one-source-out
     return [
         ('all-reduce on one 8-GPU node, calibrated on the other sources',
          'nccl-tests tables of Azure ND H100 v5 / ND H200 v5, AWS p5, Azure ND A100 v4, vTrain A100',
@@ -395,11 +400,14 @@ def rows(r):
          f'{pct(hk["attention"]["kernels_alone_per_source_geomean_abs_error"])}, memory-bound '
          f'{pct(hk["memory_bound"]["kernels_alone_per_source_geomean_abs_error"])}) '
          '([details](docs/calibration.md#hopper-kernels-from-public-measurements-kernel-model-2))'),
-        ('LLM pre-training step on 8-6,144 H100, shipped defaults, nothing fitted on these rows',
+        ('LLM pre-training step on 8-6,144 H100; the `megatron_core` runtime\'s host cost a module call fitted on these '
+         'rows\' sources',
          f'published step times: NeMo 24.07 FP8 table ({len(steps.get("fp8", []))} rows), Megatron-Core r0.8.0 weak '
          f'scaling and the Megatron MoE model zoo\'s Qwen3-235B, bf16 ({len(steps.get("bf16", []))} rows)',
-         f'fp8 {pct(geomean_abs(steps["fp8"]))} geomean (bias {spct(sum(steps["fp8"]) / len(steps["fp8"]))}), bf16 '
-         f'{pct(geomean_abs(steps["bf16"]))} (bias {spct(sum(steps["bf16"]) / len(steps["bf16"]))}); goal 10% not met '
+         f'each source left out in turn **{pct(mc_fit["heldout_geomean_abs_error"])}** geomean; with the shipped fit fp8 '
+         f'{pct(geomean_abs(steps["fp8"]))} (bias {spct(sum(steps["fp8"]) / len(steps["fp8"]))}), bf16 '
+         f'{pct(geomean_abs(steps["bf16"]))} (bias {spct(sum(steps["bf16"]) / len(steps["bf16"]))}); '
+         f'{within} of {n_steps} rows within 10%: goal not met '
          '([details](docs/transformers.md#published-h100-step-times-of-large-models))'),
     ]
 
