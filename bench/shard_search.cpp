@@ -5,7 +5,9 @@
 // tables in host memory, as `shard --memory-tiers on`). Case 4, dlrm_mlperf on one H100,
 // always searches with memory tiers (nothing fits in HBM). Case 5: DLRM-DCNv2 on 16 DGX H100
 // (128 GPUs). `--stability`: a 10 s and a 60 s search at 64 and 128 GPUs, compared;
-// `--phases-128`: where a from-scratch evaluation's time goes at 128 GPUs.
+// `--phases-128`: where a from-scratch evaluation's time goes at 128 GPUs. `--moves`: per kind of
+// local-search move, the proposals, how many improved on the best plan, and the median change
+// of the iteration time against the best plan of the moment (cache hits included).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <random>
 #include <string>
 
@@ -34,6 +37,8 @@ bool g_incremental = true;
 bool g_check = false;
 /// `--memory-tiers`: baselines and local moves with host-memory tables.
 bool g_tiers = false;
+/// `--moves`: the table of local-search moves after each case.
+bool g_moves = false;
 
 /// FNV-1a over the bits of every evaluation the search makes, in order (proposes nothing).
 class Digest final : public Proposer {
@@ -61,6 +66,41 @@ class Digest final : public Proposer {
   }
 };
 
+/// Per kind of local-search move ("local:<moves>"): proposals, improvements on the best plan
+/// and the relative change against the best plan of the moment (proposes nothing).
+class MoveStats final : public Proposer {
+ public:
+  std::optional<Candidate> propose() override { return std::nullopt; }
+  void feedback(const Candidate& c, const PlanEvaluation& e) override {
+    if (c.origin.rfind("local:", 0) == 0 && best_ < 1e30) {
+      Kind& k = kinds_[c.origin.substr(6)];
+      k.changes.push_back(e.iteration_time / best_ - 1);
+      k.improved += e.feasible && e.iteration_time < best_ ? 1 : 0;
+    }
+    if (e.feasible) best_ = std::min(best_, e.iteration_time);
+  }
+  void print(std::size_t evaluations) {
+    std::size_t proposals = 0;
+    for (auto& [name, k] : kinds_) proposals += k.changes.size();
+    std::printf("  local-search moves: %zu proposals; %zu plans evaluated in all, baselines included (a proposal of a plan "
+                "already evaluated is answered from the cache)\n", proposals, evaluations);
+    std::printf("  %-36s %9s %9s %14s\n", "move", "proposals", "improved", "median change");
+    for (auto& [name, k] : kinds_) {
+      auto& v = k.changes;
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      std::printf("  %-36s %9zu %9zu %+13.2f%%\n", name.c_str(), v.size(), k.improved, 100 * v[v.size() / 2]);
+    }
+  }
+
+ private:
+  struct Kind {
+    std::vector<double> changes;
+    std::size_t improved = 0;
+  };
+  std::map<std::string, Kind> kinds_;
+  double best_ = 1e30;
+};
+
 /// CPU time of the calling thread, s (unlike wall time, not inflated by other processes
 /// sharing the core).
 double thread_cpu_s() {
@@ -86,6 +126,8 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
   Digest digest;
   std::vector<Proposer*> proposers{&fixed, &local};
   if (g_check) proposers.push_back(&digest);
+  MoveStats moves;
+  if (g_moves) proposers.push_back(&moves);
   const double cpu0 = thread_cpu_s();
   const SearchResult r = run_search(proposers, search_ev, opt);
   const double cpu_s = thread_cpu_s() - cpu0;
@@ -99,6 +141,7 @@ void run(const char* label, const SystemSpec& s, const DlrmSpec& w, std::size_t 
               "%.0f%% of plans rebuilt the whole graph\n",
               static_cast<double>(search_ev.ranks_simulated()) / plans, s.world_size(),
               static_cast<double>(search_ev.ranks_rebuilt()) / plans, 100.0 * static_cast<double>(search_ev.whole_rebuilds()) / plans);
+  if (g_moves) moves.print(r.evaluations);
   if (g_check) {
     std::printf("  check: best %.17g s, best baseline %.17g s, digest of all %zu evaluations %016llx\n",
                 r.best_eval.iteration_time, best_baseline, r.evaluations, static_cast<unsigned long long>(digest.value));
@@ -221,6 +264,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--scratch") g_incremental = false;
     if (std::string(argv[i]) == "--check") g_check = true;
     if (std::string(argv[i]) == "--memory-tiers") g_tiers = true;
+    if (std::string(argv[i]) == "--moves") g_moves = true;
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only = std::stoi(argv[++i]);
   }
   if (only == 0 || only == 1) run("64-table DLRM on dgx_h100", dgx, t64, 5000);
