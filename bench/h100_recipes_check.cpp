@@ -27,7 +27,6 @@
 // its rows; prints each source's held-out error and the fitted values.
 // Exit 2 when the data file is missing.
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <future>
 #include <fstream>
@@ -39,6 +38,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/host_grid.hpp"
 #include "core/csv_record.hpp"
 #include "core/error_stats.hpp"
 #include "model/graph/memory_estimate.hpp"
@@ -196,30 +196,23 @@ std::vector<Outcome> predict_rows(const std::string& src, const std::vector<Row>
   return out;
 }
 
-std::vector<std::string> host_overrides(double fwd_us, double bwd_us) {
-  return {fmt::format("runtime.host.op_overhead={}us", fwd_us), fmt::format("runtime.host.backward_op_overhead={}us", bwd_us)};
-}
-
 /// Grid search of the megatron_core runtime's forward and backward host op overheads (us on
 /// the rows' CPU, DGX H100's Xeon) minimising the mean |error| over `rows`: forward 0-300 us in
 /// 20 us steps and backward 0, 10, 25 or 50 us (autograd ops pay far less than Python module
 /// calls: the vTrain fit found 10 us against 140 us), then forward within 20 us of the best in
-/// 5 us steps and backward within one step of it. Returns {forward, backward, mean |error|}.
-std::array<double, 3> fit_host(const std::string& src, const std::vector<Row>& rows) {
-  std::array<double, 3> best{0, 0, 1e30};
-  auto try_point = [&](double fwd, double bwd) {
+/// 5 us steps and backward within 5 us of it.
+bench::HostFit fit_host(const std::string& src, const std::vector<Row>& rows) {
+  auto mean_error = [&](double fwd, double bwd) {
     std::vector<double> e;
-    for (const Outcome& o : predict_rows(src, rows, host_overrides(fwd, bwd))) e.push_back(o.predicted / o.measured - 1);
-    const double m = summarize_errors(e).mape;
-    if (m < best[2]) best = {fwd, bwd, m};
+    for (const Outcome& o : predict_rows(src, rows, bench::host_op_overrides(fwd, bwd))) e.push_back(o.predicted / o.measured - 1);
+    return summarize_errors(e).mape;
   };
-  for (double fwd = 0; fwd <= 300; fwd += 20)
-    for (double bwd : {0.0, 10.0, 25.0, 50.0}) try_point(fwd, bwd);
-  const double f0 = best[0], b0 = best[1];
-  for (double fwd = std::max(0.0, f0 - 20); fwd <= f0 + 20; fwd += 5)
-    for (double bwd : {b0 - 5, b0, b0 + 5})
-      if (bwd >= 0) try_point(fwd, bwd);
-  return best;
+  const bench::HostFit coarse = bench::best_host_on_grid(bench::grid_steps(0, 300, 20), {0, 10, 25, 50}, mean_error);
+  std::vector<double> backward;
+  for (double b : {coarse.backward_us - 5, coarse.backward_us, coarse.backward_us + 5})
+    if (b >= 0) backward.push_back(b);
+  return bench::best_host_on_grid(bench::grid_steps(std::max(0.0, coarse.forward_us - 20), coarse.forward_us + 20, 5), backward,
+                                  mean_error, coarse);
 }
 
 }  // namespace
@@ -250,7 +243,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: --host %s: expected FWD,BWD in microseconds, e.g. 140,10\n", host_arg.c_str());
       return 2;
     }
-    host = host_overrides(fwd, bwd);
+    host = bench::host_op_overrides(fwd, bwd);
   }
   if (loso) {
     std::map<std::string, std::vector<Row>> by_source;
@@ -263,10 +256,10 @@ int main(int argc, char** argv) {
         if (r.at("source_id") != source) train.push_back(r);
       const auto best = fit_host(src, train);
       std::vector<double> e;
-      for (const Outcome& o : predict_rows(src, held, host_overrides(best[0], best[1]))) e.push_back(o.predicted / o.measured - 1);
+      for (const Outcome& o : predict_rows(src, held, bench::host_op_overrides(best.forward_us, best.backward_us))) e.push_back(o.predicted / o.measured - 1);
       all.insert(all.end(), e.begin(), e.end());
       const ErrorSummary sum = summarize_errors(e);
-      std::printf("%-40s %5zu %11.0f / %3.0f %9.1f%% %9.1f%% %+7.1f%%\n", source.c_str(), e.size(), best[0], best[1],
+      std::printf("%-40s %5zu %11.0f / %3.0f %9.1f%% %9.1f%% %+7.1f%%\n", source.c_str(), e.size(), best.forward_us, best.backward_us,
                   100 * sum.geomean_abs, 100 * sum.mape, 100 * sum.mean_signed);
     }
     const ErrorSummary sum = summarize_errors(all);
@@ -285,8 +278,8 @@ int main(int argc, char** argv) {
     const auto best = fit_host(src, train);
     std::printf("fitted on %s (%zu rows): op_overhead %.0f us, backward_op_overhead %.0f us (mean |error| %.2f%%); "
                 "the other sources' rows are held out\n\n",
-                fit_source.c_str(), train.size(), best[0], best[1], 100 * best[2]);
-    host = host_overrides(best[0], best[1]);
+                fit_source.c_str(), train.size(), best.forward_us, best.backward_us, 100 * best.error);
+    host = bench::host_op_overrides(best.forward_us, best.backward_us);
   }
   const std::vector<Outcome> outcomes = predict_rows(src, rows, host);
   std::map<std::string, std::vector<double>> errors;  // source / precision -> relative errors

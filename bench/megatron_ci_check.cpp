@@ -62,6 +62,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/accuracy_json.hpp"
+#include "bench/host_grid.hpp"
 #include "core/csv_record.hpp"
 #include "core/error_stats.hpp"
 #include "model/predict/predict.hpp"
@@ -458,19 +459,14 @@ double training_error(const std::vector<Case>& cases, Train train, const std::ve
 /// tell apart would let one exact hit outweigh the rest); returns the --set overrides.
 template <typename Train>
 std::vector<std::string> fit_host(const std::vector<Case>& cases, Train train, double& best_error) {
-  std::vector<std::string> best_overrides;
-  best_error = 1e30;
   // Forward 50-1000 us in 25 us steps; backward 0-200 us (autograd ops pay far less than
   // Python module calls: the vTrain fit found 10 us against 140 us).
-  for (double fwd = 50; fwd <= 1000; fwd += 25) {
-    for (double bwd : {0, 5, 10, 25, 50, 100, 200}) {
-      const std::vector<std::string> o = {fmt::format("runtime.host.op_overhead={}us", fwd),
-                                          fmt::format("runtime.host.backward_op_overhead={}us", bwd)};
-      const double g = training_error(cases, train, o);
-      if (g < best_error) best_error = g, best_overrides = o;
-    }
-  }
-  return best_overrides;
+  const bench::HostFit best = bench::best_host_on_grid(bench::grid_steps(50, 1000, 25), {0, 5, 10, 25, 50, 100, 200},
+                                                       [&](double fwd, double bwd) {
+                                                         return training_error(cases, train, bench::host_op_overrides(fwd, bwd));
+                                                       });
+  best_error = best.error;
+  return best.error < 1e30 ? bench::host_op_overrides(best.forward_us, best.backward_us) : std::vector<std::string>{};
 }
 
 /// Grid search of the runtime's extra host time per MoE layer forward (0-5 ms in 50 us
