@@ -14,20 +14,25 @@
 //
 // Usage: perfcast_h100_recipes_check [--data CSV] [--source ID] [--csv FILE] [--host FWD,BWD]
 //                                     [--fit-host SOURCE|all] [--leave-one-source-out]
+//                                     [--write-workloads DIR]
 // Prints per row: predicted and measured step time, signed error, MFU, whether the memory
 // model says the run fits, the measured-minus-predicted gap per layer and micro-batch a GPU
 // runs, and the geomean |error| per source and precision; then the least-squares line of that
 // gap against the predicted time per layer and micro-batch (a gap that does not grow with the
 // layer's work is a cost per layer and micro-batch; one proportional to it, a rate).
 // `--host FWD,BWD`: the megatron_core runtime's host op overheads (us on DGX H100's CPU), as
-// `--set runtime.host.op_overhead=FWDus runtime.host.backward_op_overhead=BWDus` would set
-// them. `--fit-host SOURCE`: grid-search those two on the rows of SOURCE (mean |error|), then
+// `--set runtime.host.op_overhead=FWDus runtime.host.backward_op_overhead=BWDus
+// runtime.host.fp8_module_overhead=FWDus` would set them (an FP8 module call pays FWD twice:
+// host_overrides). `--fit-host SOURCE`: grid-search those two on the rows of SOURCE (mean |error|), then
 // print every row with the fit: the other sources' rows are held out (`--fit-host all`: every
 // row). `--leave-one-source-out`: for each source, fit on the other sources' rows and predict
-// its rows; prints each source's held-out error and the fitted values.
+// its rows; prints each source's held-out error and the fitted values. `--write-workloads DIR`:
+// write each row's workload document and print the `perfcast predict` command for it, to look
+// into one row (`--top`, `--trace`).
 // Exit 2 when the data file is missing.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <fstream>
 #include <map>
@@ -117,19 +122,20 @@ struct Outcome {
   std::string assumed;
 };
 
-Outcome predict_row(const std::string& src, const Row& r, const std::vector<std::string>& host) {
+/// The workload document of a row (what the module comment says), with the assumptions it
+/// had to make appended to `assumed`.
+nlohmann::json row_workload(const std::string& src, const Row& r, std::string& assumed) {
   nlohmann::json w = architecture(src, r);
-  const int gpus = as_int(r, "gpus", 8), tp = as_int(r, "tp", 1), pp = as_int(r, "pp", 1), cp = as_int(r, "cp", 1);
+  const int tp = as_int(r, "tp", 1), pp = as_int(r, "pp", 1), cp = as_int(r, "cp", 1);
   int vp = as_int(r, "vp", 0);
   int mb = as_int(r, "micro_batch", 0);
-  Outcome o;
   if (mb == 0) {
     mb = 1;
-    o.assumed += "micro-batch 1 assumed; ";
+    assumed += "micro-batch 1 assumed; ";
   }
   if (vp == 0) {
     vp = 1;
-    o.assumed += "vp 1 assumed; ";
+    assumed += "vp 1 assumed; ";
   }
   const bool fp8 = r.at("precision") == "fp8";
   w["seq_len"] = std::stoi(r.at("seq_len"));
@@ -169,6 +175,14 @@ Outcome predict_row(const std::string& src, const Row& r, const std::vector<std:
   w["overlap_param_gather"] = true;
   w.erase("schedule");
   w["runtime"] = "megatron_core";
+  return w;
+}
+
+Outcome predict_row(const std::string& src, const Row& r, const std::vector<std::string>& host) {
+  Outcome o;
+  const nlohmann::json w = row_workload(src, r, o.assumed);
+  const int gpus = as_int(r, "gpus", 8), tp = as_int(r, "tp", 1), pp = as_int(r, "pp", 1), cp = as_int(r, "cp", 1);
+  const int mb = w.at("micro_batch").get<int>();
   JsonDocument sys = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   JsonDocument wl{w, src + "/configs/workloads/h100_recipe_row.json"};
   std::vector<std::string> set{fmt::format("system.nodes={}", gpus / 8)};
@@ -181,6 +195,15 @@ Outcome predict_row(const std::string& src, const Row& r, const std::vector<std:
   o.mfu = workload_metrics(*p).mfu;
   o.fits = memory_verdict(p->memory).empty();
   return o;
+}
+
+/// The megatron_core runtime's host costs at forward / backward op overheads of `forward_us` /
+/// `backward_us`, with an FP8 module call paying `forward_us` once more (host.fp8_module_overhead):
+/// Transformer Engine's FP8 linear modules take the host more than twice as long to issue as
+/// the same modules in bf16 (TransformerEngine issue #761, H100, TE @ cf6fc89 of April 2024, the
+/// generation NeMo 24.07 ships), so the fit keeps that ratio and fits one cost a module call.
+std::vector<std::string> host_overrides(double forward_us, double backward_us) {
+  return bench::host_op_overrides(forward_us, backward_us, forward_us);
 }
 
 /// Every row's outcome with the host overrides `host`, two rows at a time (each prediction
@@ -204,7 +227,7 @@ std::vector<Outcome> predict_rows(const std::string& src, const std::vector<Row>
 bench::HostFit fit_host(const std::string& src, const std::vector<Row>& rows) {
   auto mean_error = [&](double fwd, double bwd) {
     std::vector<double> e;
-    for (const Outcome& o : predict_rows(src, rows, bench::host_op_overrides(fwd, bwd))) e.push_back(o.predicted / o.measured - 1);
+    for (const Outcome& o : predict_rows(src, rows, host_overrides(fwd, bwd))) e.push_back(o.predicted / o.measured - 1);
     return summarize_errors(e).mape;
   };
   const bench::HostFit coarse = bench::best_host_on_grid(bench::grid_steps(0, 300, 20), {0, 10, 25, 50}, mean_error);
@@ -215,20 +238,44 @@ bench::HostFit fit_host(const std::string& src, const std::vector<Row>& rows) {
                                   mean_error, coarse);
 }
 
+/// Writes each row's workload to `dir`/<row_id>.json and prints the `perfcast predict` command
+/// that predicts it (the system file resized to the row's GPUs); exit 2 when `dir` cannot be
+/// written.
+int write_workloads(const std::string& src, const std::vector<Row>& rows, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (const Row& r : rows) {
+    std::string assumed;
+    const nlohmann::json w = row_workload(src, r, assumed);
+    const std::string path = dir + "/" + r.at("row_id") + ".json";
+    std::ofstream out(path);
+    if (!(out << w.dump(2) << "\n")) {
+      std::fprintf(stderr, "error: %s: cannot write the workload\n", path.c_str());
+      return 2;
+    }
+    std::printf("perfcast predict --system %s/configs/systems/cluster_4x_dgx_h100.json --workload %s --set system.nodes=%d%s%s\n",
+                src.c_str(), path.c_str(), as_int(r, "gpus", 8) / 8, assumed.empty() ? "" : "   # ", assumed.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Published H100 training step times against perfcast's predictions"};
   const std::string src = PERFCAST_SOURCE_DIR;
-  std::string data = src + "/data/public-measurements/h100_training_step_times.csv", only, csv_out, host_arg, fit_source;
+  std::string data = src + "/data/public-measurements/h100_training_step_times.csv", only, csv_out, host_arg, fit_source,
+              workloads_dir;
   bool loso = false;
   app.add_option("--data", data, "the CSV of published step times");
   app.add_option("--source", only, "only the rows of this source_id");
   app.add_option("--csv", csv_out, "write one row per prediction");
-  app.add_option("--host", host_arg, "FWD,BWD: the megatron_core runtime's host op overheads, us on DGX H100's CPU");
+  app.add_option("--host", host_arg, "FWD,BWD: the megatron_core runtime's host op overheads, us on DGX H100's CPU (an FP8 module call pays FWD twice)");
   app.add_option("--fit-host", fit_source,
                  "grid-search the host op overheads on this source_id's rows (all: every row); the others are held out");
   app.add_flag("--leave-one-source-out", loso, "fit the host op overheads on all sources but one and predict that one, for each");
+  app.add_option("--write-workloads", workloads_dir,
+                 "write each row's workload to DIR/<row_id>.json and print the perfcast predict command that explains it");
   CLI11_PARSE(app, argc, argv);
   auto rows = read_rows(data);
   if (rows.empty()) {
@@ -243,8 +290,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: --host %s: expected FWD,BWD in microseconds, e.g. 140,10\n", host_arg.c_str());
       return 2;
     }
-    host = bench::host_op_overrides(fwd, bwd);
+    host = host_overrides(fwd, bwd);
   }
+  if (!workloads_dir.empty()) return write_workloads(src, rows, workloads_dir);
   if (loso) {
     std::map<std::string, std::vector<Row>> by_source;
     for (const Row& r : rows) by_source[r.at("source_id")].push_back(r);
@@ -256,7 +304,7 @@ int main(int argc, char** argv) {
         if (r.at("source_id") != source) train.push_back(r);
       const auto best = fit_host(src, train);
       std::vector<double> e;
-      for (const Outcome& o : predict_rows(src, held, bench::host_op_overrides(best.forward_us, best.backward_us))) e.push_back(o.predicted / o.measured - 1);
+      for (const Outcome& o : predict_rows(src, held, host_overrides(best.forward_us, best.backward_us))) e.push_back(o.predicted / o.measured - 1);
       all.insert(all.end(), e.begin(), e.end());
       const ErrorSummary sum = summarize_errors(e);
       std::printf("%-40s %5zu %11.0f / %3.0f %9.1f%% %9.1f%% %+7.1f%%\n", source.c_str(), e.size(), best.forward_us, best.backward_us,
@@ -279,7 +327,7 @@ int main(int argc, char** argv) {
     std::printf("fitted on %s (%zu rows): op_overhead %.0f us, backward_op_overhead %.0f us (mean |error| %.2f%%); "
                 "the other sources' rows are held out\n\n",
                 fit_source.c_str(), train.size(), best.forward_us, best.backward_us, 100 * best.error);
-    host = bench::host_op_overrides(best.forward_us, best.backward_us);
+    host = host_overrides(best.forward_us, best.backward_us);
   }
   const std::vector<Outcome> outcomes = predict_rows(src, rows, host);
   std::map<std::string, std::vector<double>> errors;  // source / precision -> relative errors

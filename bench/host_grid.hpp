@@ -4,6 +4,7 @@
 /// accuracy checks in bench/ fit them: each point is scored by the caller (a mean |error| over
 /// the rows it fits on) and given to the predictions as --set overrides.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,14 @@
 
 namespace perfcast::bench {
 
-/// `--set` overrides of the runtime's forward and backward host op overheads, microseconds.
-inline std::vector<std::string> host_op_overrides(double forward_us, double backward_us) {
-  return {fmt::format("runtime.host.op_overhead={}us", forward_us), fmt::format("runtime.host.backward_op_overhead={}us", backward_us)};
+/// `--set` overrides of the runtime's forward and backward host op overheads, microseconds,
+/// and, when given, of its extra host time per FP8 module call (host.fp8_module_overhead).
+inline std::vector<std::string> host_op_overrides(double forward_us, double backward_us,
+                                                  std::optional<double> fp8_module_us = std::nullopt) {
+  std::vector<std::string> o{fmt::format("runtime.host.op_overhead={}us", forward_us),
+                             fmt::format("runtime.host.backward_op_overhead={}us", backward_us)};
+  if (fp8_module_us) o.push_back(fmt::format("runtime.host.fp8_module_overhead={}us", *fp8_module_us));
+  return o;
 }
 
 struct HostFit {

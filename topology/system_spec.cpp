@@ -315,6 +315,7 @@ HostSpec parse_host_spec(const JsonObject& o, HostSpec h) {
   h.launch_overhead = o.quantity_or("launch_overhead", Dimension::kTime, h.launch_overhead);
   h.collective_launch_overhead = o.quantity_or("collective_launch_overhead", Dimension::kTime, h.collective_launch_overhead);
   h.moe_layer_overhead = o.quantity_or("moe_layer_overhead", Dimension::kTime, h.moe_layer_overhead);
+  h.fp8_module_overhead = o.quantity_or("fp8_module_overhead", Dimension::kTime, h.fp8_module_overhead);
   h.table_overhead = o.quantity_or("table_overhead", Dimension::kTime, h.table_overhead);
   h.sample_overhead = o.quantity_or("sample_overhead", Dimension::kTime, h.sample_overhead);
   h.graph_launch_overhead = o.quantity_or("graph_launch_overhead", Dimension::kTime, h.graph_launch_overhead);

@@ -100,6 +100,10 @@ struct HostSpec {
   /// (top-k, load-balancing loss, token counts, permutation indices). 0: none; fitted values
   /// live in runtime profiles (configs/runtimes/megatron_core_ci.json).
   Seconds moe_layer_overhead = 0;
+  /// Extra host time of one FP8 linear module call in the forward (Transformer Engine's
+  /// scaling-factor bookkeeping around the cast and the GEMM: amax and scale handling, the
+  /// scale inverse, the FP8 metadata the backward keeps), s. 0: none; runtime profiles set it.
+  Seconds fp8_module_overhead = 0;
   /// Host time per table an op handles one by one (TorchRec's per-feature KeyedJaggedTensor
   /// splits, permutes and views), s; 0: none (runtime profiles set it).
   Seconds table_overhead = 0;
@@ -207,8 +211,8 @@ struct SystemSpec {
 [[nodiscard]] SystemSpec parse_system(const JsonDocument& doc);
 
 /// Reads a `host` object (op_overhead, backward_op_overhead, launch_overhead,
-/// collective_launch_overhead, moe_layer_overhead, table_overhead, sample_overhead,
-/// graph_launch_overhead; times) over `base`: keys present replace base's values.
+/// collective_launch_overhead, moe_layer_overhead, fp8_module_overhead, table_overhead,
+/// sample_overhead, graph_launch_overhead; times) over `base`: keys present replace base's values.
 [[nodiscard]] HostSpec parse_host_spec(const JsonObject& host, HostSpec base);
 /// Reads a `host_memory` object (capacity required; host_to_device_bandwidth,
 /// device_to_host_bandwidth, numa_nodes, reserved_share optional) over `base`.

@@ -57,6 +57,9 @@ struct Op {
   /// The first op of a mixture-of-experts layer forward (its router): the host also pays
   /// HostSpec::moe_layer_overhead before it.
   bool moe_layer_start = false;
+  /// A linear layer's forward under FP8 (its kernels begin with the input's FP8 cast): the
+  /// host also pays HostSpec::fp8_module_overhead for it.
+  bool fp8_module = false;
   /// Part of a CUDA graph the host replays as a whole: no per-op and no per-launch host cost
   /// of its own (the graph's launch op pays HostSpec::graph_launch_overhead once).
   bool captured = false;

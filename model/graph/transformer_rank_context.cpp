@@ -137,7 +137,7 @@ void TransformerRankContext::add_expert_groups(int rank, SharedCollectives& shar
 
 std::vector<KernelDesc> TransformerRankContext::linear(double input_elements, std::vector<KernelDesc> gemms) const {
   if (!w.fp8_linear_layers()) return gemms;
-  std::vector<KernelDesc> k{ew("fp8_cast_transpose", input_elements, 0, 4)};
+  std::vector<KernelDesc> k{ew(kFp8InputCast, input_elements, 0, 4)};
   for (auto& g : gemms) k.push_back(std::move(g));
   return k;
 }
@@ -179,6 +179,11 @@ void TransformerDraft::add(Op op) {
   // add_layer_forward(.., "recompute."): recomputed forwards run in the backward phase, so
   // only backward ops' names are searched.
   op.recompute = op.phase == Phase::kBackward && op.name.find("recompute.") != std::string::npos;
+  // A module call (forward or recomputed) whose kernels begin with linear()'s input cast.
+  if (op.phase == Phase::kForward || op.recompute) {
+    const auto* cast = op.kernels.empty() ? nullptr : std::get_if<ElementwiseDesc>(&op.kernels.front());
+    op.fp8_module = cast != nullptr && cast->op == kFp8InputCast;
+  }
   if (share_next_op_ >= 0 && !op.kernels.empty()) {
     op.sm_sharing_op = share_next_op_;
     op.sm_sharing_sms = share_next_sms_;

@@ -26,6 +26,11 @@
 
 namespace perfcast::transformer {
 
+/// The elementwise kernel that casts a linear layer's input to FP8 (with its transpose for the
+/// weight gradient), first in every FP8 linear op (TransformerRankContext::linear): ops that
+/// begin with it are FP8 module calls (Op::fp8_module).
+inline constexpr const char* kFp8InputCast = "fp8_cast_transpose";
+
 // Elementwise kernels of a Megatron layer: FLOPs and HBM bytes per element, in units of
 // the activation element size `e` (plus 1-byte dropout masks). Counted from the kernels'
 // operands (read + written once each); assumed, not measured.

@@ -21,10 +21,12 @@ namespace perfcast::transformer {
 void add_get_batch(const TransformerRankContext& c, TransformerDraft& d) {
   if (c.w.diffusion()) return add_dit_get_batch(c, d);
   const auto& w = c.w;
-  // Interleaved schedule (Megatron-Core): pretrain_gpt.get_batch returns at once on stages
-  // that are neither the first nor the last pipeline stage; those two load a batch for
-  // every model chunk.
-  if (c.chunk >= 0 && c.stage != 0 && c.stage + 1 != w.pp) return;
+  // Interleaved schedule (Megatron-Core): pretrain_gpt.get_batch returns at once unless
+  // mpu.is_pipeline_first_stage() or is_pipeline_last_stage(), and both take the virtual rank
+  // into account (megatron/core/parallel_state.py: ignore_virtual=False by default, false for
+  // any model chunk but the first, resp. the last). So only stage 0's chunk 0 and the last
+  // stage's last chunk load a batch; every other chunk gets None at once.
+  if (c.chunk >= 0 && !c.first_stage() && !c.last_stage()) return;
   const Phase ph = Phase::kForward;
   const double sizes_bytes = 8.0 * 8;  // MAX_DATA_DIM = 8 int64 per key, one key ("text")
   const double token_bytes = 8.0 * w.micro_batch * (w.seq_len + 1);

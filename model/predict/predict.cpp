@@ -29,7 +29,7 @@ std::string host_key(const std::string& rest) {
 void set_host_value(JsonDocument& doc, const std::string& section, const std::string& key, const std::string& path,
                     const std::string& value) {
   if (key.empty() || key.find_first_of(".[/") != std::string::npos)
-    throw ConfigError("--set", path, "expected host.KEY with KEY one of op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead");
+    throw ConfigError("--set", path, "expected host.KEY with KEY one of op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead, fp8_module_overhead");
   if (!doc.root.is_object()) doc.root = nlohmann::json::object();
   if (!doc.root.contains(section)) doc.root[section] = nlohmann::json::object();
   apply_override(doc, section + "." + key, value);

@@ -158,6 +158,7 @@ std::optional<RuntimeProfile> load_runtime_profile(const std::string& name, cons
   r.launch_overhead = opt("launch_overhead");
   r.collective_launch_overhead = opt("collective_launch_overhead");
   r.moe_layer_overhead = opt("moe_layer_overhead");
+  r.fp8_module_overhead = opt("fp8_module_overhead");
   r.table_overhead = opt("table_overhead");
   r.sample_overhead = opt("sample_overhead");
   r.graph_launch_overhead = opt("graph_launch_overhead");
@@ -239,6 +240,7 @@ void override_runtime_host(RuntimeProfile& r, const JsonObject& o) {
   opt("launch_overhead", r.launch_overhead);
   opt("collective_launch_overhead", r.collective_launch_overhead);
   opt("moe_layer_overhead", r.moe_layer_overhead);
+  opt("fp8_module_overhead", r.fp8_module_overhead);
   opt("table_overhead", r.table_overhead);
   opt("sample_overhead", r.sample_overhead);
   opt("graph_launch_overhead", r.graph_launch_overhead);
@@ -264,6 +266,7 @@ void apply_runtime(SystemSpec& s, RuntimeProfile& r) {
   if (r.launch_overhead) s.host.launch_overhead = k * *r.launch_overhead;
   if (r.collective_launch_overhead) s.host.collective_launch_overhead = k * *r.collective_launch_overhead;
   if (r.moe_layer_overhead) s.host.moe_layer_overhead = k * *r.moe_layer_overhead;
+  if (r.fp8_module_overhead) s.host.fp8_module_overhead = k * *r.fp8_module_overhead;
   if (r.table_overhead) s.host.table_overhead = k * *r.table_overhead;
   if (r.sample_overhead) s.host.sample_overhead = k * *r.sample_overhead;
   if (r.graph_launch_overhead) s.host.graph_launch_overhead = k * *r.graph_launch_overhead;

@@ -64,7 +64,8 @@ struct AttentionKernelRule {
 struct RuntimeProfile {
   std::string name;  ///< file stem, e.g. "megatron_deepspeed"
   std::string file;
-  std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead;
+  std::optional<Seconds> op_overhead, backward_op_overhead, launch_overhead, collective_launch_overhead, moe_layer_overhead,
+      fp8_module_overhead;
   /// Host costs that scale with the job (HostSpec::table_overhead, sample_overhead) and the
   /// host cost of one CUDA graph replay.
   std::optional<Seconds> table_overhead, sample_overhead, graph_launch_overhead;

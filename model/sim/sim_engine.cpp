@@ -106,7 +106,8 @@ Seconds Engine::host_op_overhead(const Op& op) const {
   const Seconds scaled = op.host_tables * host_.table_overhead + op.host_samples * host_.sample_overhead;
   if (op.same_call || op.captured) return scaled;
   if (op.phase == Phase::kBackward && !op.recompute && host_.backward_op_overhead) return *host_.backward_op_overhead + scaled;
-  return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0) + scaled;
+  return host_.op_overhead + (op.moe_layer_start ? host_.moe_layer_overhead : 0) +
+         (op.fp8_module ? host_.fp8_module_overhead : 0) + scaled;
 }
 
 void Engine::wait_host(RankCursor& st, int e) const { wait_host_until(st, e, log_.end_of(e)); }

@@ -13,9 +13,31 @@
 namespace perfcast::sim {
 namespace {
 
-/// Resources of one rank: its NIC share and the two directions of its PCIe link.
-enum LinkResource { kNic = 0, kPcieToDevice = 1, kPcieToHost = 2 };
-constexpr int kResourcesPerRank = 3;
+/// Resources of one rank: the two directions of its NIC and of its PCIe link (InfiniBand, RoCE,
+/// EFA and PCIe links are full duplex: a rank sending at line rate can receive at line rate too).
+enum LinkResource { kNicSend = 0, kNicReceive = 1, kPcieToDevice = 2, kPcieToHost = 3 };
+constexpr int kResourcesPerRank = 4;
+
+/// Which directions of `rank`'s NIC and PCIe link a collective loads. A point-to-point
+/// transfer (a 2-rank all-to-allv whose bytes go one way, as the pipeline and context-parallel
+/// sends are built) loads the sender's outgoing side (NIC send; PCIe device-to-host, the GPU's
+/// memory read by the NIC) and the receiver's incoming side (NIC receive; PCIe host-to-device)
+/// only. Every other collective sends and receives alike on each member (ring, tree and
+/// all-to-all steps), so loads both sides at the same share: two such collectives contend
+/// exactly as on one shared link.
+struct LinkSides {
+  bool send = true, receive = true;
+};
+
+LinkSides link_sides(const ExecutionGraph& g, int collective, int rank) {
+  const GraphCollective& c = g.collectives[static_cast<std::size_t>(collective)];
+  const auto& members = g.groups[static_cast<std::size_t>(c.group)].ranks;
+  if (c.desc.kind != CollectiveKind::kAllToAllV || members.size() != 2 || c.desc.pair_bytes.size() != 4) return {};
+  const std::size_t me = members[0] == rank ? 0 : 1, peer = 1 - me;
+  const double sent = c.desc.pair_bytes[me * 2 + peer], received = c.desc.pair_bytes[peer * 2 + me];
+  if ((sent > 0) == (received > 0)) return {};  // both ways (an exchange), or neither
+  return {sent > 0, received > 0};
+}
 
 /// A collective instance: its collective, iteration and start (members share all three).
 struct InstanceKey {
@@ -94,11 +116,11 @@ FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& e
       const double nic = std::min(1.0, est.nic_busy / est.time);
       const double pcie = std::min(1.0, est.pcie_busy / est.time);
       const int base = ev.rank * kResourcesPerRank;
-      if (nic > 0) f.uses.push_back({base + kNic, nic});
-      if (pcie > 0) {
-        f.uses.push_back({base + kPcieToDevice, pcie});
-        f.uses.push_back({base + kPcieToHost, pcie});
-      }
+      const LinkSides sides = link_sides(g, *op.collective, ev.rank);
+      if (nic > 0 && sides.send) f.uses.push_back({base + kNicSend, nic});
+      if (nic > 0 && sides.receive) f.uses.push_back({base + kNicReceive, nic});
+      if (pcie > 0 && sides.receive) f.uses.push_back({base + kPcieToDevice, pcie});
+      if (pcie > 0 && sides.send) f.uses.push_back({base + kPcieToHost, pcie});
       fs.events[it->second].push_back(static_cast<int>(i));
     }
   }
@@ -129,10 +151,14 @@ bool transfers_overlap(const TimedGraph& tg, const std::vector<TimelineEvent>& e
       const CollectiveEstimate& est = tg.collectives[static_cast<std::size_t>(*op.collective)];
       if (est.time <= 0 || (est.nic_busy <= 0 && est.pcie_busy <= 0)) continue;
       const Seconds end = ev.start + est.time;
-      if (std::min(1.0, est.nic_busy / est.time) > 0) spans.push_back({base + kNic, ev.start, end});
+      const LinkSides sides = link_sides(g, *op.collective, ev.rank);
+      if (std::min(1.0, est.nic_busy / est.time) > 0) {
+        if (sides.send) spans.push_back({base + kNicSend, ev.start, end});
+        if (sides.receive) spans.push_back({base + kNicReceive, ev.start, end});
+      }
       if (std::min(1.0, est.pcie_busy / est.time) > 0) {
-        spans.push_back({base + kPcieToDevice, ev.start, end});
-        spans.push_back({base + kPcieToHost, ev.start, end});
+        if (sides.receive) spans.push_back({base + kPcieToDevice, ev.start, end});
+        if (sides.send) spans.push_back({base + kPcieToHost, ev.start, end});
       }
     }
   }

@@ -19,6 +19,9 @@ struct FlowSet {
 /// Host<->device copies (one flow each, filling their PCIe direction) and collectives
 /// with NIC or PCIe traffic (one flow per instance, using each member rank's NIC and PCIe
 /// at the shares their estimate gives), at their solo durations from the events' starts.
+/// A NIC and a PCIe link are two resources each, one per direction: a point-to-point
+/// transfer uses the sender's outgoing and the receiver's incoming side, any other
+/// collective both sides of every member.
 [[nodiscard]] FlowSet transfer_flows(const TimedGraph& tg, const std::vector<TimelineEvent>& events);
 
 /// Whether any two transfers of `events` overlap in time on a shared resource at their

@@ -215,6 +215,26 @@ TEST_CASE("host-bound: backward (autograd) ops pay backward_op_overhead, recompu
   CHECK(s.run(h, 3).iteration_time == Approx(60 * us));
 }
 
+TEST_CASE("host-bound: an FP8 module call pays fp8_module_overhead on top, forward and recomputed", "[simulator]") {
+  Scenario s(1);
+  // Three 1-us kernels: an FP8 linear forward, its recomputation and its backward.
+  int prev = s.kernel(0, "qkv", 1 * us);
+  prev = s.kernel(0, "recompute.qkv", 1 * us, {prev});
+  s.kernel(0, "backward.qkv", 1 * us, {prev});
+  auto& ops = s.g.ranks[0].ops;
+  ops[1].phase = ops[2].phase = Phase::kBackward;
+  ops[1].recompute = true;
+  for (auto& op : ops) op.fp8_module = true;
+  HostSpec h = host(20 * us, 5 * us);
+  h.backward_op_overhead = 0.0;
+  // None set: 25 + 25 + 5 us.
+  CHECK(s.run(h, 3).iteration_time == Approx(55 * us));
+  // 30 us more per FP8 module call, forward and recomputed; the autograd op keeps its
+  // backward cost: (20 + 30 + 5) x 2 + 5 = 115 us.
+  h.fp8_module_overhead = 30 * us;
+  CHECK(s.run(h, 3).iteration_time == Approx(115 * us));
+}
+
 TEST_CASE("a blocking op makes the host wait", "[simulator]") {
   Scenario s(1);
   const int a = s.kernel(0, "A", 500 * us);
@@ -313,6 +333,48 @@ TEST_CASE("contention: transfers on different links or at different times keep t
     if (e.iteration != 0 || e.lane == Lane::kHost) continue;
     CHECK(e.end == Approx(e.lane == Lane::kCopy ? 125 * us : 100 * us));
   }
+}
+
+TEST_CASE("contention: NICs and PCIe links are full duplex for point-to-point transfers", "[simulator][contention]") {
+  // Point-to-point transfers as the pipeline schedules build them: 2-rank all-to-allvs with
+  // bytes one way, issued side by side (Op::concurrent). Each fills the NIC and the PCIe link
+  // it crosses for its whole 100 us (nic_busy = pcie_busy = time).
+  auto send = [](Scenario& s, int index, int from, int to) {
+    s.g.groups.push_back(RankGroup{{from, to}});
+    s.collective(from, "send", index, 100 * us);
+    s.collective(to, "send", index, 100 * us);
+    s.g.ranks[static_cast<std::size_t>(from)].ops.back().concurrent = true;
+    s.g.ranks[static_cast<std::size_t>(to)].ops.back().concurrent = true;
+    s.g.collectives[static_cast<std::size_t>(index)].group = static_cast<int>(s.g.groups.size()) - 1;
+    s.g.collectives[static_cast<std::size_t>(index)].desc = CollectiveDesc{CollectiveKind::kAllToAllV, 0, {0, 1e6, 0, 0}};
+    s.nic_busy.push_back(100 * us);
+    s.pcie_busy.push_back(100 * us);
+  };
+  // The host waits for each rank's last transfer, so iteration 1's transfers start after
+  // iteration 0's (concurrent ops queue behind nothing).
+  auto wait_last = [](Scenario& s) {
+    for (auto& r : s.g.ranks) r.ops.back().host_waits = true;
+  };
+  auto durations = [](const Timeline& t) {
+    std::vector<double> d;
+    for (const auto& e : t.events)
+      if (e.lane != Lane::kHost && e.iteration == 0) d.push_back(e.end - e.start);
+    return d;
+  };
+  // Ranks 0 and 1 send to each other at once: rank 0's outgoing side carries one, its
+  // incoming side the other (and the same on rank 1), so neither slows: 100 us each.
+  Scenario both_ways(2);
+  send(both_ways, 0, 0, 1);
+  send(both_ways, 1, 1, 0);
+  wait_last(both_ways);
+  for (double d : durations(both_ways.run(host(0, 0), 2))) CHECK(d == Approx(100 * us));
+  // Rank 0 sends to ranks 1 and 2 at once: both leave through rank 0's outgoing side, so each
+  // gets half of it: 200 us each.
+  Scenario fan_out(3);
+  send(fan_out, 0, 0, 1);
+  send(fan_out, 1, 0, 2);
+  wait_last(fan_out);
+  for (double d : durations(fan_out.run(host(0, 0), 2))) CHECK(d == Approx(200 * us));
 }
 
 TEST_CASE("a simulation reusing an earlier timeline's storage gives the same timeline", "[simulator][contention]") {

@@ -1,5 +1,6 @@
 // Transformer workloads: hand-worked FLOPs and GEMM shapes, the 1F1B order, a small
 // pipeline simulation, config errors, a rule test and the vTrain rows (skipped without data).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -341,6 +342,15 @@ TEST_CASE("fp8 as Transformer Engine runs it: FP8 linear GEMMs, bf16 attention, 
   CHECK(fp8_gemms == layer_passes * 12);
   CHECK(casts_forward == layer_passes * 4);
   CHECK(casts_backward == layer_passes * 4);
+  // The four forward linears are FP8 module calls (the host pays fp8_module_overhead for
+  // each); backward ops and every op of the bf16 graph are not.
+  const auto module_calls = [](const ExecutionGraph& g) {
+    return std::count_if(g.ranks[0].ops.begin(), g.ranks[0].ops.end(), [](const Op& op) { return op.fp8_module; });
+  };
+  CHECK(module_calls(g8) == layer_passes * 4);
+  CHECK(module_calls(gb) == 0);
+  for (const auto& op : g8.ranks[0].ops)
+    if (op.fp8_module) CHECK(op.phase == Phase::kForward);
   CHECK(attention_bf16 == layer_passes * 2);  // flash forward and backward stay bf16
   CHECK(bf16_gemms == 8 * 3);                 // the LM head: forward, dgrad, wgrad per micro-batch
   // Casts per forward layer at tp 2, 1024 tokens, h 1024, ffn 4096: inputs of QKV (T h), attention
