@@ -23,9 +23,9 @@
 // `--host FWD,BWD`: the megatron_core runtime's host op overheads (us on DGX H100's CPU), as
 // `--set runtime.host.op_overhead=FWDus runtime.host.backward_op_overhead=BWDus
 // runtime.host.fp8_module_overhead=FWDus` would set them (an FP8 module call pays FWD twice:
-// host_overrides). `--fit-host SOURCE`: grid-search those two on the rows of SOURCE (mean |error|), then
-// print every row with the fit: the other sources' rows are held out (`--fit-host all`: every
-// row). `--leave-one-source-out`: for each source, fit on the other sources' rows and predict
+// host_overrides). `--fit-host SOURCE`: grid-search those two on the rows of SOURCE (mean
+// |error|), then print every row with the fit: the other sources' rows are held out
+// (`--fit-host all`: every row). `--leave-one-source-out`: for each source, fit on the other sources' rows and predict
 // its rows; prints each source's held-out error and the fitted values. `--write-workloads DIR`:
 // write each row's workload document and print the `perfcast predict` command for it, to look
 // into one row (`--top`, `--trace`).
@@ -181,7 +181,8 @@ nlohmann::json row_workload(const std::string& src, const Row& r, std::string& a
 Outcome predict_row(const std::string& src, const Row& r, const std::vector<std::string>& host) {
   Outcome o;
   const nlohmann::json w = row_workload(src, r, o.assumed);
-  const int gpus = as_int(r, "gpus", 8), tp = as_int(r, "tp", 1), pp = as_int(r, "pp", 1), cp = as_int(r, "cp", 1);
+  const nlohmann::json& par = w.at("parallelism");
+  const int gpus = as_int(r, "gpus", 8), tp = par.at("tp"), pp = par.at("pp"), cp = par.at("cp");
   const int mb = w.at("micro_batch").get<int>();
   JsonDocument sys = load_json_file(src + "/configs/systems/cluster_4x_dgx_h100.json");
   JsonDocument wl{w, src + "/configs/workloads/h100_recipe_row.json"};
@@ -200,8 +201,8 @@ Outcome predict_row(const std::string& src, const Row& r, const std::vector<std:
 /// The megatron_core runtime's host costs at forward / backward op overheads of `forward_us` /
 /// `backward_us`, with an FP8 module call paying `forward_us` once more (host.fp8_module_overhead):
 /// Transformer Engine's FP8 linear modules take the host more than twice as long to issue as
-/// the same modules in bf16 (TransformerEngine issue #761, H100, TE @ cf6fc89 of April 2024, the
-/// generation NeMo 24.07 ships), so the fit keeps that ratio and fits one cost a module call.
+/// the same modules in bf16 (TransformerEngine issue #761, H100, TE @ cf6fc89 of April 2024,
+/// three months before NeMo 24.07), so the fit keeps that ratio and fits one cost a module call.
 std::vector<std::string> host_overrides(double forward_us, double backward_us) {
   return bench::host_op_overrides(forward_us, backward_us, forward_us);
 }

@@ -165,9 +165,9 @@ TEST_CASE("steady-state extrapolation equals the full simulation", "[transformer
     check_equal_to_full(node, w, 8);
   }
   SECTION("interleaved 1F1B (vp 2): steps of pp micro-batches") {
-    // Base 12: with get_batch on stage 0's first chunk only, one rank's idle time still moves by
-    // 6 us a step at base 8 (the prediction then falls back to simulating every micro-batch);
-    // from base 12 the increments agree.
+    // Base 12: with get_batch on stage 0's first chunk only, one of a rank's breakdown figures
+    // still moves by 6 us a step at base 8 (the prediction then falls back to simulating every
+    // micro-batch); from base 12 the increments agree.
     TransformerSpec w = pipeline_gpt(1, 4, 2, 64);
     w.vp = 2;
     w.pipeline_host_blocking = false;
